@@ -1,0 +1,167 @@
+"""Command-line entry points: ``es-train`` and ``es-eval``.
+
+BLAS threads are pinned to one per process before NumPy loads: ES parallelism comes from
+ranks, and OpenBLAS threads of several ranks on the same cores thrash.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from datetime import datetime  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+LAUNCHED_AT = time.time()
+USAGE_ERROR = 2
+
+
+def _fail(program: str, message: str, rank: int = 0) -> int:
+    if rank == 0:
+        print(f"{program}: error: {message}", file=sys.stderr, flush=True)
+    return USAGE_ERROR
+
+
+def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}__{stamp}"
+
+
+def _prepare_run_dir(requested: str | None, config, force: bool) -> tuple[str | None, str | None]:
+    """(run folder, None) or (None, error); called on rank 0 only."""
+    run_dir = Path(requested) if requested else default_run_dir(
+        config.run.runs_dir, config.env.id, config.run.name, config.run.seed
+    )
+    if run_dir.exists() and not run_dir.is_dir():
+        return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not force:
+        return None, (
+            f"run folder {str(run_dir)!r}: already holds a run; choose another --run-dir "
+            "or pass --force to overwrite it"
+        )
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("progress.csv", "policy.npz", "config.toml"):
+            (run_dir / stale).unlink(missing_ok=True)
+    except OSError as error:
+        return None, f"run folder {str(run_dir)!r}: {error.strerror}"
+    return str(run_dir), None
+
+
+def train_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="es-train",
+        description="Train a policy with OpenAI-ES. Run plainly for one process, or under "
+        "mpiexec/srun for many ranks: the result is bit-identical either way.",
+    )
+    parser.add_argument("config", help="TOML config file, e.g. configs/cartpole.toml")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="override one config value (repeatable), e.g. --set es.sigma=0.05",
+    )
+    parser.add_argument("--run-dir", help="output folder (default: runs/{env}__{name}__{seed}__{time})")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing run folder")
+    parser.add_argument("--quiet", action="store_true", help="no per-generation progress line")
+    return parser
+
+
+def train_main(argv: list[str] | None = None) -> int:
+    args = train_parser().parse_args(argv)
+    from es.comm import make_comm
+    from es.config import ConfigError, load_config
+    from es.envs import check_env_id
+
+    comm = make_comm()
+    logging.basicConfig(
+        level=logging.INFO if comm.rank == 0 and not args.quiet else logging.WARNING,
+        format="%(message)s",
+        stream=sys.stdout,
+    )
+    try:
+        config = load_config(args.config, args.overrides)
+        check_env_id(config.env.id)
+    except (ConfigError, ValueError) as error:
+        return _fail("es-train", str(error), comm.rank)
+
+    prepared = _prepare_run_dir(args.run_dir, config, args.force) if comm.rank == 0 else None
+    run_dir, error = comm.broadcast(prepared)
+    if error:
+        return _fail("es-train", error, comm.rank)
+
+    from es.trainer import Trainer
+
+    try:
+        trainer = Trainer(config, comm, Path(run_dir), start_time=LAUNCHED_AT)
+    except ValueError as error:
+        return _fail("es-train", str(error), comm.rank)
+    try:
+        result = trainer.run()
+    except KeyboardInterrupt:
+        print(f"es-train: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
+        return 130
+    except Exception as error:  # an internal failure on one rank must not hang the others
+        print(
+            f"es-train: error on rank {comm.rank}: {type(error).__name__}: {error}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if comm.size > 1:
+            comm.abort(1)
+        return 1
+    if comm.rank == 0:
+        final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
+        print(
+            f"done: {result.generations} generations, {result.timesteps} steps, "
+            f"eval return {final}; run folder {run_dir}",
+            flush=True,
+        )
+    return 0
+
+
+def eval_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="es-eval", description="Evaluate the trained mean policy of a run (no noise)."
+    )
+    parser.add_argument("run_dir", help="a run folder written by es-train")
+    parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
+    parser.add_argument("--seed", type=int, default=12345, help="seed of the first episode")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        return _fail("es-eval", f"--episodes {args.episodes}: must be >= 1")
+
+    import numpy as np
+
+    from es.checkpoint import load_policy
+    from es.config import ConfigError, load_config
+    from es.envs import make_env
+    from es.policies import act_fn
+    from es.rollout import run_episode
+
+    run_dir = Path(args.run_dir)
+    policy_path = run_dir / "policy.npz"
+    if not policy_path.is_file():
+        return _fail("es-eval", f"run folder {args.run_dir!r}: no policy.npz in it")
+    try:
+        config = load_config(run_dir / "config.toml")
+        spec, params, norm, env_id = load_policy(policy_path)
+    except ConfigError as error:
+        return _fail("es-eval", str(error))
+    except (OSError, KeyError, ValueError) as error:
+        return _fail("es-eval", f"{policy_path}: unreadable policy ({error})")
+    env = make_env(env_id, config.env.max_episode_steps or None, config.env.kwargs)
+    act = act_fn(spec, params, norm)
+    episodes = [run_episode(env, act, args.seed + i) for i in range(args.episodes)]
+    returns = np.array([e.total_return for e in episodes])
+    lengths = np.array([e.length for e in episodes])
+    print(
+        f"{env_id}: return {returns.mean():.2f} ± {returns.std():.2f} over {args.episodes} "
+        f"episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
+        f"mean length {lengths.mean():.1f})"
+    )
+    return 0

@@ -1,0 +1,174 @@
+"""Communication between ranks: a tiny interface, a single-process and an MPI implementation.
+
+This is the only module that imports ``mpi4py`` (lazily, so a plain ``es-train`` never loads
+MPI). The trainer exchanges per-member scalars and one small integer block of observation
+statistics per generation; both implementations count the payload bytes, so the invariant
+"parameters never travel" is visible in ``progress.csv``.
+
+MPICH busy-polls inside blocking collectives, which halves the speed of oversubscribed runs.
+``MPIComm`` therefore starts each collective non-blocking and sleeps between tests.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+#: Environment variables that MPI launchers (Hydra/MPICH, Open MPI, PMIx, Intel MPI) set.
+LAUNCHER_VARIABLES = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+
+
+class Comm(Protocol):
+    rank: int
+    size: int
+    bytes_sent: int  # payload bytes this process has put into collectives
+    world_bytes_sent: int  # payload bytes all processes together have put into collectives
+
+    def allgather_rows(self, rows: np.ndarray) -> np.ndarray: ...
+    def allreduce_sum(self, values: np.ndarray) -> np.ndarray: ...
+    def broadcast(self, obj: Any) -> Any: ...
+    def node_shared_array(
+        self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
+    ) -> np.ndarray: ...
+    def barrier(self) -> None: ...
+    def abort(self, code: int) -> None: ...
+
+
+class LocalComm:
+    """One process: every collective is the identity, but bytes are counted the same way."""
+
+    rank = 0
+    size = 1
+
+    def __init__(self) -> None:
+        self.bytes_sent = 0
+        self.world_bytes_sent = 0
+
+    def _count(self, nbytes: int) -> None:
+        self.bytes_sent += nbytes
+        self.world_bytes_sent += nbytes
+
+    def allgather_rows(self, rows: np.ndarray) -> np.ndarray:
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        self._count(8 + rows.nbytes)
+        return rows.copy()
+
+    def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
+        self._count(values.nbytes)
+        return np.array(values, copy=True)
+
+    def broadcast(self, obj: Any) -> Any:
+        return obj
+
+    def node_shared_array(
+        self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
+    ) -> np.ndarray:
+        array = np.empty(size, dtype=dtype)
+        fill(array)
+        return array
+
+    def barrier(self) -> None:
+        pass
+
+    def abort(self, code: int) -> None:
+        sys.exit(code)
+
+
+class MPIComm:
+    """MPI over ``COMM_WORLD``; collectives wait without burning a core."""
+
+    def __init__(self, poll_interval_s: float = 0.0005) -> None:
+        from mpi4py import MPI
+
+        self._mpi = MPI
+        self.world = MPI.COMM_WORLD
+        self.rank = self.world.Get_rank()
+        self.size = self.world.Get_size()
+        self.poll_interval_s = poll_interval_s
+        self.bytes_sent = 0
+        self.world_bytes_sent = 0
+        self._node = None
+        self._windows: list[Any] = []  # shared windows must outlive the arrays on them
+
+    def _wait(self, request: Any) -> None:
+        while not request.Test():
+            time.sleep(self.poll_interval_s)
+
+    def allgather_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Concatenate every rank's rows (float64, same width) in rank order."""
+        MPI = self._mpi
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        width = rows.shape[1]
+        counts = np.empty(self.size, dtype=np.int64)
+        self._wait(self.world.Iallgather(np.array([rows.shape[0]], dtype=np.int64), counts))
+        total = int(counts.sum())
+        gathered = np.empty((total, width), dtype=np.float64)
+        sizes = counts * width
+        displacements = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        self._wait(
+            self.world.Iallgatherv(rows, [gathered, sizes, displacements, MPI.DOUBLE])
+        )
+        self.bytes_sent += 8 + rows.nbytes
+        self.world_bytes_sent += 8 * self.size + total * width * 8
+        return gathered
+
+    def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
+        values = np.ascontiguousarray(values)
+        result = np.empty_like(values)
+        self._wait(self.world.Iallreduce(values, result, op=self._mpi.SUM))
+        self.bytes_sent += values.nbytes
+        self.world_bytes_sent += values.nbytes * self.size
+        return result
+
+    def broadcast(self, obj: Any) -> Any:
+        """Start-up only (small Python objects such as the run folder's name)."""
+        return self.world.bcast(obj, root=0)
+
+    @property
+    def node(self) -> Any:
+        if self._node is None:
+            self._node = self.world.Split_type(self._mpi.COMM_TYPE_SHARED)
+        return self._node
+
+    def node_shared_array(
+        self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
+    ) -> np.ndarray:
+        """One array per node in an MPI shared window; the node's first rank fills it."""
+        MPI = self._mpi
+        dtype = np.dtype(dtype)
+        leader = self.node.Get_rank() == 0
+        window = MPI.Win.Allocate_shared(
+            size * dtype.itemsize if leader else 0, dtype.itemsize, comm=self.node
+        )
+        self._windows.append(window)
+        buffer, _ = window.Shared_query(0)
+        array = np.ndarray(buffer=buffer, dtype=dtype, shape=(size,))
+        if leader:
+            fill(array)
+        self._wait(self.node.Ibarrier())
+        return array
+
+    def barrier(self) -> None:
+        self._wait(self.world.Ibarrier())
+
+    def abort(self, code: int) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.world.Abort(code)
+
+
+def under_mpi_launcher() -> bool:
+    forced = os.environ.get("ES_COMM")
+    if forced in ("mpi", "local"):
+        return forced == "mpi"
+    return any(name in os.environ for name in LAUNCHER_VARIABLES)
+
+
+def make_comm() -> Comm:
+    """MPI when started by ``mpiexec``/``srun`` (or ``ES_COMM=mpi``), else one process."""
+    return MPIComm() if under_mpi_launcher() else LocalComm()

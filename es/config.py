@@ -1,0 +1,222 @@
+"""TOML config -> frozen, validated dataclasses; ``--set section.key=value`` overrides.
+
+Every mistake a user can make in a config (bad TOML, an unknown section or key, a wrong type,
+a value out of range) raises ``ConfigError`` with a one-line message that names the key, the
+bad value and what is allowed. The CLI prints it and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A user error in the configuration: printed as one line, exit code 2."""
+
+
+def _doc(text: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    return field(default=default, metadata={"doc": text}, **kwargs)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str = _doc("label in the run folder's name (default: the config file's stem)", "")
+    seed: int = _doc("run seed: every random draw is a pure function of it", 0)
+    generations: int = _doc("stop after this many generations", 100)
+    max_timesteps: int = _doc("stop once training used this many env steps (0: no limit)", 0)
+    eval_every: int = _doc("evaluate the mean policy (no noise) every k generations", 5)
+    eval_episodes: int = _doc("episodes per evaluation of the mean policy", 5)
+    runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
+
+    def validate(self) -> None:
+        _at_least("run.generations", self.generations, 1)
+        _at_least("run.max_timesteps", self.max_timesteps, 0)
+        _at_least("run.eval_every", self.eval_every, 1)
+        _at_least("run.eval_episodes", self.eval_episodes, 1)
+        _at_least("run.seed", self.seed, 0)
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    id: str = _doc("a registered Gymnasium id, e.g. CartPole-v1, HalfCheetah-v5", "CartPole-v1")
+    max_episode_steps: int = _doc("episode step cap (0: the environment's own limit)", 0)
+    kwargs: dict = _doc("keyword arguments for gymnasium.make", default_factory=dict)
+
+    def validate(self) -> None:
+        _at_least("env.max_episode_steps", self.max_episode_steps, 0)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    kind: str = _doc("'linear' or 'mlp'", "linear")
+    hidden: tuple = _doc("hidden layer sizes of the MLP", (64, 64))
+    activation: str = _doc("hidden activation of the MLP: 'tanh' or 'relu'", "tanh")
+    obs_norm: bool = _doc("normalise observations by running mean and std", True)
+    obs_clip: float = _doc("clip normalised observations to [-obs_clip, obs_clip]", 5.0)
+
+    def validate(self) -> None:
+        _one_of("policy.kind", self.kind, ("linear", "mlp"))
+        _one_of("policy.activation", self.activation, ("tanh", "relu"))
+        for size in self.hidden:
+            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+                raise ConfigError(f"policy.hidden = {list(self.hidden)}: sizes must be ints >= 1")
+        _positive("policy.obs_clip", self.obs_clip)
+
+
+@dataclass(frozen=True)
+class ESConfig:
+    population: int = _doc("members per generation (even when mirrored)", 64)
+    sigma: float = _doc("standard deviation of the parameter perturbations", 0.02)
+    lr: float = _doc("optimizer step size", 0.01)
+    optimizer: str = _doc("'adam' or 'sgd' (with momentum)", "adam")
+    momentum: float = _doc("momentum of 'sgd'", 0.9)
+    l2: float = _doc("L2 weight decay coefficient added to the gradient", 0.005)
+    mirrored: bool = _doc("evaluate each perturbation and its negative", True)
+    noise: str = _doc("'table' (shared noise table) or 'seed' (regenerate from seeds)", "table")
+    noise_table_size: int = _doc("floats in the shared noise table (4 bytes each)", 25_000_000)
+
+    def validate(self) -> None:
+        _at_least("es.population", self.population, 2)
+        if self.mirrored and self.population % 2:
+            raise ConfigError(
+                f"es.population = {self.population}: must be even when es.mirrored = true"
+            )
+        _positive("es.sigma", self.sigma)
+        _positive("es.lr", self.lr)
+        _one_of("es.optimizer", self.optimizer, ("adam", "sgd"))
+        if not 0 <= self.momentum < 1:
+            raise ConfigError(f"es.momentum = {self.momentum}: must be in [0, 1)")
+        _at_least("es.l2", self.l2, 0)
+        _one_of("es.noise", self.noise, ("table", "seed"))
+        _at_least("es.noise_table_size", self.noise_table_size, 1000)
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunConfig = field(default_factory=RunConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    es: ESConfig = field(default_factory=ESConfig)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        out = dataclasses.asdict(self)
+        out["policy"]["hidden"] = list(self.policy.hidden)
+        return out
+
+
+SECTIONS: dict[str, type] = typing.get_type_hints(Config)
+
+
+def _at_least(key: str, value: float, low: float) -> None:
+    if value < low:
+        raise ConfigError(f"{key} = {value}: must be >= {low}")
+
+
+def _positive(key: str, value: float) -> None:
+    if not value > 0 or value != value or value == float("inf"):
+        raise ConfigError(f"{key} = {value}: must be a finite number > 0")
+
+
+def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key} = {value!r}: allowed are {', '.join(map(repr, allowed))}")
+
+
+def _coerce(key: str, value: Any, kind: Any) -> Any:
+    """Check ``value`` against the field type; ints are accepted where floats are expected."""
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+             tuple: "a list of integers", dict: "a table"}
+    ok = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, int | float) and not isinstance(value, bool),
+        str: isinstance(value, str),
+        tuple: isinstance(value, list | tuple),
+        dict: isinstance(value, dict),
+    }[kind]
+    if not ok:
+        raise ConfigError(f"{key} = {value!r}: must be {names[kind]}")
+    if kind is float:
+        return float(value)
+    if kind is tuple:
+        return tuple(value)
+    return value
+
+
+def _build(section: str, values: Any) -> Any:
+    cls = SECTIONS[section]
+    if not isinstance(values, dict):
+        raise ConfigError(f"[{section}] must be a table, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    allowed = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in values.items():
+        if key not in hints:
+            raise ConfigError(
+                f"unknown key {section}.{key}: allowed in [{section}] are {', '.join(allowed)}"
+            )
+        kwargs[key] = _coerce(f"{section}.{key}", value, hints[key])
+    instance = cls(**kwargs)
+    instance.validate()
+    return instance
+
+
+def from_dict(data: dict[str, Any]) -> Config:
+    for section in data:
+        if section not in SECTIONS:
+            raise ConfigError(
+                f"unknown section [{section}]: allowed are {', '.join(map(str, SECTIONS))}"
+            )
+    return Config(**{name: _build(name, data.get(name, {})) for name in SECTIONS})
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``section.key=value`` -> (path, value); the value is read as TOML, else as a string."""
+    path, sep, raw = text.partition("=")
+    keys = path.strip().split(".")
+    if not sep or len(keys) < 2 or not all(keys):
+        raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. es.sigma=0.05")
+    try:
+        value = tomllib.loads(f"value = {raw.strip()}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return keys, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = data
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {text!r}: {key} is not a table")
+            node = child
+        node[keys[-1]] = value
+    return data
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r}: not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {str(path)!r}: is a directory") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"config file {str(path)!r}: invalid TOML: {error}") from None
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
+    data = apply_overrides(read_toml(path), list(overrides))
+    run = data.setdefault("run", {})
+    if isinstance(run, dict) and not run.get("name"):
+        run["name"] = Path(path).stem
+    return from_dict(data)

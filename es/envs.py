@@ -1,0 +1,59 @@
+"""Gymnasium environments: id checks, construction, and the policy shape they imply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from es.policies import PolicySpec
+
+
+def _register_atari(env_id: str) -> None:
+    if env_id.startswith("ALE/"):
+        import ale_py
+
+        gym.register_envs(ale_py)
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise ``ValueError`` with a one-line message if Gymnasium does not know ``env_id``."""
+    _register_atari(env_id)
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        known = [i for i in gym.registry if i.split("-v")[0].lower() in env_id.lower()]
+        hint = f" (did you mean {', '.join(known[:3])}?)" if known else ""
+        raise ValueError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
+
+
+def make_env(env_id: str, max_episode_steps: int | None, kwargs: dict[str, Any]) -> gym.Env:
+    _register_atari(env_id)
+    options: dict[str, Any] = dict(kwargs)
+    if max_episode_steps is not None:
+        options["max_episode_steps"] = max_episode_steps
+    return gym.make(env_id, disable_env_checker=True, **options)
+
+
+def policy_spec_for(
+    env: gym.Env, kind: str, hidden: tuple[int, ...], activation: str
+) -> PolicySpec:
+    obs_space, act_space = env.observation_space, env.action_space
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ValueError(f"observation space {obs_space}: only Box observations are supported")
+    obs_dim = int(np.prod(obs_space.shape))
+    if isinstance(act_space, gym.spaces.Discrete):
+        return PolicySpec(kind, obs_dim, int(act_space.n), True, hidden, activation)
+    if isinstance(act_space, gym.spaces.Box):
+        return PolicySpec(
+            kind,
+            obs_dim,
+            int(np.prod(act_space.shape)),
+            False,
+            hidden,
+            activation,
+            tuple(float(v) for v in act_space.low.ravel()),
+            tuple(float(v) for v in act_space.high.ravel()),
+        )
+    raise ValueError(f"action space {act_space}: only Discrete and Box actions are supported")

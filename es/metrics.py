@@ -1,0 +1,72 @@
+"""One row per generation: ``progress.csv`` and the readable line printed by rank 0."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+COLUMNS = (
+    "generation",
+    "timesteps",
+    "time_s",
+    "return_mean",
+    "return_min",
+    "return_max",
+    "eval_return",
+    "eval_std",
+    "episodes",
+    "evals_per_s",
+    "steps_per_s",
+    "bytes_sent",
+    "update_s",
+    "grad_norm",
+)
+
+
+class ProgressLog:
+    """Appends rows to ``progress.csv``, flushed each generation so a crash loses nothing."""
+
+    def __init__(self, path: Path) -> None:
+        new = not path.exists() or path.stat().st_size == 0
+        self._file = path.open("a", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
+        if new:
+            self._writer.writeheader()
+            self._file.flush()
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._writer.writerow({key: _cell(row.get(key)) for key in COLUMNS})
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _si(value: float) -> str:
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f}{unit}"
+    return f"{value:.0f}"
+
+
+def progress_line(row: dict[str, Any]) -> str:
+    line = (
+        f"gen {row['generation']:>5} | steps {_si(row['timesteps']):>7} | "
+        f"return mean {row['return_mean']:9.2f} max {row['return_max']:9.2f}"
+    )
+    if row.get("eval_return") is not None:
+        line += f" | eval {row['eval_return']:9.2f}"
+    return line + (
+        f" | {_si(row['steps_per_s'])} steps/s | {row['time_s']:7.1f} s"
+        f" | {row['bytes_sent']} B sent"
+    )

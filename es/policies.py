@@ -1,0 +1,113 @@
+"""NumPy policies over one flat float32 parameter vector: linear and MLP.
+
+A ``PolicySpec`` fixes the architecture and action space; ``act_fn`` binds a parameter vector
+and observation statistics into a fast ``obs -> action`` function (weights unpacked once per
+episode, not per step). Observations are normalised as in Salimans et al. 2017:
+``clip((obs - mean) / std, -clip, clip)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, 0, out=x),
+}
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    kind: str  # "linear" | "mlp"
+    obs_dim: int
+    act_dim: int  # number of discrete actions, or the size of a continuous action
+    discrete: bool
+    hidden: tuple[int, ...] = ()
+    activation: str = "tanh"
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("linear", "mlp"):
+            raise ValueError(f"policy kind {self.kind!r}: allowed are 'linear', 'mlp'")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation {self.activation!r}: allowed are {sorted(ACTIVATIONS)}")
+
+    @property
+    def layer_sizes(self) -> list[int]:
+        hidden = list(self.hidden) if self.kind == "mlp" else []
+        return [self.obs_dim, *hidden, self.act_dim]
+
+    @property
+    def layer_shapes(self) -> list[tuple[int, int]]:
+        """(out, in) of each weight matrix; each is followed by a bias of size out."""
+        sizes = self.layer_sizes
+        return [(sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1)]
+
+    @property
+    def num_params(self) -> int:
+        return sum(o * i + o for o, i in self.layer_shapes)
+
+    def initial_params(self, rng: np.random.Generator) -> np.ndarray:
+        """Linear: zeros (as in ARS). MLP: column-normalised Gaussian rows, small output layer."""
+        if self.kind == "linear":
+            return np.zeros(self.num_params, dtype=np.float32)
+        chunks = []
+        shapes = self.layer_shapes
+        for index, (out, inp) in enumerate(shapes):
+            scale = 0.01 if index == len(shapes) - 1 else 1.0
+            weights = rng.standard_normal((out, inp))
+            weights *= scale / np.sqrt(np.square(weights).sum(axis=1, keepdims=True))
+            chunks += [weights.ravel(), np.zeros(out)]
+        return np.concatenate(chunks).astype(np.float32)
+
+    def unpack(self, params: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Views (no copies) of each layer's weights and bias."""
+        if params.size != self.num_params:
+            raise ValueError(f"{params.size} parameters given, the policy has {self.num_params}")
+        layers, start = [], 0
+        for out, inp in self.layer_shapes:
+            weights = params[start : start + out * inp].reshape(out, inp)
+            start += out * inp
+            layers.append((weights, params[start : start + out]))
+            start += out
+        return layers
+
+
+@dataclass(frozen=True)
+class ObsNorm:
+    mean: np.ndarray
+    std: np.ndarray
+    clip: float = 5.0
+
+    @classmethod
+    def identity(cls, dim: int, clip: float = 5.0) -> ObsNorm:
+        return cls(np.zeros(dim, np.float32), np.ones(dim, np.float32), clip)
+
+
+def act_fn(
+    spec: PolicySpec, params: np.ndarray, norm: ObsNorm
+) -> Callable[[np.ndarray], np.ndarray | int]:
+    """The policy as a function of one observation."""
+    layers = spec.unpack(np.asarray(params, dtype=np.float32))
+    mean = np.asarray(norm.mean, dtype=np.float32)
+    inv_std = (1.0 / np.asarray(norm.std, dtype=np.float32)).astype(np.float32)
+    clip = np.float32(norm.clip)
+    hidden_layers, (out_w, out_b) = layers[:-1], layers[-1]
+    activation = ACTIVATIONS[spec.activation]
+
+    def features(obs: np.ndarray) -> np.ndarray:
+        x = (np.asarray(obs, dtype=np.float32).ravel() - mean) * inv_std
+        np.clip(x, -clip, clip, out=x)
+        for weights, bias in hidden_layers:
+            x = activation(weights @ x + bias)
+        return out_w @ x + out_b
+
+    if spec.discrete:
+        return lambda obs: int(np.argmax(features(obs)))
+    low = np.asarray(spec.action_low, dtype=np.float32)
+    high = np.asarray(spec.action_high, dtype=np.float32)
+    return lambda obs: np.clip(features(obs), low, high)

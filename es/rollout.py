@@ -1,0 +1,93 @@
+"""Run one episode; observation statistics that merge exactly across any number of ranks.
+
+Observation statistics are (sum, sumsq, count) as in Salimans et al. 2017. Floating-point
+sums depend on the order of addition, so a 2-rank run would normalise observations slightly
+differently from a 3-rank run. Each episode's sums are therefore rounded to fixed point
+(multiples of 2**-16) and added as int64: integer addition is exact in any order, so the
+merged statistics, and hence the parameters, are bit-identical at any rank count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from es.policies import ObsNorm
+
+FIXED_POINT_SCALE = 2.0**16
+#: Largest per-episode |sum| that fits: leaves room to add 2**20 episodes without overflow.
+FIXED_POINT_LIMIT = 2.0**42 / FIXED_POINT_SCALE
+
+
+@dataclass
+class Episode:
+    total_return: float
+    length: int
+    obs_sum: np.ndarray | None = None
+    obs_sumsq: np.ndarray | None = None
+
+
+def run_episode(
+    env: gym.Env,
+    act: Callable[[np.ndarray], np.ndarray | int],
+    seed: int,
+    record_obs: bool = False,
+) -> Episode:
+    """One episode from ``env.reset(seed=seed)`` until termination or truncation."""
+    obs, _ = env.reset(seed=seed)
+    total, length = 0.0, 0
+    seen: list[np.ndarray] = []
+    while True:
+        if record_obs:
+            seen.append(obs)
+        obs, reward, terminated, truncated, _ = env.step(act(obs))
+        total += float(reward)
+        length += 1
+        if terminated or truncated:
+            break
+    if not record_obs:
+        return Episode(total, length)
+    stacked = np.asarray(seen, dtype=np.float64).reshape(len(seen), -1)
+    return Episode(total, length, stacked.sum(axis=0), np.square(stacked).sum(axis=0))
+
+
+class ObsStats:
+    """Running (sum, sumsq, count) of observations; increments are exact int64 blocks."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.sum = np.zeros(dim, dtype=np.float64)
+        self.sumsq = np.zeros(dim, dtype=np.float64)
+        self.count = 0
+
+    def empty_increment(self) -> np.ndarray:
+        """Layout: [sum (dim) | sumsq (dim) | count], fixed point except the count."""
+        return np.zeros(2 * self.dim + 1, dtype=np.int64)
+
+    def add_episode(self, increment: np.ndarray, episode: Episode) -> bool:
+        """Add an episode's sums to ``increment``; False (and nothing added) if unusable."""
+        if episode.obs_sum is None or episode.obs_sumsq is None:
+            return False
+        sums = np.concatenate((episode.obs_sum, episode.obs_sumsq))
+        if not np.all(np.isfinite(sums)) or np.abs(sums).max() > FIXED_POINT_LIMIT:
+            return False
+        increment[:-1] += np.rint(sums * FIXED_POINT_SCALE).astype(np.int64)
+        increment[-1] += episode.length
+        return True
+
+    def apply(self, increment: np.ndarray) -> None:
+        """Fold a merged increment in (the same on every rank, so the same result)."""
+        fixed = increment[:-1].astype(np.float64) / FIXED_POINT_SCALE
+        self.sum += fixed[: self.dim]
+        self.sumsq += fixed[self.dim :]
+        self.count += int(increment[-1])
+
+    def norm(self, clip: float, min_variance: float = 1e-2) -> ObsNorm:
+        if self.count == 0:
+            return ObsNorm.identity(self.dim, clip)
+        mean = self.sum / self.count
+        std = np.sqrt(np.maximum(self.sumsq / self.count - np.square(mean), min_variance))
+        return ObsNorm(mean.astype(np.float32), std.astype(np.float32), clip)
