@@ -23,15 +23,15 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     A reader (or a crash) sees either the old file or the new one, never half of one.
     """
     path = Path(path)
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False)
+    descriptor, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with handle:
+        with os.fdopen(descriptor, "wb") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(handle.name, path)
+        os.replace(temp_name, path)
     except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
+        Path(temp_name).unlink(missing_ok=True)
         raise
     directory = os.open(path.parent, os.O_RDONLY)
     try:

@@ -65,7 +65,9 @@ def train_parser() -> argparse.ArgumentParser:
         "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
         help="override one config value (repeatable), e.g. --set es.sigma=0.05",
     )
-    parser.add_argument("--run-dir", help="output folder (default: runs/{env}__{name}__{seed}__{time})")
+    parser.add_argument(
+        "--run-dir", help="output folder (default: runs/{env}__{name}__{seed}__{time})"
+    )
     parser.add_argument("--force", action="store_true", help="overwrite an existing run folder")
     parser.add_argument("--quiet", action="store_true", help="no per-generation progress line")
     return parser

@@ -20,7 +20,9 @@ from typing import Any, Protocol
 import numpy as np
 
 #: Environment variables that MPI launchers (Hydra/MPICH, Open MPI, PMIx, Intel MPI) set.
-LAUNCHER_VARIABLES = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+LAUNCHER_VARIABLES = (
+    "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"
+)
 
 
 class Comm(Protocol):

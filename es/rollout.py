@@ -3,7 +3,7 @@
 Observation statistics are (sum, sumsq, count) as in Salimans et al. 2017. Floating-point
 sums depend on the order of addition, so a 2-rank run would normalise observations slightly
 differently from a 3-rank run. Each episode's sums are therefore rounded to fixed point
-(multiples of 2**-16) and added as int64: integer addition is exact in any order, so the
+(multiples of 2**-8) and added as int64: integer addition is exact in any order, so the
 merged statistics, and hence the parameters, are bit-identical at any rank count.
 """
 
@@ -17,9 +17,10 @@ import numpy as np
 
 from es.policies import ObsNorm
 
-FIXED_POINT_SCALE = 2.0**16
-#: Largest per-episode |sum| that fits: leaves room to add 2**20 episodes without overflow.
-FIXED_POINT_LIMIT = 2.0**42 / FIXED_POINT_SCALE
+FIXED_POINT_SCALE = 2.0**8
+#: Largest per-episode |sum| or |sumsq| taken (5.5e11): 2**15 such episodes fit in an int64.
+#: The rounding (4e-3 on a whole episode's sum) is far below the std floor of 0.1.
+FIXED_POINT_LIMIT = 2.0**39
 
 
 @dataclass

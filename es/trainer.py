@@ -126,7 +126,6 @@ class Trainer:
         return gathered[np.argsort(gathered[:, 0], kind="stable"), 1]
 
     def run(self) -> TrainResult:
-        run_cfg = self.config.run
         writer = self.comm.rank == 0 and self.run_dir is not None
         progress = ProgressLog(self.run_dir / "progress.csv") if writer else None
         if writer:

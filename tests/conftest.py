@@ -1,0 +1,41 @@
+"""Helpers to run the real command-line tools, as a user types them."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        pytest.fail(f"{name} not found beside {sys.executable}: install with pip install -e .")
+    return str(path)
+
+
+def run_cli(args: list[str], ranks: int | None = None, timeout: float = 300,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run a console script; under ``mpiexec -n ranks`` when ranks is given."""
+    command = [tool(args[0]), *args[1:]]
+    if ranks is not None:
+        command = [tool("mpiexec"), "-n", str(ranks), *command]
+    env = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "PMI_SIZE", "ES_COMM")}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd or REPO, env=env)
+
+
+def read_progress(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "progress.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def load_params(run_dir: Path) -> np.ndarray:
+    with np.load(run_dir / "policy.npz", allow_pickle=False) as data:
+        return data["params"].copy()

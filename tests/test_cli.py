@@ -1,0 +1,87 @@
+"""Smoke tests of es-train and es-eval through a subprocess, as a user types them."""
+
+import numpy as np
+from conftest import REPO, load_params, read_progress, run_cli
+
+from es.metrics import COLUMNS
+
+
+def test_train_then_eval_cartpole(tmp_path):
+    run_dir = tmp_path / "cp"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(run_dir),
+                    "--set", "run.generations=6", "--set", "run.eval_every=3"])
+    assert done.returncode == 0, done.stderr
+    assert "gen     6" in done.stdout and "done: 6 generations" in done.stdout
+    assert {p.name for p in run_dir.iterdir()} >= {"config.toml", "progress.csv", "policy.npz"}
+    rows = read_progress(run_dir)
+    assert [int(r["generation"]) for r in rows] == list(range(1, 7))
+    assert set(COLUMNS) <= set(rows[0])
+    assert rows[2]["eval_return"] and not rows[1]["eval_return"]
+    assert all(int(r["timesteps"]) > 0 for r in rows)
+    assert float(rows[-1]["time_s"]) > float(rows[0]["time_s"]) > 0
+    with np.load(run_dir / "policy.npz", allow_pickle=False) as data:
+        assert data["params"].dtype == np.float32 and "obs_mean" in data
+    assert "generations = 6" in (run_dir / "config.toml").read_text()
+
+    shown = run_cli(["es-eval", str(run_dir), "--episodes", "3"])
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("CartPole-v1: return ") and "over 3 episodes" in shown.stdout
+
+
+def test_cartpole_config_solves_cartpole(tmp_path):
+    run_dir = tmp_path / "solve"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(run_dir), "--quiet"])
+    assert done.returncode == 0, done.stderr
+    evals = [float(r["eval_return"]) for r in read_progress(run_dir) if r["eval_return"]]
+    assert max(evals) >= 475
+    shown = run_cli(["es-eval", str(run_dir), "--episodes", "5"])
+    assert float(shown.stdout.split("return ")[1].split()[0]) >= 475
+
+
+def test_pendulum_with_overrides_as_in_the_readme(tmp_path):
+    run_dir = tmp_path / "p3"
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "es.sigma=0.05",
+                    "--set", "run.seed=3", "--set", "run.generations=2", "--run-dir",
+                    str(run_dir)])
+    assert done.returncode == 0, done.stderr
+    text = (run_dir / "config.toml").read_text()
+    assert "sigma = 0.05" in text and "seed = 3" in text
+    assert load_params(run_dir).shape == (4,)  # 3 observations -> 1 action, plus a bias
+
+
+def test_default_run_folder_is_named_after_env_config_and_seed(tmp_path):
+    done = run_cli(["es-train", str(REPO / "configs/cartpole.toml"), "--quiet",
+                    "--set", "run.generations=1"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert folder.name.startswith("CartPole-v1__cartpole__0__")
+
+
+def one_line_error(done, *fragments):
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_bad_inputs_exit_2_with_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[es]\nsigma = 0.0\n")
+    one_line_error(run_cli(["es-train", str(bad)]), "es.sigma = 0.0", "> 0")
+    bad.write_text("[es]\npopulaton = 8\n")
+    one_line_error(run_cli(["es-train", str(bad)]), "unknown key es.populaton", "population")
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=CartPol-v1"]),
+                   "'CartPol-v1'", "not a registered Gymnasium id")
+    one_line_error(run_cli(["es-train", str(tmp_path / "missing.toml")]), "not found")
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "es.population=9"]),
+                   "es.population = 9", "even")
+    one_line_error(run_cli(["es-eval", str(tmp_path)]), "no policy.npz")
+
+
+def test_existing_run_folder_needs_force(tmp_path):
+    args = ["es-train", "configs/cartpole.toml", "--run-dir", str(tmp_path / "r"), "--quiet",
+            "--set", "run.generations=1"]
+    assert run_cli(args).returncode == 0
+    one_line_error(run_cli(args), "already holds a run", "--force")
+    assert run_cli([*args, "--force"]).returncode == 0

@@ -1,0 +1,108 @@
+"""Config loading: defaults, overrides, and a one-line ConfigError for every bad input."""
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from es.config import Config, ConfigError, apply_overrides, from_dict, load_config
+
+CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.toml"))
+
+
+def write(tmp_path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_shipped_configs_load(path):
+    config = load_config(path)
+    assert config.run.name == path.stem
+    assert config.es.population >= 2
+
+
+def test_defaults_and_overrides(tmp_path):
+    config = load_config(
+        write(tmp_path, '[es]\nsigma = 0.1\n[env]\nid = "Pendulum-v1"\n'),
+        ["es.sigma=0.05", "run.seed=3", "env.id=CartPole-v1", "policy.hidden=[8, 8]",
+         "env.kwargs.render_mode=rgb_array", "es.mirrored=false", "es.population=5"],
+    )
+    assert config.es.sigma == 0.05 and config.run.seed == 3
+    assert config.env.id == "CartPole-v1" and config.policy.hidden == (8, 8)
+    assert config.env.kwargs == {"render_mode": "rgb_array"}
+    assert config.es.population == 5 and not config.es.mirrored
+    assert config.run.name == "c"
+
+
+def test_ints_are_accepted_for_floats(tmp_path):
+    assert load_config(write(tmp_path, "[es]\nsigma = 1\n")).es.sigma == 1.0
+
+
+def test_config_round_trips_through_its_dict():
+    config = from_dict({"es": {"sigma": 0.3}, "policy": {"hidden": [4]}})
+    assert from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "message"),
+    [
+        ("[es\n", [], "invalid TOML"),
+        ("[bogus]\n", [], "unknown section [bogus]"),
+        ("[es]\nsigmaa = 1.0\n", [], "unknown key es.sigmaa"),
+        ('[es]\nsigma = "big"\n', [], "es.sigma = 'big': must be a number"),
+        ("[es]\nsigma = 0\n", [], "es.sigma = 0.0: must be a finite number > 0"),
+        ("[es]\nsigma = -1.0\n", [], "es.sigma"),
+        ("[es]\npopulation = 1\n", [], "es.population = 1: must be >= 2"),
+        ("[es]\npopulation = 7\n", [], "must be even when es.mirrored = true"),
+        ("[es]\npopulation = 8.0\n", [], "es.population = 8.0: must be an integer"),
+        ("[es]\nmirrored = 1\n", [], "es.mirrored = 1: must be true or false"),
+        ('[es]\noptimizer = "rmsprop"\n', [], "allowed are 'adam', 'sgd'"),
+        ('[policy]\nkind = "cnn"\n', [], "policy.kind = 'cnn'"),
+        ("[policy]\nhidden = [0]\n", [], "policy.hidden"),
+        ("[run]\ngenerations = 0\n", [], "run.generations = 0: must be >= 1"),
+        ("es = 3\n", [], "[es] must be a table"),
+        ("", ["es.sigma"], "expected section.key=value"),
+        ("", ["es.lr=-2"], "es.lr = -2.0"),
+        ("", ["nosuch.key=1"], "unknown section [nosuch]"),
+    ],
+)
+def test_bad_input_is_a_one_line_config_error(tmp_path, text, overrides, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text), overrides)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+toml_scalars = st.one_of(
+    st.integers(-10, 10**9), st.floats(allow_nan=True), st.booleans(), st.text(max_size=5),
+    st.lists(st.integers(-3, 300), max_size=3),
+)
+sections = st.sampled_from(["run", "env", "policy", "es", "other"])
+keys = st.sampled_from(["seed", "sigma", "population", "kind", "hidden", "id", "lr", "mirrored",
+                        "noise", "generations", "kwargs", "zzz"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(sections, st.dictionaries(keys, toml_scalars, max_size=4), max_size=4))
+def test_any_dict_gives_a_config_or_a_one_line_error(data):
+    try:
+        assert isinstance(from_dict(data), Config)
+    except ConfigError as error:
+        assert "\n" not in str(error)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_any_override_text_gives_a_config_or_a_one_line_error(text):
+    try:
+        from_dict(apply_overrides({}, [text]))
+    except ConfigError as error:
+        assert "\n" not in str(error)

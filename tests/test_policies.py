@@ -1,0 +1,119 @@
+"""Policies, episodes and observation statistics."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from es.checkpoint import load_policy, save_policy
+from es.envs import check_env_id, make_env, policy_spec_for
+from es.policies import ObsNorm, PolicySpec, act_fn
+from es.rollout import ObsStats, run_episode
+
+
+def test_parameter_count_and_unpacking():
+    spec = PolicySpec("mlp", obs_dim=3, act_dim=2, discrete=False, hidden=(4, 5),
+                      action_low=(-1, -1), action_high=(1, 1))
+    assert spec.num_params == 3 * 4 + 4 + 4 * 5 + 5 + 5 * 2 + 2
+    params = np.arange(spec.num_params, dtype=np.float32)
+    layers = spec.unpack(params)
+    assert [w.shape for w, _ in layers] == [(4, 3), (5, 4), (2, 5)]
+    assert layers[1][0][0, 0] == 16  # views into the flat vector, in order
+    with pytest.raises(ValueError, match="parameters given"):
+        spec.unpack(params[:-1])
+
+
+def test_linear_discrete_policy_is_argmax_of_normalised_obs():
+    spec = PolicySpec("linear", obs_dim=2, act_dim=3, discrete=True)
+    weights = np.array([[1, 0], [0, 1], [-1, -1]], np.float32)
+    params = np.concatenate([weights.ravel(), np.zeros(3, np.float32)])
+    norm = ObsNorm(np.array([10.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32), 5.0)
+    act = act_fn(spec, params, norm)
+    assert act(np.array([14.0, 1.0])) == 0  # normalised (2, 1)
+    assert act(np.array([10.0, 3.0])) == 1  # normalised (0, 3)
+    assert act(np.array([-100.0, -100.0])) == 2  # clipped to (-5, -5)
+
+
+def test_continuous_actions_are_clipped_to_the_box():
+    spec = PolicySpec("mlp", 2, 1, False, (4,), "tanh", (-2.0,), (2.0,))
+    params = np.full(spec.num_params, 3.0, np.float32)
+    act = act_fn(spec, params, ObsNorm.identity(2))
+    assert act(np.array([1.0, 1.0]))[0] == 2.0
+
+
+def test_mlp_initialisation_is_seeded_and_small_at_the_output():
+    spec = PolicySpec("mlp", 17, 6, False, (64, 64))
+    a = spec.initial_params(np.random.default_rng(0))
+    np.testing.assert_array_equal(a, spec.initial_params(np.random.default_rng(0)))
+    out_w = spec.unpack(a)[-1][0]
+    np.testing.assert_allclose(np.linalg.norm(out_w, axis=1), 0.01, rtol=1e-5)
+
+
+def test_obs_stats_merge_exactly_whatever_the_partition():
+    """Two ranks' increments sum to exactly the one-rank increment (int64 fixed point)."""
+    rng = np.random.default_rng(0)
+    episodes, seen = [], []
+    for _ in range(9):
+        obs = rng.normal(3.0, 2.0, size=(50, 4)) * 1e3
+        seen.append(obs)
+        episodes.append(type("E", (), {"obs_sum": obs.sum(0), "obs_sumsq": (obs**2).sum(0),
+                                        "length": 50})())
+    stats = ObsStats(4)
+    whole = stats.empty_increment()
+    for e in episodes:
+        stats.add_episode(whole, e)
+    for split in (2, 3, 5):
+        parts = [stats.empty_increment() for _ in range(split)]
+        for i, e in enumerate(episodes):
+            stats.add_episode(parts[i % split], e)
+        np.testing.assert_array_equal(sum(parts), whole)
+    stats.apply(whole)
+    norm = stats.norm(clip=5.0)
+    assert stats.count == 450
+    everything = np.concatenate(seen)
+    np.testing.assert_allclose(norm.mean, everything.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(norm.std, everything.std(axis=0), rtol=1e-6)
+
+
+def test_obs_stats_skip_non_finite_episodes():
+    stats = ObsStats(2)
+    increment = stats.empty_increment()
+    bad = type("E", (), {"obs_sum": np.array([np.nan, 1.0]), "obs_sumsq": np.ones(2), "length": 3})
+    assert not stats.add_episode(increment, bad())
+    assert not increment.any()
+
+
+def test_episodes_are_reproducible_from_their_seed():
+    env = make_env("Pendulum-v1", None, {})
+    spec = policy_spec_for(env, "linear", (), "tanh")
+    params = np.random.default_rng(0).normal(size=spec.num_params).astype(np.float32)
+    act = act_fn(spec, params, ObsNorm.identity(spec.obs_dim))
+    a, b = run_episode(env, act, 7, record_obs=True), run_episode(env, act, 7, record_obs=True)
+    assert a.total_return == b.total_return and a.length == b.length == 200
+    np.testing.assert_array_equal(a.obs_sum, b.obs_sum)
+    assert run_episode(env, act, 8).total_return != a.total_return
+
+
+def test_policy_spec_follows_the_action_space():
+    spec = policy_spec_for(make_env("CartPole-v1", None, {}), "mlp", (8,), "tanh")
+    assert spec.discrete and spec.act_dim == 2 and spec.obs_dim == 4
+    spec = policy_spec_for(make_env("Pendulum-v1", None, {}), "linear", (), "tanh")
+    assert not spec.discrete and spec.action_high == (2.0,)
+
+
+def test_unknown_env_id_is_a_one_line_error():
+    with pytest.raises(ValueError, match="env.id 'CartPol-v1': not a registered Gymnasium id"):
+        check_env_id("CartPol-v1")
+    check_env_id("ALE/Pong-v5")  # ale-py's ids are registered on demand
+    assert gym.spec("ALE/Pong-v5") is not None
+
+
+def test_policy_file_round_trips_without_pickle(tmp_path):
+    spec = PolicySpec("mlp", 3, 2, False, (4,), "tanh", (-1.0, -1.0), (1.0, 1.0))
+    params = np.random.default_rng(0).normal(size=spec.num_params).astype(np.float32)
+    norm = ObsNorm(np.ones(3, np.float32), np.full(3, 2.0, np.float32), 4.0)
+    save_policy(tmp_path / "policy.npz", spec, params, norm, "Pendulum-v1", 7)
+    spec2, params2, norm2, env_id = load_policy(tmp_path / "policy.npz")
+    assert spec2 == spec and env_id == "Pendulum-v1" and norm2.clip == 4.0
+    np.testing.assert_array_equal(params2, params)
+    np.testing.assert_array_equal(norm2.std, norm.std)
+    assert list(tmp_path.iterdir()) == [tmp_path / "policy.npz"]  # no temp file left behind

@@ -1,0 +1,168 @@
+"""Exact unit tests of the ES math, and convergence on classic test functions."""
+
+import numpy as np
+import pytest
+
+from es.noise import NoiseTable, SeedNoise
+from es.optim import SGD, Adam
+from es.strategy import OpenES, centered_ranks
+
+
+@pytest.fixture(scope="module")
+def table() -> NoiseTable:
+    return NoiseTable.build(200_000, seed=0)
+
+
+def test_centered_ranks_exact_values():
+    ranks = centered_ranks(np.array([10.0, -3.0, 7.0, 100.0, 0.0]))
+    np.testing.assert_array_equal(ranks, np.array([0.25, -0.5, 0.0, 0.5, -0.25], np.float32))
+
+
+def test_centered_ranks_average_ties_and_sum_to_zero():
+    ranks = centered_ranks(np.array([5.0, 1.0, 5.0, 5.0]))
+    # Sorted: 1 -> rank 0; the three 5s share ranks 1, 2, 3 -> 2. Scaled by 1/3, minus 0.5.
+    np.testing.assert_allclose(ranks, [1 / 6, -0.5, 1 / 6, 1 / 6], rtol=1e-6)
+    assert abs(float(centered_ranks(np.random.default_rng(0).normal(size=101)).sum())) < 1e-5
+
+
+def test_centered_ranks_reject_a_single_value():
+    with pytest.raises(ValueError, match="at least 2"):
+        centered_ranks(np.array([1.0]))
+
+
+def test_mirrored_members_are_symmetric_around_theta(table):
+    es = OpenES(np.arange(10.0), population=6, sigma=0.1, noise=table, optimizer=Adam(10, 0.01))
+    generation = es.ask()
+    for k in range(3):
+        plus, minus = generation.params(2 * k), generation.params(2 * k + 1)
+        np.testing.assert_allclose((plus + minus) / 2, es.theta, atol=1e-6)
+        eps = generation.directions.vector(k)
+        np.testing.assert_allclose(plus - es.theta, 0.1 * eps, atol=1e-6)
+        assert not np.allclose(plus, minus)
+    assert generation.direction_of(5) == (2, -1.0)
+
+
+def test_unmirrored_population_uses_one_direction_per_member(table):
+    es = OpenES(np.zeros(4), population=5, sigma=1.0, noise=table, optimizer=Adam(4, 0.1),
+                mirrored=False)
+    generation = es.ask()
+    assert len(generation.directions) == 5
+    assert generation.direction_of(4) == (4, 1.0)
+
+
+def test_invalid_hyperparameters_are_refused(table):
+    with pytest.raises(ValueError, match="even"):
+        OpenES(np.zeros(3), population=5, sigma=0.1, noise=table, optimizer=Adam(3, 0.1))
+    with pytest.raises(ValueError, match="sigma"):
+        OpenES(np.zeros(3), population=4, sigma=0.0, noise=table, optimizer=Adam(3, 0.1))
+    with pytest.raises(ValueError, match="at least 2"):
+        OpenES(np.zeros(3), population=1, sigma=0.1, noise=table, optimizer=Adam(3, 0.1),
+               mirrored=False)
+
+
+def test_adam_matches_a_hand_computation():
+    adam = Adam(2, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+    g1, g2 = np.array([1.0, -2.0], np.float32), np.array([0.5, 0.5], np.float32)
+    step1 = adam.step(g1)
+    # t=1: m = 0.1 g, v = 0.001 g^2, a = 0.1 sqrt(0.001) / 0.1 -> step = -0.1 * sign(g) (nearly)
+    m, v = 0.1 * g1, 0.001 * g1**2
+    a = 0.1 * np.sqrt(1 - 0.999) / (1 - 0.9)
+    np.testing.assert_allclose(step1, -a * m / (np.sqrt(v) + 1e-8), rtol=1e-6)
+    np.testing.assert_allclose(step1, [-0.1, 0.1], rtol=1e-6)
+    step2 = adam.step(g2)
+    m = 0.9 * m + 0.1 * g2
+    v = 0.999 * v + 0.001 * g2**2
+    a = 0.1 * np.sqrt(1 - 0.999**2) / (1 - 0.9**2)
+    np.testing.assert_allclose(step2, -a * m / (np.sqrt(v) + 1e-8), rtol=1e-6)
+    assert adam.t == 2
+
+
+def test_sgd_momentum_matches_a_hand_computation():
+    sgd = SGD(1, lr=0.5, momentum=0.9)
+    assert sgd.step(np.array([2.0], np.float32))[0] == pytest.approx(-0.5 * 0.2)
+    assert sgd.step(np.array([1.0], np.float32))[0] == pytest.approx(-0.5 * (0.9 * 0.2 + 0.1))
+
+
+def test_optimizer_state_round_trips():
+    adam = Adam(3, 0.1)
+    adam.step(np.ones(3, np.float32))
+    restored = Adam(3, 0.1)
+    restored.load_state(adam.state())
+    g = np.array([0.3, -1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(adam.step(g), restored.step(g))
+
+
+def test_tell_steps_along_the_paper_estimate(table):
+    """One step by hand: g = sum_i F_i eps_i / (n sigma), grad = -g + l2 theta, SGD step."""
+    theta0 = np.linspace(-1, 1, 8)
+    es = OpenES(theta0, population=4, sigma=0.5, noise=table, optimizer=SGD(8, 1.0, 0.0), l2=0.1)
+    generation = es.ask()
+    fitness = np.array([3.0, 1.0, 0.0, 2.0])
+    es.tell(fitness)
+    shaped = centered_ranks(fitness)
+    eps = [generation.directions.vector(k).astype(np.float64) for k in range(2)]
+    g = (shaped[0] * eps[0] - shaped[1] * eps[0] + shaped[2] * eps[1] - shaped[3] * eps[1]) / (
+        4 * 0.5
+    )
+    expected = theta0 - 1.0 * (-g + 0.1 * theta0.astype(np.float32))
+    np.testing.assert_allclose(es.theta, expected, rtol=1e-5, atol=1e-6)
+    assert es.generation == 1
+
+
+def test_tell_refuses_the_wrong_number_of_fitness_values(table):
+    es = OpenES(np.zeros(3), population=4, sigma=0.1, noise=table, optimizer=Adam(3, 0.1))
+    with pytest.raises(ValueError, match="3 fitness values for 4 members"):
+        es.tell(np.zeros(3))
+
+
+def test_table_and_seed_noise_weighted_sums_match_a_dense_reference(table):
+    weights = np.random.default_rng(1).normal(size=7).astype(np.float32)
+    for noise in (table, SeedNoise()):
+        directions = noise.sample(seed=3, generation=2, count=7, dim=50)
+        dense = np.stack([directions.vector(k) for k in range(7)]).astype(np.float64)
+        np.testing.assert_allclose(
+            directions.weighted_sum(weights), weights @ dense, rtol=1e-5, atol=1e-5
+        )
+
+
+def test_perturbations_are_pure_functions_of_seed_generation_and_index(table):
+    a = table.sample(seed=1, generation=5, count=4, dim=30)
+    b = table.sample(seed=1, generation=5, count=4, dim=30)
+    c = table.sample(seed=1, generation=6, count=4, dim=30)
+    np.testing.assert_array_equal(a.vector(3), b.vector(3))
+    assert not np.array_equal(a.vector(3), c.vector(3))
+    seeded = SeedNoise().sample(seed=1, generation=5, count=4, dim=30)
+    np.testing.assert_array_equal(seeded.vector(2), SeedNoise().sample(1, 5, 9, 30).vector(2))
+    assert abs(float(np.std(table.table)) - 1.0) < 0.01
+
+
+def test_noise_table_must_cover_the_parameters():
+    with pytest.raises(ValueError, match="smaller than"):
+        NoiseTable.build(1000, 0).sample(0, 0, 2, 2000)
+
+
+def _minimise(f, x0, sigma, lr, population, generations, table):
+    es = OpenES(x0, population=population, sigma=sigma, noise=table,
+                optimizer=Adam(x0.size, lr), seed=1)
+    for _ in range(generations):
+        generation = es.ask()
+        es.tell(np.array([-f(generation.params(i)) for i in range(population)]))
+    return es.theta.astype(np.float64)
+
+
+def test_converges_on_the_sphere_in_20_dimensions(table):
+    def sphere(x):
+        return float(np.sum(np.square(x, dtype=np.float64)))
+
+    x = _minimise(sphere, np.full(20, 3.0), 0.05, 0.05, 50, 400, table)
+    assert sphere(x) < 1e-2  # from 180
+
+
+def test_converges_on_rosenbrock_in_20_dimensions(table):
+    def rosenbrock(x):
+        x = x.astype(np.float64)
+        return float(np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2))
+
+    x = _minimise(rosenbrock, np.zeros(20), 0.02, 0.01, 50, 3000, table)
+    assert rosenbrock(x) < 1.0  # from 19; the nearest local minimum has f ~ 3.98
+    assert np.max(np.abs(x - 1.0)) < 0.5
