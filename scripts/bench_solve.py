@@ -1,0 +1,81 @@
+"""Wall-clock time to reach return thresholds, as a user runs training.
+
+    python scripts/bench_solve.py                      # both targets below, 2 ranks
+    python scripts/bench_solve.py --only halfcheetah --seconds 600
+
+Runs ``mpiexec -n RANKS es-train CONFIG`` for at most a wall-clock budget (then interrupts it
+with SIGINT), and reads progress.csv: the wall time (since launch, start-up included) and env
+steps at which the noise-free evaluation of the mean policy first reached each threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from report import emit
+
+BIN = Path(sys.executable).parent
+TARGETS = {
+    "cartpole": ("configs/cartpole.toml", 20.0, (475.0,)),
+    "halfcheetah": ("configs/halfcheetah.toml", 600.0, (3000.0, 5000.0, 6000.0)),
+}
+
+
+def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: list[str]):
+    command = [str(BIN / "mpiexec"), "-n", str(ranks), str(BIN / "es-train"), config,
+               "--run-dir", str(run_dir), "--quiet"]
+    for override in overrides:
+        command += ["--set", override]
+    started = time.time()
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    wall = time.time() - started
+    with (run_dir / "progress.csv").open() as handle:
+        return list(csv.DictReader(handle)), wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(TARGETS), action="append")
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--seconds", type=float, help="override the wall-clock budget")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--csv", default="bench/solve.csv")
+    args = parser.parse_args()
+    rows = []
+    for name in args.only or sorted(TARGETS):
+        config, budget, thresholds = TARGETS[name]
+        budget = args.seconds or budget
+        with tempfile.TemporaryDirectory() as tmp:
+            progress, wall = run_for(config, args.ranks, budget, Path(tmp) / "run", args.overrides)
+        evals = [(float(r["time_s"]), int(r["timesteps"]), float(r["eval_return"]))
+                 for r in progress if r["eval_return"]]
+        for threshold in thresholds:
+            hit = next(((t, s) for t, s, e in evals if e >= threshold), None)
+            rows.append({
+                "config": name, "ranks": args.ranks, "budget_s": budget, "threshold": threshold,
+                "reached_at_s": hit[0] if hit else "not reached",
+                "reached_at_steps": hit[1] if hit else "",
+                "best_eval": max(e for _, _, e in evals), "last_eval": evals[-1][2],
+                "steps": int(progress[-1]["timesteps"]), "wall_s": round(wall, 1),
+            })
+    emit(rows, args.csv, f"Time to reach eval return thresholds, mpiexec -n {args.ranks}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Cost of one ES update (noise reconstruction + weighted sum + Adam) on one core.
+
+    python scripts/bench_update.py --members 1000 --dim 100000
+
+Compares the shared noise table with regenerating each perturbation from its seed.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from report import emit  # noqa: E402
+
+from es.noise import NoiseTable, SeedNoise  # noqa: E402
+from es.optim import Adam  # noqa: E402
+from es.strategy import OpenES  # noqa: E402
+
+
+def time_updates(noise, members: int, dim: int, repeats: int) -> list[float]:
+    es = OpenES(np.zeros(dim), population=members, sigma=0.02, noise=noise,
+                optimizer=Adam(dim, 0.01), l2=0.005, seed=0)
+    fitness = np.random.default_rng(0).normal(size=members)
+    times = []
+    for _ in range(repeats + 1):  # the first call warms caches and is dropped
+        es.ask()
+        started = time.perf_counter()
+        es.tell(fitness)
+        times.append(time.perf_counter() - started)
+    return times[1:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=1000)
+    parser.add_argument("--dim", type=int, default=100_000)
+    parser.add_argument("--table-size", type=int, default=25_000_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--csv", default="bench/update.csv")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    table = NoiseTable.build(args.table_size, seed=0)
+    build_s = time.perf_counter() - started
+    rows = []
+    for mode, noise, repeats in (("table", table, args.repeats), ("seed", SeedNoise(), 3)):
+        times = time_updates(noise, args.members, args.dim, repeats)
+        rows.append({
+            "noise": mode, "members": args.members, "dim": args.dim,
+            "update_ms_median": 1e3 * float(np.median(times)),
+            "update_ms_min": 1e3 * min(times), "repeats": len(times),
+        })
+    emit(rows, args.csv, f"ES update cost, mirrored, one core; table of {args.table_size:,} "
+         f"floats built once in {build_s:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
