@@ -46,7 +46,7 @@ def test_pendulum_with_overrides_as_in_the_readme(tmp_path):
     assert done.returncode == 0, done.stderr
     text = (run_dir / "config.toml").read_text()
     assert "sigma = 0.05" in text and "seed = 3" in text
-    assert load_params(run_dir).shape == (4,)  # 3 observations -> 1 action, plus a bias
+    assert load_params(run_dir).shape == (3 * 32 + 32 + 32 * 32 + 32 + 32 + 1,)
 
 
 def test_default_run_folder_is_named_after_env_config_and_seed(tmp_path):
@@ -85,3 +85,14 @@ def test_existing_run_folder_needs_force(tmp_path):
     assert run_cli(args).returncode == 0
     one_line_error(run_cli(args), "already holds a run", "--force")
     assert run_cli([*args, "--force"]).returncode == 0
+
+
+def test_cli_pins_blas_to_one_thread_per_rank():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    code = "import es.cli, os; print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["1", "1"], out.stderr

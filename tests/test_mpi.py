@@ -8,8 +8,8 @@ import pytest
 from conftest import REPO, load_params, read_progress, run_cli, tool
 
 CASES = {
-    # Continuous actions, observation normalisation, table noise, 5 directions (not divisible
-    # by 2 or 3 ranks).
+    # Continuous actions, an MLP, observation normalisation, table noise, 5 directions (not
+    # divisible by 2 or 3 ranks).
     "pendulum-table": ["configs/pendulum.toml", "--set", "es.population=10",
                        "--set", "run.generations=4", "--set", "run.eval_every=2"],
     # Discrete actions, an MLP, regenerated noise, no mirroring, 7 members.
