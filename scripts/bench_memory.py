@@ -19,6 +19,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from report import emit, mpiexec  # noqa: E402
 
 
 def memory_mb() -> dict[str, float]:
@@ -55,9 +56,6 @@ def measure(table_size: int, csv_path: str) -> None:
                          "pss_growth_mb": pss - pss0})
         del table
     if comm.rank == 0:
-        sys.path.insert(0, str(Path(__file__).parent))
-        from report import emit
-
         emit(rows, csv_path, f"Noise table memory per rank, {comm.size} ranks on one node")
         for mode in ("shared", "private"):
             growth = sum(r["pss_growth_mb"] for r in rows if r["table"] == mode)
@@ -75,10 +73,8 @@ def main() -> None:
     if args.worker:
         measure(args.table_size, args.csv)
         return
-    mpiexec = Path(sys.executable).parent / "mpiexec"
-    command = [str(mpiexec), "-n", str(args.ranks), sys.executable, __file__, "--worker",
-               "--table-size", str(args.table_size), "--csv", args.csv]
-    sys.exit(subprocess.call(command))
+    sys.exit(subprocess.call(mpiexec(args.ranks, sys.executable, __file__, "--worker",
+                                     "--table-size", str(args.table_size), "--csv", args.csv)))
 
 
 if __name__ == "__main__":

@@ -14,14 +14,12 @@ import argparse
 import csv
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from report import emit
+from report import BIN, emit, mpiexec
 
-BIN = Path(sys.executable).parent
 TARGETS = {
     "cartpole": ("configs/cartpole.toml", 20.0, (475.0,)),
     "halfcheetah": ("configs/halfcheetah.toml", 600.0, (3000.0, 5000.0, 6000.0)),
@@ -29,8 +27,7 @@ TARGETS = {
 
 
 def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: list[str]):
-    command = [str(BIN / "mpiexec"), "-n", str(ranks), str(BIN / "es-train"), config,
-               "--run-dir", str(run_dir), "--quiet"]
+    command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", str(run_dir), "--quiet")
     for override in overrides:
         command += ["--set", override]
     started = time.time()

@@ -20,11 +20,9 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-
-BIN = Path(sys.executable).parent
+from report import BIN, emit, mpiexec  # noqa: E402
 
 
 def bare_worker(config_path: str, seconds: float) -> None:
@@ -56,8 +54,8 @@ def bare_worker(config_path: str, seconds: float) -> None:
 
 def training_rate(config: str, ranks: int, generations: int) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
-        command = [str(BIN / "mpiexec"), "-n", str(ranks), str(BIN / "es-train"), config,
-                   "--run-dir", f"{tmp}/run", "--quiet", "--set", f"run.generations={generations}"]
+        command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", f"{tmp}/run",
+                          "--quiet", "--set", f"run.generations={generations}")
         subprocess.run(command, check=True, stderr=subprocess.DEVNULL)
         with open(f"{tmp}/run/progress.csv") as handle:
             rows = list(csv.DictReader(handle))
@@ -79,16 +77,13 @@ def main() -> None:
         bare_worker(args.config, args.seconds)
         return
     bare = subprocess.run(
-        [str(BIN / "mpiexec"), "-n", str(args.ranks), sys.executable, __file__, "--bare-worker",
-         "--config", args.config, "--seconds", str(args.seconds)],
+        mpiexec(args.ranks, sys.executable, __file__, "--bare-worker", "--config", args.config,
+                "--seconds", str(args.seconds)),
         check=True, capture_output=True, text=True,
     )
     bare_line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
     bare_rate, bare_steps = float(bare_line.split()[1]), int(bare_line.split()[2])
     train_rate, train_steps = training_rate(args.config, args.ranks, args.generations)
-
-    from report import emit
-
     emit([{"config": args.config, "ranks": args.ranks, "bare_steps_per_s": bare_rate,
            "bare_steps": bare_steps, "train_steps_per_s": train_rate, "train_steps": train_steps,
            "ratio": train_rate / bare_rate}],

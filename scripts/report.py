@@ -5,8 +5,16 @@ from __future__ import annotations
 import csv
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
+
+BIN = Path(sys.executable).parent
+
+
+def mpiexec(ranks: int, *command: str) -> list[str]:
+    """``mpiexec -n RANKS COMMAND`` with the mpiexec installed beside this Python."""
+    return [str(BIN / "mpiexec"), "-n", str(ranks), *command]
 
 
 def machine() -> str:
