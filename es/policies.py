@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "tanh": np.tanh,
+    "tanh": lambda x: np.tanh(x, out=x),
     "relu": lambda x: np.maximum(x, 0, out=x),
 }
 
@@ -91,23 +91,41 @@ class ObsNorm:
 def act_fn(
     spec: PolicySpec, params: np.ndarray, norm: ObsNorm
 ) -> Callable[[np.ndarray], np.ndarray | int]:
-    """The policy as a function of one observation."""
-    layers = spec.unpack(np.asarray(params, dtype=np.float32))
-    mean = np.asarray(norm.mean, dtype=np.float32)
-    inv_std = (1.0 / np.asarray(norm.std, dtype=np.float32)).astype(np.float32)
-    clip = np.float32(norm.clip)
+    """The policy as a function of one observation.
+
+    Runs once per environment step, so it is written for few NumPy calls: the weights are
+    unpacked (as float64, the dtype of most observations, so nothing is converted per step)
+    once per episode, and clipping uses in-place ``minimum``/``maximum``.
+    """
+    layers = [(w.astype(np.float64), b.astype(np.float64)) for w, b in spec.unpack(params)]
+    mean = np.asarray(norm.mean, dtype=np.float64)
+    inv_std = 1.0 / np.asarray(norm.std, dtype=np.float64)
+    clip = float(norm.clip)
     hidden_layers, (out_w, out_b) = layers[:-1], layers[-1]
     activation = ACTIVATIONS[spec.activation]
 
     def features(obs: np.ndarray) -> np.ndarray:
-        x = (np.asarray(obs, dtype=np.float32).ravel() - mean) * inv_std
-        np.clip(x, -clip, clip, out=x)
+        x = np.subtract(np.ravel(obs), mean)
+        x *= inv_std
+        np.minimum(x, clip, out=x)
+        np.maximum(x, -clip, out=x)
         for weights, bias in hidden_layers:
-            x = activation(weights @ x + bias)
-        return out_w @ x + out_b
+            x = np.dot(weights, x)
+            x += bias
+            x = activation(x)
+        y = np.dot(out_w, x)
+        y += out_b
+        return y
 
     if spec.discrete:
         return lambda obs: int(np.argmax(features(obs)))
-    low = np.asarray(spec.action_low, dtype=np.float32)
-    high = np.asarray(spec.action_high, dtype=np.float32)
-    return lambda obs: np.clip(features(obs), low, high)
+    low = np.asarray(spec.action_low, dtype=np.float64)
+    high = np.asarray(spec.action_high, dtype=np.float64)
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        y = features(obs)
+        np.minimum(y, high, out=y)
+        np.maximum(y, low, out=y)
+        return y
+
+    return act
