@@ -73,6 +73,10 @@ class ESConfig:
     population: int = _doc("members per generation (even when mirrored)", 64)
     sigma: float = _doc("standard deviation of the parameter perturbations", 0.02)
     lr: float = _doc("optimizer step size", 0.01)
+    sigma_decay: float = _doc("sigma is multiplied by this every generation", 1.0)
+    sigma_min: float = _doc("floor of the decayed sigma", 0.0)
+    lr_decay: float = _doc("lr is multiplied by this every generation", 1.0)
+    lr_min: float = _doc("floor of the decayed lr", 0.0)
     optimizer: str = _doc("'adam' or 'sgd' (with momentum)", "adam")
     momentum: float = _doc("momentum of 'sgd'", 0.9)
     l2: float = _doc("L2 weight decay coefficient added to the gradient", 0.005)
@@ -88,6 +92,11 @@ class ESConfig:
             )
         _positive("es.sigma", self.sigma)
         _positive("es.lr", self.lr)
+        for key, decay in (("es.sigma_decay", self.sigma_decay), ("es.lr_decay", self.lr_decay)):
+            if not 0 < decay <= 1:
+                raise ConfigError(f"{key} = {decay}: must be in (0, 1]")
+        _at_least("es.sigma_min", self.sigma_min, 0)
+        _at_least("es.lr_min", self.lr_min, 0)
         _one_of("es.optimizer", self.optimizer, ("adam", "sgd"))
         if not 0 <= self.momentum < 1:
             raise ConfigError(f"es.momentum = {self.momentum}: must be in [0, 1)")

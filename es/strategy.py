@@ -8,7 +8,9 @@ optimizer step along
 
 with mirrored sampling (member 2k is theta + sigma eps_k, member 2k+1 is theta - sigma eps_k)
 and L2 weight decay added to the gradient the optimizer minimises: ``-g + l2 * theta``.
-Every random draw is a pure function of ``(seed, generation, direction)``.
+Every random draw is a pure function of ``(seed, generation, direction)``. Optional
+exponential decay of sigma and of the step size (as in evosax's OpenES) is a pure function of
+the generation too, so the whole state stays (theta, optimizer state, generation).
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ class OpenES:
         l2: float = 0.0,
         mirrored: bool = True,
         seed: int = 0,
+        sigma_decay: float = 1.0,
+        sigma_min: float = 0.0,
+        lr_decay: float = 1.0,
+        lr_min: float = 0.0,
     ) -> None:
         if population < 2:
             raise ValueError(f"population {population}: must be at least 2")
@@ -89,11 +95,26 @@ class OpenES:
         if not sigma > 0:
             raise ValueError(f"sigma {sigma}: must be > 0")
         self.theta = np.array(theta0, dtype=np.float32).ravel()
-        self.population, self.sigma, self.l2 = population, float(sigma), float(l2)
+        for name, decay in (("sigma_decay", sigma_decay), ("lr_decay", lr_decay)):
+            if not 0 < decay <= 1:
+                raise ValueError(f"{name} {decay}: must be in (0, 1]")
+        self.population, self.sigma0, self.l2 = population, float(sigma), float(l2)
+        self.sigma_decay, self.sigma_min = float(sigma_decay), float(sigma_min)
+        self.lr0, self.lr_decay, self.lr_min = float(optimizer.lr), float(lr_decay), float(lr_min)
         self.noise, self.optimizer = noise, optimizer
         self.mirrored, self.seed = mirrored, seed
         self.generation = 0
         self._pending: Generation | None = None
+
+    @property
+    def sigma(self) -> float:
+        """This generation's perturbation scale."""
+        return max(self.sigma0 * self.sigma_decay**self.generation, self.sigma_min)
+
+    @property
+    def lr(self) -> float:
+        """This generation's optimizer step size."""
+        return max(self.lr0 * self.lr_decay**self.generation, self.lr_min)
 
     @property
     def num_directions(self) -> int:
@@ -118,9 +139,10 @@ class OpenES:
         shaped = centered_ranks(fitness)
         weights = shaped[0::2] - shaped[1::2] if self.mirrored else shaped
         ascent = generation.directions.weighted_sum(weights) / np.float32(
-            self.population * self.sigma
+            self.population * generation.sigma
         )
         gradient = -ascent + np.float32(self.l2) * self.theta
+        self.optimizer.lr = self.lr
         step = self.optimizer.step(gradient)
         self.theta = self.theta + step
         self.generation += 1

@@ -77,6 +77,10 @@ class Trainer:
             l2=es_cfg.l2,
             mirrored=es_cfg.mirrored,
             seed=seed,
+            sigma_decay=es_cfg.sigma_decay,
+            sigma_min=es_cfg.sigma_min,
+            lr_decay=es_cfg.lr_decay,
+            lr_min=es_cfg.lr_min,
         )
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.timesteps = 0

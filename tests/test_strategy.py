@@ -166,3 +166,22 @@ def test_converges_on_rosenbrock_in_20_dimensions(table):
     x = _minimise(rosenbrock, np.zeros(20), 0.02, 0.01, 50, 3000, table)
     assert rosenbrock(x) < 1.0  # from 19; the nearest local minimum has f ~ 3.98
     assert np.max(np.abs(x - 1.0)) < 0.5
+
+
+def test_sigma_and_lr_decay_per_generation_with_floors(table):
+    adam = Adam(5, 0.1)
+    es = OpenES(np.zeros(5), population=4, sigma=1.0, noise=table, optimizer=adam,
+                sigma_decay=0.5, sigma_min=0.2, lr_decay=0.9, lr_min=0.05)
+    sigmas, lrs = [], []
+    for _ in range(4):
+        generation = es.ask()
+        sigmas.append(generation.sigma)
+        np.testing.assert_allclose(generation.params(0) - generation.theta,
+                                   generation.sigma * generation.directions.vector(0), atol=1e-6)
+        es.tell(np.arange(4.0))
+        lrs.append(adam.lr)
+    assert sigmas == [1.0, 0.5, 0.25, 0.2]
+    np.testing.assert_allclose(lrs, [0.1, 0.09, 0.081, 0.0729])
+    with pytest.raises(ValueError, match="lr_decay"):
+        OpenES(np.zeros(5), population=4, sigma=1.0, noise=table, optimizer=Adam(5, 0.1),
+               lr_decay=1.5)
