@@ -77,6 +77,7 @@ class ESConfig:
     sigma_min: float = _doc("floor of the decayed sigma", 0.0)
     lr_decay: float = _doc("lr is multiplied by this every generation", 1.0)
     lr_min: float = _doc("floor of the decayed lr", 0.0)
+    fitness_shaping: str = _doc("'centered_ranks' (the paper) or 'standardized'", "centered_ranks")
     optimizer: str = _doc("'adam' or 'sgd' (with momentum)", "adam")
     momentum: float = _doc("momentum of 'sgd'", 0.9)
     l2: float = _doc("L2 weight decay coefficient added to the gradient", 0.005)
@@ -98,6 +99,7 @@ class ESConfig:
         _at_least("es.sigma_min", self.sigma_min, 0)
         _at_least("es.lr_min", self.lr_min, 0)
         _one_of("es.optimizer", self.optimizer, ("adam", "sgd"))
+        _one_of("es.fitness_shaping", self.fitness_shaping, ("centered_ranks", "standardized"))
         if not 0 <= self.momentum < 1:
             raise ConfigError(f"es.momentum = {self.momentum}: must be in [0, 1)")
         _at_least("es.l2", self.l2, 0)

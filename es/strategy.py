@@ -15,6 +15,7 @@ the generation too, so the whole state stays (theta, optimizer state, generation
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,21 @@ def centered_ranks(fitness: np.ndarray) -> np.ndarray:
     for start, end in zip(starts, ends, strict=True):
         ranks[order[start:end]] = (start + end - 1) / 2.0
     return (ranks / (n - 1) - 0.5).astype(np.float32)
+
+
+def standardized(fitness: np.ndarray) -> np.ndarray:
+    """(F - mean) / std: keeps how much better a member was, not just its rank."""
+    x = np.asarray(fitness, dtype=np.float64).ravel()
+    std = x.std()
+    if not std > 0:
+        return np.zeros(x.size, dtype=np.float32)
+    return ((x - x.mean()) / std).astype(np.float32)
+
+
+FITNESS_SHAPINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "centered_ranks": centered_ranks,
+    "standardized": standardized,
+}
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,7 @@ class OpenES:
         sigma_min: float = 0.0,
         lr_decay: float = 1.0,
         lr_min: float = 0.0,
+        fitness_shaping: Callable[[np.ndarray], np.ndarray] = centered_ranks,
     ) -> None:
         if population < 2:
             raise ValueError(f"population {population}: must be at least 2")
@@ -101,7 +118,7 @@ class OpenES:
         self.population, self.sigma0, self.l2 = population, float(sigma), float(l2)
         self.sigma_decay, self.sigma_min = float(sigma_decay), float(sigma_min)
         self.lr0, self.lr_decay, self.lr_min = float(optimizer.lr), float(lr_decay), float(lr_min)
-        self.noise, self.optimizer = noise, optimizer
+        self.noise, self.optimizer, self.fitness_shaping = noise, optimizer, fitness_shaping
         self.mirrored, self.seed = mirrored, seed
         self.generation = 0
         self._pending: Generation | None = None
@@ -136,7 +153,7 @@ class OpenES:
         fitness = np.asarray(fitness, dtype=np.float64).ravel()
         if fitness.size != self.population:
             raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
-        shaped = centered_ranks(fitness)
+        shaped = self.fitness_shaping(fitness)
         weights = shaped[0::2] - shaped[1::2] if self.mirrored else shaped
         ascent = generation.directions.weighted_sum(weights) / np.float32(
             self.population * generation.sigma

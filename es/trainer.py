@@ -26,7 +26,7 @@ from es.optim import make_optimizer
 from es.policies import ObsNorm, act_fn
 from es.rollout import ObsStats, run_episode
 from es.seeding import TAG_ENV, TAG_EVAL, TAG_INIT, episode_seeds, generator
-from es.strategy import Generation, OpenES
+from es.strategy import FITNESS_SHAPINGS, Generation, OpenES
 
 log = logging.getLogger("es")
 
@@ -81,6 +81,7 @@ class Trainer:
             sigma_min=es_cfg.sigma_min,
             lr_decay=es_cfg.lr_decay,
             lr_min=es_cfg.lr_min,
+            fitness_shaping=FITNESS_SHAPINGS[es_cfg.fitness_shaping],
         )
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.timesteps = 0

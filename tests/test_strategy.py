@@ -185,3 +185,12 @@ def test_sigma_and_lr_decay_per_generation_with_floors(table):
     with pytest.raises(ValueError, match="lr_decay"):
         OpenES(np.zeros(5), population=4, sigma=1.0, noise=table, optimizer=Adam(5, 0.1),
                lr_decay=1.5)
+
+
+def test_standardized_fitness_keeps_distances():
+    from es.strategy import standardized
+
+    shaped = standardized(np.array([1.0, 2.0, 3.0, 10.0]))
+    np.testing.assert_allclose(shaped, (np.array([1, 2, 3, 10]) - 4.0) / np.std([1, 2, 3, 10]),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(standardized(np.full(4, 7.0)), np.zeros(4))
