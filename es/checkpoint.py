@@ -2,13 +2,21 @@
 
 ``policy.npz`` holds everything ``es-eval`` needs to rebuild the trained mean policy: the
 flat parameters, the observation normalisation and the policy's architecture.
+
+``checkpoints/ckpt-GGGGGGGG.{npz,json}`` hold everything else a run needs to continue exactly:
+parameters, optimizer state, observation statistics and counters (npz), and the resolved
+config and a sha256 of the npz (JSON), so a truncated or tampered file is detected.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -77,3 +85,104 @@ def load_policy(path: Path) -> tuple[PolicySpec, np.ndarray, ObsNorm, str]:
         )
         norm = ObsNorm(data["obs_mean"].copy(), data["obs_std"].copy(), float(data["obs_clip"]))
         return spec, data["params"].copy(), norm, str(data["env_id"])
+
+
+class CheckpointError(Exception):
+    """No usable checkpoint: the message says which folder and why."""
+
+
+@dataclass
+class TrainingState:
+    """Everything that determines the rest of a run (the config aside)."""
+
+    generation: int
+    timesteps: int
+    elapsed_s: float
+    theta: np.ndarray
+    optimizer: dict[str, np.ndarray]
+    obs_sum: np.ndarray
+    obs_sumsq: np.ndarray
+    obs_count: int
+
+
+CHECKPOINT_FORMAT = 1
+
+
+def _checkpoint_stem(generation: int) -> str:
+    return f"ckpt-{generation:08d}"
+
+
+def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int) -> Path:
+    """Write ``ckpt-GGGGGGGG.npz`` then its ``.json`` (with the npz's sha256); keep the last K.
+
+    The JSON is written last, so a checkpoint without its JSON never counts as written.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = _checkpoint_stem(state.generation)
+    arrays = {"theta": state.theta, "obs_sum": state.obs_sum, "obs_sumsq": state.obs_sumsq}
+    arrays |= {f"optimizer_{name}": np.asarray(value) for name, value in state.optimizer.items()}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    payload = buffer.getvalue()
+    write_atomically(folder / f"{stem}.npz", lambda handle: handle.write(payload))
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "generation": state.generation,
+        "timesteps": state.timesteps,
+        "elapsed_s": state.elapsed_s,
+        "obs_count": state.obs_count,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "config": config,
+    }
+    text = json.dumps(meta, indent=1).encode()
+    write_atomically(folder / f"{stem}.json", lambda handle: handle.write(text))
+    for old in sorted(folder.glob("ckpt-*.json"))[:-keep]:
+        old.unlink(missing_ok=True)
+        old.with_suffix(".npz").unlink(missing_ok=True)
+    return folder / f"{stem}.json"
+
+
+def _read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
+    try:
+        meta = json.loads(meta_path.read_text())
+        payload = meta_path.with_suffix(".npz").read_bytes()
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{meta_path.name}: unreadable ({error})") from None
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{meta_path.name}: not a checkpoint of format {CHECKPOINT_FORMAT}")
+    if hashlib.sha256(payload).hexdigest() != meta.get("sha256"):
+        raise CheckpointError(f"{meta_path.with_suffix('.npz').name}: checksum mismatch")
+    try:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as data:
+            optimizer = {
+                key.removeprefix("optimizer_"): data[key].copy()
+                for key in data.files
+                if key.startswith("optimizer_")
+            }
+            state = TrainingState(
+                generation=int(meta["generation"]),
+                timesteps=int(meta["timesteps"]),
+                elapsed_s=float(meta["elapsed_s"]),
+                theta=data["theta"].copy(),
+                optimizer=optimizer,
+                obs_sum=data["obs_sum"].copy(),
+                obs_sumsq=data["obs_sumsq"].copy(),
+                obs_count=int(meta["obs_count"]),
+            )
+    except (KeyError, TypeError, ValueError, OSError) as error:
+        raise CheckpointError(f"{meta_path.name}: incomplete ({error})") from None
+    return state, meta["config"]
+
+
+def load_latest_checkpoint(folder: Path) -> tuple[TrainingState, dict, list[str]]:
+    """The newest intact checkpoint, its config, and a warning for each newer bad one."""
+    warnings: list[str] = []
+    for meta_path in sorted(folder.glob("ckpt-*.json"), reverse=True):
+        try:
+            state, config = _read_checkpoint(meta_path)
+        except CheckpointError as error:
+            warnings.append(f"skipping bad checkpoint {error}")
+            continue
+        return state, config, warnings
+    reason = "; ".join(warnings) if warnings else "none written yet"
+    raise CheckpointError(f"no intact checkpoint in {str(folder)!r} ({reason})")

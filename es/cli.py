@@ -60,7 +60,7 @@ def train_parser() -> argparse.ArgumentParser:
         description="Train a policy with OpenAI-ES. Run plainly for one process, or under "
         "mpiexec/srun for many ranks: the result is bit-identical either way.",
     )
-    parser.add_argument("config", help="TOML config file, e.g. configs/cartpole.toml")
+    parser.add_argument("config", nargs="?", help="TOML config file, e.g. configs/cartpole.toml")
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
         help="override one config value (repeatable), e.g. --set es.sigma=0.05",
@@ -69,15 +69,70 @@ def train_parser() -> argparse.ArgumentParser:
         "--run-dir", help="output folder (default: runs/{env}__{name}__{seed}__{time})"
     )
     parser.add_argument("--force", action="store_true", help="overwrite an existing run folder")
+    parser.add_argument(
+        "--resume", metavar="RUN_DIR",
+        help="continue a run from its newest intact checkpoint (any rank count); only "
+        f"{' and '.join(RESUME_OVERRIDES)} may be changed with --set",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-generation progress line")
     return parser
+
+
+RESUME_OVERRIDES = ("run.generations", "run.max_timesteps")
+
+
+def _load_resume(run_dir: str, overrides: list[str]):
+    """(config, state, warnings) of a run to resume; rank 0 only. Raises ConfigError."""
+    from es.checkpoint import CheckpointError, load_latest_checkpoint
+    from es.config import ConfigError, apply_overrides, from_dict, parse_override
+
+    for text in overrides:
+        keys, _ = parse_override(text)
+        if ".".join(keys) not in RESUME_OVERRIDES:
+            raise ConfigError(
+                f"--set {text!r}: a resumed run keeps its config; only "
+                f"{', '.join(RESUME_OVERRIDES)} may change"
+            )
+    if not Path(run_dir).is_dir():
+        raise ConfigError(f"--resume {run_dir!r}: no such run folder")
+    try:
+        state, config_dict, warnings = load_latest_checkpoint(Path(run_dir) / "checkpoints")
+    except CheckpointError as error:
+        raise ConfigError(f"--resume {run_dir!r}: {error}") from None
+    return from_dict(apply_overrides(config_dict, overrides)), state, warnings
+
+
+def _prepare(args):
+    """Rank 0 reads the config (and checkpoint), checks it and makes the run folder; every
+    rank gets the outcome, so all ranks exit alike on a user error."""
+    from es.config import ConfigError, load_config
+    from es.envs import check_env_id
+
+    try:
+        if args.resume:
+            if args.config or args.run_dir or args.force:
+                raise ConfigError("--resume takes the config and folder from the run: drop "
+                                  "the config file, --run-dir and --force")
+            config, state, warnings = _load_resume(args.resume, args.overrides)
+            run_dir = args.resume
+        else:
+            if not args.config:
+                raise ConfigError("a config file is needed, e.g. es-train configs/cartpole.toml")
+            config, state, warnings = load_config(args.config, args.overrides), None, []
+            run_dir = None
+        check_env_id(config.env.id)
+    except (ConfigError, ValueError) as error:
+        return None, None, None, [], str(error)
+    if run_dir is None:
+        run_dir, error = _prepare_run_dir(args.run_dir, config, args.force)
+        if error:
+            return None, None, None, [], error
+    return config, state, run_dir, warnings, None
 
 
 def train_main(argv: list[str] | None = None) -> int:
     args = train_parser().parse_args(argv)
     from es.comm import make_comm
-    from es.config import ConfigError, load_config
-    from es.envs import check_env_id
 
     comm = make_comm()
     logging.basicConfig(
@@ -85,25 +140,32 @@ def train_main(argv: list[str] | None = None) -> int:
         format="%(message)s",
         stream=sys.stdout,
     )
-    try:
-        config = load_config(args.config, args.overrides)
-        check_env_id(config.env.id)
-    except (ConfigError, ValueError) as error:
-        return _fail("es-train", str(error), comm.rank)
-
-    prepared = _prepare_run_dir(args.run_dir, config, args.force) if comm.rank == 0 else None
-    run_dir, error = comm.broadcast(prepared)
+    prepared = _prepare(args) if comm.rank == 0 else None
+    config, state, run_dir, warnings, error = comm.broadcast(prepared)
     if error:
         return _fail("es-train", error, comm.rank)
+    for warning in warnings if comm.rank == 0 else ():
+        print(f"es-train: warning: {warning}", file=sys.stderr, flush=True)
 
-    from es.trainer import Trainer
+    from es.trainer import StopFlag, Stopped, Trainer, TrainingError
 
+    stop_flag = StopFlag()
+    stop_flag.install()
     try:
-        trainer = Trainer(config, comm, Path(run_dir), start_time=LAUNCHED_AT)
+        trainer = Trainer(config, comm, Path(run_dir), LAUNCHED_AT, stop_flag)
+        if state is not None:
+            trainer.restore(state)
     except ValueError as error:
         return _fail("es-train", str(error), comm.rank)
     try:
         result = trainer.run()
+    except Stopped as stop:
+        if comm.rank == 0:
+            print(f"es-train: {stop}; checkpoint saved. Resume with: es-train --resume "
+                  f"{run_dir}", file=sys.stderr, flush=True)
+        return 128 + stop.signum
+    except TrainingError as error:
+        return _fail_run(str(error), run_dir, comm.rank)
     except KeyboardInterrupt:
         print(f"es-train: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
         return 130
@@ -124,6 +186,13 @@ def train_main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     return 0
+
+
+def _fail_run(message: str, run_dir: str, rank: int) -> int:
+    if rank == 0:
+        print(f"es-train: error: {message}. The last generation is checkpointed in "
+              f"{run_dir}", file=sys.stderr, flush=True)
+    return 1
 
 
 def eval_main(argv: list[str] | None = None) -> int:

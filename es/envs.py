@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import gymnasium as gym
@@ -18,10 +19,21 @@ def _register_atari(env_id: str) -> None:
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise ``ValueError`` with a one-line message if Gymnasium does not know ``env_id``."""
+    """Raise ``ValueError`` with a one-line message if Gymnasium does not know ``env_id``.
+
+    ``module:EnvId`` (Gymnasium's syntax for user environments) imports ``module`` first,
+    which registers its environments.
+    """
     _register_atari(env_id)
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            message = f"env.id {env_id!r}: cannot import module {module!r} ({error})"
+            raise ValueError(message) from None
     try:
-        gym.spec(env_id)
+        gym.spec(name)
     except gym.error.Error as error:
         known = [i for i in gym.registry if i.split("-v")[0].lower() in env_id.lower()]
         hint = f" (did you mean {', '.join(known[:3])}?)" if known else ""

@@ -17,6 +17,7 @@ COLUMNS = (
     "eval_return",
     "eval_std",
     "episodes",
+    "failed_episodes",
     "evals_per_s",
     "steps_per_s",
     "bytes_sent",
@@ -28,7 +29,16 @@ COLUMNS = (
 class ProgressLog:
     """Appends rows to ``progress.csv``, flushed each generation so a crash loses nothing."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep_through: int | None = None) -> None:
+        """Append to ``path``; with ``keep_through`` (a resume), first drop the rows of later
+        generations, which the resumed run writes again."""
+        if keep_through is not None and path.exists():
+            with path.open(newline="") as handle:
+                kept = [r for r in csv.DictReader(handle) if int(r["generation"]) <= keep_through]
+            with path.open("w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
+                writer.writeheader()
+                writer.writerows(kept)
         new = not path.exists() or path.stat().st_size == 0
         self._file = path.open("a", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)

@@ -148,11 +148,18 @@ class OpenES:
         return self._pending
 
     def tell(self, fitness: np.ndarray) -> dict[str, float]:
-        """Step the parameters from the fitness of every member, in member order."""
+        """Step the parameters from the fitness of every member, in member order.
+
+        A non-finite fitness (a failed evaluation) counts as worse than every finite one.
+        """
         generation = self.ask()
         fitness = np.asarray(fitness, dtype=np.float64).ravel()
         if fitness.size != self.population:
             raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        finite = np.isfinite(fitness)
+        if not finite.all():
+            worst = fitness[finite].min() - 1.0 if finite.any() else 0.0
+            fitness = np.where(finite, fitness, worst)
         shaped = self.fitness_shaping(fitness)
         weights = shaped[0::2] - shaped[1::2] if self.mirrored else shaped
         ascent = generation.directions.weighted_sum(weights) / np.float32(

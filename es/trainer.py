@@ -1,22 +1,26 @@
 """The SPMD generation loop: every rank runs it, evaluates its share, applies the same update.
 
-Per generation the ranks exchange (member id, return, length) rows and one int64 block of
-observation statistics; nothing else. Each rank rebuilds every perturbation from the shared
-noise (table slice or seed) and steps the identical ``OpenES`` state, so the parameters are
-bit-identical on every rank and for every rank count. Only rank 0 writes files.
+Per generation the ranks exchange (member id, return, length) rows, one int64 block of
+observation statistics and one (stop signal, parameter checksum) row per rank; nothing else.
+Each rank rebuilds every perturbation from the shared noise (table slice or seed) and steps
+the identical ``OpenES`` state, so the parameters are bit-identical on every rank and for
+every rank count. Only rank 0 writes files. The whole state can be checkpointed and
+restored, so a resumed run continues exactly as if it had not stopped.
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import tomli_w
 
-from es.checkpoint import save_policy, write_atomically
+from es.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
 from es.comm import Comm
 from es.config import Config
 from es.envs import make_env, policy_spec_for
@@ -24,7 +28,7 @@ from es.metrics import ProgressLog, progress_line
 from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.optim import make_optimizer
 from es.policies import ObsNorm, act_fn
-from es.rollout import ObsStats, run_episode
+from es.rollout import Episode, ObsStats, run_episode
 from es.seeding import TAG_ENV, TAG_EVAL, TAG_INIT, episode_seeds, generator
 from es.strategy import FITNESS_SHAPINGS, Generation, OpenES
 
@@ -39,6 +43,34 @@ class TrainResult:
     eval_return: float | None
 
 
+class TrainingError(RuntimeError):
+    """The run cannot go on (too many failed episodes, ranks out of step); state is saved."""
+
+
+class Stopped(Exception):
+    """A rank received SIGINT/SIGTERM; every rank stops after the same generation."""
+
+    def __init__(self, signum: int, generation: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name} after generation {generation}")
+        self.signum, self.generation = signum, generation
+
+
+class StopFlag:
+    """Set by a signal handler; read once per generation. A second signal stops at once."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signum:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+
 def make_noise(config: Config, comm: Comm) -> NoiseSource:
     """The shared table lives once per node (an MPI shared window under MPI)."""
     if config.es.noise == "seed":
@@ -49,12 +81,24 @@ def make_noise(config: Config, comm: Comm) -> NoiseSource:
     return NoiseTable(table)
 
 
+def params_checksum(theta: np.ndarray) -> int:
+    return zlib.crc32(np.ascontiguousarray(theta).view(np.uint8))
+
+
 class Trainer:
     def __init__(
-        self, config: Config, comm: Comm, run_dir: Path | None, start_time: float | None = None
+        self,
+        config: Config,
+        comm: Comm,
+        run_dir: Path | None,
+        start_time: float | None = None,
+        stop_flag: StopFlag | None = None,
     ) -> None:
         self.config, self.comm, self.run_dir = config, comm, run_dir
         self.start_time = time.time() if start_time is None else start_time
+        self.stop_flag = stop_flag or StopFlag()
+        self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
+        self.resumed_at: int | None = None
         env_cfg, policy_cfg, es_cfg = config.env, config.policy, config.es
         self.env = make_env(env_cfg.id, env_cfg.max_episode_steps or None, env_cfg.kwargs)
         self.spec = policy_spec_for(
@@ -97,7 +141,11 @@ class Trainer:
         return range(self.comm.rank, count, self.comm.size)
 
     def evaluate_population(self, generation: Generation) -> tuple[np.ndarray, np.ndarray]:
-        """Returns and lengths of all members (member order) and the merged obs-stat block."""
+        """Returns and lengths of all members (member order) and the merged obs-stat block.
+
+        A failed episode (an exception, a non-finite reward or observation) has return NaN;
+        the strategy ranks it below every other member.
+        """
         count = len(generation.directions)
         seeds = episode_seeds(self.config.run.seed, generation.index, count, TAG_ENV)
         per_direction = 2 if generation.mirrored else 1
@@ -107,9 +155,9 @@ class Trainer:
         for direction in self.my_directions(count):
             for member in range(direction * per_direction, (direction + 1) * per_direction):
                 act = act_fn(self.spec, generation.params(member), norm)
-                episode = run_episode(self.env, act, seeds[direction], record_obs=record)
-                if record:
-                    self.obs_stats.add_episode(increment, episode)
+                episode = self._safe_episode(act, seeds[direction], record, member)
+                if record and not self.obs_stats.add_episode(increment, episode):
+                    episode.total_return = float("nan")
                 rows.append((member, episode.total_return, episode.length))
         gathered = self.comm.allgather_rows(np.array(rows, dtype=np.float64).reshape(-1, 3))
         gathered = gathered[np.argsort(gathered[:, 0], kind="stable")]
@@ -117,6 +165,18 @@ class Trainer:
             raise RuntimeError(f"generation {generation.index}: members missing after gather")
         merged = self.comm.allreduce_sum(increment) if record else increment
         return gathered[:, 1:], merged
+
+    def _safe_episode(self, act, seed: int, record: bool, member: int) -> Episode:
+        try:
+            episode = run_episode(self.env, act, seed, record_obs=record)
+        except Exception as error:  # a broken environment must not end the run
+            log.warning("rank %d: member %d: episode raised %s: %s",
+                        self.comm.rank, member, type(error).__name__, error)
+            return Episode(float("nan"), 0)
+        if not np.isfinite(episode.total_return):
+            log.warning("rank %d: member %d: non-finite return", self.comm.rank, member)
+            episode.total_return = float("nan")
+        return episode
 
     def evaluate_mean(self, index: int) -> np.ndarray:
         """Noise-free returns of the current mean policy; episodes spread over the ranks."""
@@ -130,15 +190,51 @@ class Trainer:
         gathered = self.comm.allgather_rows(np.array(rows, dtype=np.float64).reshape(-1, 3))
         return gathered[np.argsort(gathered[:, 0], kind="stable"), 1]
 
+    def state(self) -> TrainingState:
+        return TrainingState(
+            generation=self.strategy.generation,
+            timesteps=self.timesteps,
+            elapsed_s=self.elapsed_s,
+            theta=self.strategy.theta.copy(),
+            optimizer=self.strategy.optimizer.state(),
+            obs_sum=self.obs_stats.sum.copy(),
+            obs_sumsq=self.obs_stats.sumsq.copy(),
+            obs_count=self.obs_stats.count,
+        )
+
+    def restore(self, state: TrainingState) -> None:
+        """Continue from a checkpoint: the next generation is ``state.generation + 1``."""
+        if state.theta.shape != self.strategy.theta.shape:
+            raise ValueError(
+                f"checkpoint holds {state.theta.size} parameters, the policy has "
+                f"{self.strategy.theta.size}"
+            )
+        self.strategy.theta = state.theta.astype(np.float32)
+        self.strategy.optimizer.load_state(state.optimizer)
+        self.strategy.generation = state.generation
+        self.obs_stats.sum, self.obs_stats.sumsq = state.obs_sum.copy(), state.obs_sumsq.copy()
+        self.obs_stats.count = state.obs_count
+        self.timesteps = state.timesteps
+        self.elapsed_before = state.elapsed_s
+        self.resumed_at = state.generation
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.elapsed_before + time.time() - self.start_time
+
     def run(self) -> TrainResult:
+        """Train until a budget is spent; raises ``Stopped`` or ``TrainingError`` after saving.
+
+        Whatever ends the loop, the last finished generation is checkpointed first.
+        """
         writer = self.comm.rank == 0 and self.run_dir is not None
-        progress = ProgressLog(self.run_dir / "progress.csv") if writer else None
+        progress = ProgressLog(self.run_dir / "progress.csv", self.resumed_at) if writer else None
         if writer:
             payload = tomli_w.dumps(self.config.to_dict()).encode()
             write_atomically(self.run_dir / "config.toml", lambda handle: handle.write(payload))
-        eval_return = None
+        eval_return, saved_at = None, self.strategy.generation
         try:
-            while True:
+            while not self._done():
                 row = self._generation()
                 eval_return = row["eval_return"] if row["eval_return"] is not None else eval_return
                 if self.comm.rank == 0:
@@ -147,14 +243,47 @@ class Trainer:
                         progress.write(row)
                 if writer and row["eval_return"] is not None:
                     self._save_policy()
-                if self._done():
-                    break
+                stop_signal = self._agree()
+                if self.strategy.generation % self.config.run.checkpoint_every == 0:
+                    saved_at = self._checkpoint()
+                if stop_signal:
+                    raise Stopped(stop_signal, self.strategy.generation)
         finally:
             if progress:
                 progress.close()
+            if saved_at != self.strategy.generation:
+                self._checkpoint()
         return TrainResult(
             self.strategy.theta.copy(), self.strategy.generation, self.timesteps, eval_return
         )
+
+    def _agree(self) -> int:
+        """One row per rank: the signal it received (0: none) and, every ``check_every``
+        generations, a checksum of its parameters. Returns the signal to stop on, if any."""
+        index = self.strategy.generation
+        check = index % self.config.run.check_every == 0
+        checksum = params_checksum(self.strategy.theta) if check else 0
+        rows = self.comm.allgather_rows(
+            np.array([[self.comm.rank, self.stop_flag.signum, checksum]], dtype=np.float64)
+        )
+        if check and np.unique(rows[:, 2]).size > 1:
+            reference = rows[0, 2]
+            odd = [int(r) for r, _, c in rows if c != reference]
+            raise TrainingError(
+                f"generation {index}: parameters differ between ranks (ranks {odd} disagree "
+                "with rank 0); the ranks run different code, libraries or hardware"
+            )
+        return int(rows[:, 1].max())
+
+    def _checkpoint(self) -> int:
+        if self.comm.rank == 0 and self.run_dir is not None:
+            save_checkpoint(
+                self.run_dir / "checkpoints",
+                self.state(),
+                self.config.to_dict(),
+                self.config.run.keep_checkpoints,
+            )
+        return self.strategy.generation
 
     def _done(self) -> bool:
         run_cfg = self.config.run
@@ -169,6 +298,13 @@ class Trainer:
         generation = self.strategy.ask()
         results, increment = self.evaluate_population(generation)
         returns, lengths = results[:, 0], results[:, 1]
+        failed = int(np.isnan(returns).sum())
+        allowed = self.config.run.max_failed_fraction
+        if failed > allowed * len(returns):
+            raise TrainingError(
+                f"generation {generation.index + 1}: {failed} of {len(returns)} episodes failed "
+                f"(more than run.max_failed_fraction = {allowed}); see the warnings above"
+            )
         update_started = time.perf_counter()
         stats = self.strategy.tell(returns)
         if self.config.policy.obs_norm:
@@ -183,10 +319,11 @@ class Trainer:
         return {
             "generation": index,
             "timesteps": self.timesteps,
-            "time_s": time.time() - self.start_time,
-            "return_mean": float(returns.mean()),
-            "return_min": float(returns.min()),
-            "return_max": float(returns.max()),
+            "time_s": self.elapsed_s,
+            "return_mean": float(np.nanmean(returns)),
+            "return_min": float(np.nanmin(returns)),
+            "return_max": float(np.nanmax(returns)),
+            "failed_episodes": failed,
             "eval_return": None if eval_returns is None else float(eval_returns.mean()),
             "eval_std": None if eval_returns is None else float(eval_returns.std()),
             "episodes": len(returns),

@@ -47,9 +47,10 @@ def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
     assert done.returncode == 0, done.stderr
     num_params = load_params(run_dir).size
     assert num_params > 8000
-    # Rows of (member, return, length) and a count per rank, plus the obs-stat block.
+    # Rows of (member, return, length) and a row count per rank, the obs-stat block, and one
+    # (rank, stop signal, parameter checksum) row per rank.
     bound = (24 * (population + eval_episodes) + 16 * ranks
-             + ranks * 8 * (2 * obs_dim + 1))
+             + ranks * 8 * (2 * obs_dim + 1) + ranks * (8 + 24))
     for row in read_progress(run_dir):
         sent = int(row["bytes_sent"])
         assert 0 < sent <= bound, (sent, bound)

@@ -1,0 +1,42 @@
+"""Environments that misbehave on purpose, for the reliability tests.
+
+Used as ``env.id = "fault_envs:Flaky-v0"`` with ``tests/`` on PYTHONPATH. Whether an episode
+goes wrong is a pure function of its reset seed, so every rank count sees the same failures.
+"""
+
+import gymnasium as gym
+import numpy as np
+
+
+class FlakyEnv(gym.Env):
+    """A 1-D point that should move right; some episodes raise, return NaN or NaN obs."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float64)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, fail_every: int = 4) -> None:
+        self.fail_every = fail_every
+        self.mode, self.x, self.t = "ok", 0.0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        pick = int(self.np_random.integers(0, 3 * self.fail_every))
+        self.mode = {0: "raise", 1: "nan_reward", 2: "nan_obs"}.get(pick, "ok")
+        self.x, self.t = float(self.np_random.normal()), 0
+        return np.array([self.x, 1.0]), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.t == 5 and self.mode == "raise":
+            raise RuntimeError("simulator exploded")
+        self.x += float(np.asarray(action).ravel()[0])
+        reward = self.x
+        if self.t == 5 and self.mode == "nan_reward":
+            reward = float("nan")
+        obs = np.array([self.x, 1.0])
+        if self.t == 5 and self.mode == "nan_obs":
+            obs[0] = float("nan")
+        return obs, reward, False, self.t >= 20, {}
+
+
+gym.register("Flaky-v0", entry_point=FlakyEnv)
