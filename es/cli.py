@@ -13,6 +13,7 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import logging  # noqa: E402
+import socket  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from datetime import datetime  # noqa: E402
@@ -130,22 +131,36 @@ def _prepare(args):
     return config, state, run_dir, warnings, None
 
 
+def _configure_logging(progress: bool) -> None:
+    """Progress lines (INFO) to stdout, warnings and errors to stderr."""
+    to_stdout = logging.StreamHandler(sys.stdout)
+    to_stdout.addFilter(lambda record: record.levelno < logging.WARNING)
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setLevel(logging.WARNING)
+    logger = logging.getLogger("es")
+    logger.handlers[:] = [to_stdout, to_stderr]
+    for handler in logger.handlers:
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.setLevel(logging.INFO if progress else logging.WARNING)
+
+
 def train_main(argv: list[str] | None = None) -> int:
     args = train_parser().parse_args(argv)
     from es.comm import make_comm
 
     comm = make_comm()
-    logging.basicConfig(
-        level=logging.INFO if comm.rank == 0 and not args.quiet else logging.WARNING,
-        format="%(message)s",
-        stream=sys.stdout,
-    )
+    _configure_logging(comm.rank == 0 and not args.quiet)
     prepared = _prepare(args) if comm.rank == 0 else None
     config, state, run_dir, warnings, error = comm.broadcast(prepared)
     if error:
         return _fail("es-train", error, comm.rank)
     for warning in warnings if comm.rank == 0 else ():
         print(f"es-train: warning: {warning}", file=sys.stderr, flush=True)
+    # MPI launchers report a dead process by pid and host: this line maps them to ranks.
+    ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
+    if comm.size > 1 and comm.rank == 0:
+        listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(ranks))
+        print(f"es-train: {comm.size} ranks: {listed}", file=sys.stderr, flush=True)
 
     from es.trainer import StopFlag, Stopped, Trainer, TrainingError
 

@@ -34,6 +34,7 @@ class Comm(Protocol):
     def allgather_rows(self, rows: np.ndarray) -> np.ndarray: ...
     def allreduce_sum(self, values: np.ndarray) -> np.ndarray: ...
     def broadcast(self, obj: Any) -> Any: ...
+    def allgather_objects(self, obj: Any) -> list[Any]: ...
     def node_shared_array(
         self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
     ) -> np.ndarray: ...
@@ -66,6 +67,9 @@ class LocalComm:
 
     def broadcast(self, obj: Any) -> Any:
         return obj
+
+    def allgather_objects(self, obj: Any) -> list[Any]:
+        return [obj]
 
     def node_shared_array(
         self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
@@ -130,6 +134,10 @@ class MPIComm:
     def broadcast(self, obj: Any) -> Any:
         """Start-up only (small Python objects such as the run folder's name)."""
         return self.world.bcast(obj, root=0)
+
+    def allgather_objects(self, obj: Any) -> list[Any]:
+        """Start-up only (small Python objects, e.g. each rank's pid and host)."""
+        return self.world.allgather(obj)
 
     @property
     def node(self) -> Any:

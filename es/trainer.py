@@ -167,6 +167,7 @@ class Trainer:
         return gathered[:, 1:], merged
 
     def _safe_episode(self, act, seed: int, record: bool, member: int) -> Episode:
+        """Run an episode; a failure gives return NaN and a warning (member < 0: evaluation)."""
         try:
             episode = run_episode(self.env, act, seed, record_obs=record)
         except Exception as error:  # a broken environment must not end the run
@@ -184,7 +185,7 @@ class Trainer:
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
         act = act_fn(self.spec, self.strategy.theta, self.norm)
         rows = [
-            (j, run_episode(self.env, act, seeds[j]).total_return, 0.0)
+            (j, self._safe_episode(act, seeds[j], False, -1 - j).total_return, 0.0)
             for j in range(self.comm.rank, episodes, self.comm.size)
         ]
         gathered = self.comm.allgather_rows(np.array(rows, dtype=np.float64).reshape(-1, 3))
@@ -324,8 +325,8 @@ class Trainer:
             "return_min": float(np.nanmin(returns)),
             "return_max": float(np.nanmax(returns)),
             "failed_episodes": failed,
-            "eval_return": None if eval_returns is None else float(eval_returns.mean()),
-            "eval_std": None if eval_returns is None else float(eval_returns.std()),
+            "eval_return": None if eval_returns is None else float(np.nanmean(eval_returns)),
+            "eval_std": None if eval_returns is None else float(np.nanstd(eval_returns)),
             "episodes": len(returns),
             "evals_per_s": len(returns) / elapsed,
             "steps_per_s": steps / elapsed,

@@ -21,12 +21,13 @@ def tool(name: str) -> str:
 
 
 def run_cli(args: list[str], ranks: int | None = None, timeout: float = 300,
-            cwd: Path | None = None) -> subprocess.CompletedProcess:
+            cwd: Path | None = None, extra_env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a console script; under ``mpiexec -n ranks`` when ranks is given."""
     command = [tool(args[0]), *args[1:]]
     if ranks is not None:
         command = [tool("mpiexec"), "-n", str(ranks), *command]
     env = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "PMI_SIZE", "ES_COMM")}
+    env |= extra_env or {}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                           cwd=cwd or REPO, env=env)
 

@@ -1,0 +1,237 @@
+"""Checkpoint/resume, signals, a killed rank, failing environments, bad checkpoints — through
+the real CLI and real mpiexec."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, load_params, read_progress, run_cli, tool
+
+from es.checkpoint import load_latest_checkpoint
+
+PENDULUM = ["configs/pendulum.toml", "--set", "es.population=10", "--set", "run.eval_every=2",
+            "--set", "run.checkpoint_every=2", "--quiet"]
+STABLE_COLUMNS = ("generation", "timesteps", "return_mean", "return_min", "return_max",
+                  "episodes", "failed_episodes")
+
+
+def stable(rows):
+    return [{k: r[k] for k in STABLE_COLUMNS} for r in rows]
+
+
+def test_resume_is_exact_also_on_another_rank_count(tmp_path):
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    done = run_cli(["es-train", *PENDULUM, "--set", "run.generations=6", "--run-dir", str(whole)],
+                   ranks=2)
+    assert done.returncode == 0, done.stderr
+    first = run_cli(["es-train", *PENDULUM, "--set", "run.generations=3", "--run-dir",
+                     str(split)], ranks=2)
+    assert first.returncode == 0, first.stderr
+    resumed = run_cli(["es-train", "--resume", str(split), "--set", "run.generations=6",
+                       "--quiet"], ranks=3)
+    assert resumed.returncode == 0, resumed.stderr
+    assert np.array_equal(load_params(split), load_params(whole))
+    state, _, _ = load_latest_checkpoint(split / "checkpoints")
+    assert state.generation == 6
+    split_rows, whole_rows = read_progress(split), read_progress(whole)
+    assert stable(split_rows) == stable(whole_rows)
+    # The first session also evaluated its last generation (3); other evaluations agree.
+    for a, b in zip(split_rows, whole_rows, strict=True):
+        assert a["eval_return"] == b["eval_return"] or a["generation"] == "3"
+    assert "generations = 6" in (split / "config.toml").read_text()
+
+
+def test_checkpoints_are_npz_and_json_and_only_the_last_k_are_kept(tmp_path):
+    run_dir = tmp_path / "k"
+    done = run_cli(["es-train", *PENDULUM, "--set", "run.generations=7", "--set",
+                    "run.checkpoint_every=1", "--set", "run.keep_checkpoints=2", "--run-dir",
+                    str(run_dir)])
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert names == ["ckpt-00000006.json", "ckpt-00000006.npz", "ckpt-00000007.json",
+                     "ckpt-00000007.npz"]
+    meta = json.loads((run_dir / "checkpoints/ckpt-00000007.json").read_text())
+    assert meta["generation"] == 7 and meta["config"]["es"]["population"] == 10
+    with np.load(run_dir / "checkpoints/ckpt-00000007.npz", allow_pickle=False) as data:
+        assert {"theta", "obs_sum", "obs_sumsq", "optimizer_m", "optimizer_v"} <= set(data.files)
+        assert np.array_equal(data["theta"], load_params(run_dir))
+
+
+def test_resume_refuses_other_overrides_and_bad_folders(tmp_path):
+    run_dir = tmp_path / "r"
+    assert run_cli(["es-train", *PENDULUM, "--set", "run.generations=2", "--run-dir",
+                    str(run_dir)]).returncode == 0
+    refused = run_cli(["es-train", "--resume", str(run_dir), "--set", "es.sigma=0.5"])
+    assert refused.returncode == 2 and "only run.generations, run.max_timesteps" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    missing = run_cli(["es-train", "--resume", str(tmp_path / "nope")])
+    assert missing.returncode == 2 and "no such run folder" in missing.stderr
+
+
+def test_a_tampered_checkpoint_falls_back_to_the_previous_one(tmp_path):
+    run_dir = tmp_path / "t"
+    assert run_cli(["es-train", *PENDULUM, "--set", "run.generations=4", "--run-dir",
+                    str(run_dir)]).returncode == 0
+    newest = run_dir / "checkpoints/ckpt-00000004.npz"
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=5",
+                       "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "warning: skipping bad checkpoint ckpt-00000004.npz: checksum mismatch" in resumed.stderr
+    assert [int(r["generation"]) for r in read_progress(run_dir)] == [1, 2, 3, 4, 5]
+    # Every checkpoint bad: a one-line error, exit code 2.
+    for path in (run_dir / "checkpoints").glob("*.npz"):
+        path.write_bytes(path.read_bytes()[:100])
+    broken = run_cli(["es-train", "--resume", str(run_dir)])
+    assert broken.returncode == 2 and "no intact checkpoint" in broken.stderr
+    assert len(broken.stderr.strip().splitlines()) == 1
+
+
+def start(args, ranks=None):
+    command = [tool("es-train"), *args]
+    if ranks:
+        command = [tool("mpiexec"), "-n", str(ranks), *command]
+    env = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "PMI_SIZE", "ES_COMM")}
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_rows(run_dir: Path, rows: int, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        path = run_dir / "progress.csv"
+        if path.exists() and len(path.read_text().splitlines()) > rows:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"no {rows} progress rows in {run_dir} after {timeout} s")
+
+
+def rank_pids(run_dir: Path) -> list[int]:
+    """Pids of the es-train Python processes (the ranks) of one run."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if entry.name.isdigit() and len(argv) > 1 and argv[1].endswith(b"es-train") \
+                and str(run_dir).encode() in argv:
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+LONG = ["configs/pendulum.toml", "--set", "run.generations=100000", "--set",
+        "run.checkpoint_every=1000", "--quiet"]
+
+
+@pytest.mark.parametrize(("signum", "code", "ranks"),
+                         [(signal.SIGTERM, 143, 2), (signal.SIGINT, 130, None)])
+def test_a_signal_on_one_rank_checkpoints_and_exits_with_the_conventional_code(
+        tmp_path, signum, code, ranks):
+    run_dir = tmp_path / "s"
+    process = start([*LONG, "--run-dir", str(run_dir)], ranks)
+    wait_for_rows(run_dir, 2)
+    pids = rank_pids(run_dir)
+    assert len(pids) == (ranks or 1)
+    os.kill(pids[-1], signum)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stderr
+    assert "checkpoint saved. Resume with: es-train --resume" in stderr
+    state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
+    rows = read_progress(run_dir)
+    assert state.generation == int(rows[-1]["generation"]) >= 2
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set",
+                       f"run.generations={state.generation + 1}", "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    generations = [int(r["generation"]) for r in read_progress(run_dir)]
+    assert generations == list(range(1, state.generation + 2))
+
+
+def test_a_killed_rank_ends_the_job_promptly_and_the_checkpoint_survives(tmp_path):
+    run_dir = tmp_path / "dead"
+    process = start([*LONG[:-3], "--set", "run.checkpoint_every=1", "--quiet", "--run-dir",
+                     str(run_dir)], ranks=3)
+    wait_for_rows(run_dir, 3)
+    pids = rank_pids(run_dir)
+    assert len(pids) == 3
+    killed_at = time.time()
+    os.kill(pids[1], signal.SIGKILL)
+    stdout, stderr = process.communicate(timeout=30)
+    assert time.time() - killed_at < 10
+    assert process.returncode != 0
+    assert f"pid {pids[1]}@" in stderr  # the start-up line maps the launcher's pid to a rank
+    assert str(pids[1]) in stdout + stderr  # the launcher names the dead process
+    state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set",
+                       f"run.generations={state.generation + 1}", "--quiet"], ranks=2)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+FLAKY = ["fault_envs:Flaky-v0", "--set", "policy.kind=linear", "--set", "es.population=20",
+         "--set", "run.generations=4", "--quiet"]
+
+
+def test_failing_episodes_get_the_worst_fitness_and_are_counted(tmp_path):
+    env = {"PYTHONPATH": str(REPO / "tests")}
+    runs = {}
+    for ranks in (None, 2):
+        run_dir = tmp_path / f"flaky{ranks}"
+        done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=" + FLAKY[0],
+                        *FLAKY[1:], "--set", "run.max_failed_fraction=0.5", "--run-dir",
+                        str(run_dir)], ranks=ranks, extra_env=env)
+        assert done.returncode == 0, done.stderr
+        runs[ranks] = run_dir
+    failed = [int(r["failed_episodes"]) for r in read_progress(runs[None])]
+    assert sum(failed) > 0 and all(f <= 10 for f in failed)
+    assert np.array_equal(load_params(runs[None]), load_params(runs[2]))
+
+    strict = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=" + FLAKY[0],
+                      *FLAKY[1:], "--set", "run.max_failed_fraction=0.0", "--run-dir",
+                      str(tmp_path / "strict")], extra_env=env)
+    assert strict.returncode == 1
+    assert "episodes failed (more than run.max_failed_fraction = 0.0)" in strict.stderr
+
+
+class SplitBrainComm:
+    """A LocalComm whose gathers also return a second rank holding other parameters."""
+
+    def __init__(self, inner):
+        self.inner, self.rank, self.size = inner, 0, 2
+
+    def allgather_rows(self, rows):
+        other = rows.copy()
+        other[:, 0] = 1
+        if other[0, 2]:
+            other[:, 2] += 1  # a different parameter checksum
+        return np.concatenate([self.inner.allgather_rows(rows), other])
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_ranks_with_different_parameters_stop_with_a_clear_error(tmp_path):
+    from es.comm import LocalComm
+    from es.config import from_dict
+    from es.trainer import Trainer, TrainingError
+
+    config = from_dict({"run": {"generations": 5, "check_every": 2, "eval_every": 100},
+                        "es": {"population": 4, "noise_table_size": 10_000}})
+    local = LocalComm()
+    trainer = Trainer(config, local, tmp_path)
+    split = SplitBrainComm(local)
+    trainer._generation()
+    trainer.comm = split
+    assert trainer._agree() == 0  # generation 1: no check due
+    trainer.comm = local
+    trainer._generation()
+    trainer.comm = split
+    with pytest.raises(TrainingError, match=r"generation 2: parameters differ between ranks "
+                                            r"\(ranks \[1\] disagree with rank 0\)"):
+        trainer._agree()
