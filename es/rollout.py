@@ -50,7 +50,9 @@ def run_episode(
         if terminated or truncated:
             break
     if not record_obs:
-        return Episode(total, length)
+        # Without the recorded sums, a broken simulator shows in its last observation.
+        finite = bool(np.all(np.isfinite(obs)))
+        return Episode(total if finite else float("nan"), length)
     stacked = np.asarray(seen, dtype=np.float64).reshape(len(seen), -1)
     return Episode(total, length, stacked.sum(axis=0), np.square(stacked).sum(axis=0))
 

@@ -106,3 +106,14 @@ def test_any_override_text_gives_a_config_or_a_one_line_error(text):
         from_dict(apply_overrides({}, [text]))
     except ConfigError as error:
         assert "\n" not in str(error)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_any_toml_text_gives_a_config_or_a_one_line_error(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("fuzz") / "c.toml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        assert isinstance(load_config(path), Config)
+    except ConfigError as error:
+        assert "\n" not in str(error)
