@@ -34,7 +34,7 @@ class ProgressLog:
         generations, which the resumed run writes again."""
         if keep_through is not None and path.exists():
             with path.open(newline="") as handle:
-                kept = [r for r in csv.DictReader(handle) if int(r["generation"]) <= keep_through]
+                kept = [r for r in csv.DictReader(handle) if _complete(r, keep_through)]
             with path.open("w", newline="") as handle:
                 writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
                 writer.writeheader()
@@ -52,6 +52,14 @@ class ProgressLog:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _complete(row: dict[str, str | None], keep_through: int) -> bool:
+    """A whole row (a kill can cut the last line short) of a generation up to the given one."""
+    if None in row.values() or None in row:
+        return False
+    generation = row.get("generation") or ""
+    return generation.isdigit() and int(generation) <= keep_through
 
 
 def _cell(value: Any) -> str:

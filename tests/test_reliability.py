@@ -235,3 +235,17 @@ def test_ranks_with_different_parameters_stop_with_a_clear_error(tmp_path):
     with pytest.raises(TrainingError, match=r"generation 2: parameters differ between ranks "
                                             r"\(ranks \[1\] disagree with rank 0\)"):
         trainer._agree()
+
+
+def test_resume_drops_a_progress_row_cut_short_by_a_kill(tmp_path):
+    run_dir = tmp_path / "cut"
+    assert run_cli(["es-train", *PENDULUM, "--set", "run.generations=4", "--run-dir",
+                    str(run_dir)]).returncode == 0
+    progress = run_dir / "progress.csv"
+    progress.write_text(progress.read_text() + "5,10000,3.1")  # a row the kill cut short
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=5",
+                       "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    rows = read_progress(run_dir)
+    assert [int(r["generation"]) for r in rows] == [1, 2, 3, 4, 5]
+    assert rows[-1]["steps_per_s"]
