@@ -233,7 +233,7 @@ class Trainer:
         if writer:
             payload = tomli_w.dumps(self.config.to_dict()).encode()
             write_atomically(self.run_dir / "config.toml", lambda handle: handle.write(payload))
-        eval_return, saved_at = None, self.strategy.generation
+        eval_return, saved_at, torn = None, self.strategy.generation, False
         try:
             while not self._done():
                 row = self._generation()
@@ -244,15 +244,17 @@ class Trainer:
                         progress.write(row)
                 if writer and row["eval_return"] is not None:
                     self._save_policy()
-                stop_signal = self._agree()
                 if self.strategy.generation % self.config.run.checkpoint_every == 0:
                     saved_at = self._checkpoint()
-                if stop_signal:
-                    raise Stopped(stop_signal, self.strategy.generation)
+                if row["stop_signal"]:
+                    raise Stopped(row["stop_signal"], self.strategy.generation)
+        except KeyboardInterrupt:
+            torn = True  # a second signal may land mid-update: keep the last checkpoint
+            raise
         finally:
             if progress:
                 progress.close()
-            if saved_at != self.strategy.generation:
+            if not torn and saved_at != self.strategy.generation:
                 self._checkpoint()
         return TrainResult(
             self.strategy.theta.copy(), self.strategy.generation, self.timesteps, eval_return
@@ -316,6 +318,7 @@ class Trainer:
         index = self.strategy.generation
         evaluated = index % self.config.run.eval_every == 0 or self._done()
         eval_returns = self.evaluate_mean(index) if evaluated else None
+        stop_signal = self._agree()
         elapsed = time.perf_counter() - started
         return {
             "generation": index,
@@ -333,6 +336,7 @@ class Trainer:
             "bytes_sent": self.comm.world_bytes_sent - bytes_before,
             "update_s": update_s,
             "grad_norm": stats["grad_norm"],
+            "stop_signal": stop_signal,
         }
 
     def _save_policy(self) -> None:
