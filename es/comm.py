@@ -30,6 +30,7 @@ class Comm(Protocol):
     size: int
     bytes_sent: int  # payload bytes this process has put into collectives
     world_bytes_sent: int  # payload bytes all processes together have put into collectives
+    wait_s: float  # wall seconds this process spent inside collectives (stragglers + transfer)
 
     def allgather_rows(self, rows: np.ndarray) -> np.ndarray: ...
     def allreduce_sum(self, values: np.ndarray) -> np.ndarray: ...
@@ -51,6 +52,7 @@ class LocalComm:
     def __init__(self) -> None:
         self.bytes_sent = 0
         self.world_bytes_sent = 0
+        self.wait_s = 0.0
 
     def _count(self, nbytes: int) -> None:
         self.bytes_sent += nbytes
@@ -98,12 +100,15 @@ class MPIComm:
         self.poll_interval_s = poll_interval_s
         self.bytes_sent = 0
         self.world_bytes_sent = 0
+        self.wait_s = 0.0
         self._node = None
         self._windows: list[Any] = []  # shared windows must outlive the arrays on them
 
     def _wait(self, request: Any) -> None:
+        started = time.perf_counter()
         while not request.Test():
             time.sleep(self.poll_interval_s)
+        self.wait_s += time.perf_counter() - started
 
     def allgather_rows(self, rows: np.ndarray) -> np.ndarray:
         """Concatenate every rank's rows (float64, same width) in rank order."""

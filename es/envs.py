@@ -11,11 +11,16 @@ import numpy as np
 from es.policies import PolicySpec
 
 
-def _register_atari(env_id: str) -> None:
+def _register_on_demand(env_id: str) -> None:
+    """Make ``ALE/...`` (ale-py) and ``es/...`` (our synthetic) ids known to Gymnasium."""
     if env_id.startswith("ALE/"):
         import ale_py
 
         gym.register_envs(ale_py)
+    elif env_id.startswith("es/"):
+        from es.synthetic import register
+
+        register()
 
 
 def check_env_id(env_id: str) -> None:
@@ -24,7 +29,7 @@ def check_env_id(env_id: str) -> None:
     ``module:EnvId`` (Gymnasium's syntax for user environments) imports ``module`` first,
     which registers its environments.
     """
-    _register_atari(env_id)
+    _register_on_demand(env_id)
     module, _, name = env_id.rpartition(":")
     if module:
         try:
@@ -41,7 +46,7 @@ def check_env_id(env_id: str) -> None:
 
 
 def make_env(env_id: str, max_episode_steps: int | None, kwargs: dict[str, Any]) -> gym.Env:
-    _register_atari(env_id)
+    _register_on_demand(env_id)
     options: dict[str, Any] = dict(kwargs)
     if max_episode_steps is not None:
         options["max_episode_steps"] = max_episode_steps

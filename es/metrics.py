@@ -21,7 +21,11 @@ COLUMNS = (
     "evals_per_s",
     "steps_per_s",
     "bytes_sent",
+    "rollout_s",
+    "wait_s",
     "update_s",
+    "eval_s",
+    "io_s",
     "grad_norm",
 )
 

@@ -129,6 +129,8 @@ class Trainer:
         )
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.timesteps = 0
+        self.rollout_s = 0.0  # this rank's own episode time in the current generation
+        self.io_s = 0.0  # rank 0's file writes after the previous generation
 
     @property
     def norm(self) -> ObsNorm:
@@ -152,6 +154,7 @@ class Trainer:
         norm, record = self.norm, self.config.policy.obs_norm
         increment = self.obs_stats.empty_increment()
         rows = []
+        started = time.perf_counter()
         for direction in self.my_directions(count):
             for member in range(direction * per_direction, (direction + 1) * per_direction):
                 act = act_fn(self.spec, generation.params(member), norm)
@@ -159,6 +162,7 @@ class Trainer:
                 if record and not self.obs_stats.add_episode(increment, episode):
                     episode.total_return = float("nan")
                 rows.append((member, episode.total_return, episode.length))
+        self.rollout_s = time.perf_counter() - started
         gathered = self.comm.allgather_rows(np.array(rows, dtype=np.float64).reshape(-1, 3))
         gathered = gathered[np.argsort(gathered[:, 0], kind="stable")]
         if not np.array_equal(gathered[:, 0], np.arange(generation.population)):
@@ -237,6 +241,7 @@ class Trainer:
         try:
             while not self._done():
                 row = self._generation()
+                io_started = time.perf_counter()
                 eval_return = row["eval_return"] if row["eval_return"] is not None else eval_return
                 if self.comm.rank == 0:
                     log.info(progress_line(row))
@@ -246,6 +251,7 @@ class Trainer:
                     self._save_policy()
                 if self.strategy.generation % self.config.run.checkpoint_every == 0:
                     saved_at = self._checkpoint()
+                self.io_s = time.perf_counter() - io_started
                 if row["stop_signal"]:
                     raise Stopped(row["stop_signal"], self.strategy.generation)
         except KeyboardInterrupt:
@@ -297,7 +303,7 @@ class Trainer:
 
     def _generation(self) -> dict:
         started = time.perf_counter()
-        bytes_before = self.comm.world_bytes_sent
+        bytes_before, wait_before = self.comm.world_bytes_sent, self.comm.wait_s
         generation = self.strategy.ask()
         results, increment = self.evaluate_population(generation)
         returns, lengths = results[:, 0], results[:, 1]
@@ -317,7 +323,9 @@ class Trainer:
         self.timesteps += steps
         index = self.strategy.generation
         evaluated = index % self.config.run.eval_every == 0 or self._done()
+        eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s
         eval_returns = self.evaluate_mean(index) if evaluated else None
+        eval_s = time.perf_counter() - eval_started - (self.comm.wait_s - eval_wait_before)
         stop_signal = self._agree()
         elapsed = time.perf_counter() - started
         return {
@@ -334,7 +342,11 @@ class Trainer:
             "evals_per_s": len(returns) / elapsed,
             "steps_per_s": steps / elapsed,
             "bytes_sent": self.comm.world_bytes_sent - bytes_before,
+            "rollout_s": self.rollout_s,
+            "wait_s": self.comm.wait_s - wait_before,
             "update_s": update_s,
+            "eval_s": eval_s,
+            "io_s": self.io_s,
             "grad_norm": stats["grad_norm"],
             "stop_signal": stop_signal,
         }
