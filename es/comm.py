@@ -11,10 +11,12 @@ MPICH busy-polls inside blocking collectives, which halves the speed of oversubs
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,6 +38,7 @@ class Comm(Protocol):
     def allreduce_sum(self, values: np.ndarray) -> np.ndarray: ...
     def broadcast(self, obj: Any) -> Any: ...
     def allgather_objects(self, obj: Any) -> list[Any]: ...
+    def work_units(self, count: int) -> Iterator[int]: ...
     def node_shared_array(
         self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
     ) -> np.ndarray: ...
@@ -73,6 +76,9 @@ class LocalComm:
     def allgather_objects(self, obj: Any) -> list[Any]:
         return [obj]
 
+    def work_units(self, count: int) -> Iterator[int]:
+        return iter(range(count))
+
     def node_shared_array(
         self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
     ) -> np.ndarray:
@@ -102,6 +108,8 @@ class MPIComm:
         self.world_bytes_sent = 0
         self.wait_s = 0.0
         self._node = None
+        self._scheduler = None  # a private communicator for work_units
+        self._rounds = itertools.count()
         self._windows: list[Any] = []  # shared windows must outlive the arrays on them
 
     def _wait(self, request: Any) -> None:
@@ -143,6 +151,52 @@ class MPIComm:
     def allgather_objects(self, obj: Any) -> list[Any]:
         """Start-up only (small Python objects, e.g. each rank's pid and host)."""
         return self.world.allgather(obj)
+
+    def work_units(self, count: int) -> Iterator[int]:
+        """Dynamic self-scheduling: each rank takes the next unit of ``range(count)`` as soon as
+        it is free, so a rank stuck in a long episode does not hold the others up.
+
+        A thread on rank 0 hands out unit numbers (8-byte messages on a private communicator);
+        every rank, rank 0's main thread included, asks for one unit at a time. Every rank must
+        call this once per round, and exhaust it, in the same order.
+        """
+        if self._scheduler is None:
+            self._scheduler = self.world.Dup()
+        round_ = next(self._rounds)
+        request_tag, reply_tag = 2 * (round_ % 16000), 2 * (round_ % 16000) + 1
+        server = None
+        if self.rank == 0:
+            server = threading.Thread(
+                target=self._serve_units, args=(count, request_tag, reply_tag), daemon=True
+            )
+            server.start()
+        ask, unit = np.array([self.rank], dtype=np.int64), np.empty(1, dtype=np.int64)
+        while True:
+            received = self._scheduler.Irecv(unit, source=0, tag=reply_tag)
+            self._wait(self._scheduler.Isend(ask, dest=0, tag=request_tag))
+            self._wait(received)
+            self.bytes_sent += 8
+            if unit[0] < 0:
+                break
+            yield int(unit[0])
+        if server is not None:
+            server.join()
+        # Every unit and every rank's final "none left" costs one request and one reply.
+        self.world_bytes_sent += 16 * (count + self.size)
+
+    def _serve_units(self, count: int, request_tag: int, reply_tag: int) -> None:
+        asker = np.empty(1, dtype=np.int64)
+        next_unit, finished = 0, 0
+        while finished < self.size:
+            request = self._scheduler.Irecv(asker, source=self._mpi.ANY_SOURCE, tag=request_tag)
+            while not request.Test():
+                time.sleep(self.poll_interval_s)
+            if next_unit < count:
+                reply, next_unit = next_unit, next_unit + 1
+            else:
+                reply, finished = -1, finished + 1
+            self._scheduler.Send(np.array([reply], dtype=np.int64), dest=int(asker[0]),
+                                 tag=reply_tag)
 
     @property
     def node(self) -> Any:

@@ -32,6 +32,10 @@ class RunConfig:
     eval_every: int = _doc("evaluate the mean policy (no noise) every k generations", 5)
     eval_episodes: int = _doc("episodes per evaluation of the mean policy", 5)
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
+    schedule: str = _doc(
+        "who evaluates which member: 'static' (round-robin) or 'dynamic' (work stealing)",
+        "static",
+    )
     checkpoint_every: int = _doc("checkpoint every k generations (and always at exit)", 10)
     keep_checkpoints: int = _doc("how many of the newest checkpoints to keep", 3)
     check_every: int = _doc("compare a parameter checksum across ranks every k generations", 10)
@@ -45,6 +49,7 @@ class RunConfig:
         _at_least("run.eval_every", self.eval_every, 1)
         _at_least("run.eval_episodes", self.eval_episodes, 1)
         _at_least("run.seed", self.seed, 0)
+        _one_of("run.schedule", self.schedule, ("static", "dynamic"))
         _at_least("run.checkpoint_every", self.checkpoint_every, 1)
         _at_least("run.keep_checkpoints", self.keep_checkpoints, 1)
         _at_least("run.check_every", self.check_every, 1)

@@ -14,6 +14,7 @@ import logging
 import signal
 import time
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,8 +139,11 @@ class Trainer:
             return ObsNorm.identity(self.spec.obs_dim, self.config.policy.obs_clip)
         return self.obs_stats.norm(self.config.policy.obs_clip)
 
-    def my_directions(self, count: int) -> range:
-        """Static round-robin share of this rank (a mirrored pair stays on one rank)."""
+    def my_directions(self, count: int) -> Iterable[int]:
+        """This rank's directions (a mirrored pair stays on one rank): a static round-robin
+        share, or, with ``run.schedule = "dynamic"``, whichever come free when it asks."""
+        if self.config.run.schedule == "dynamic":
+            return self.comm.work_units(count)
         return range(self.comm.rank, count, self.comm.size)
 
     def evaluate_population(self, generation: Generation) -> tuple[np.ndarray, np.ndarray]:

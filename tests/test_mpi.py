@@ -70,3 +70,25 @@ def run_cli_script(name: str, ranks: int):
         [tool("mpiexec"), "-n", str(ranks), sys.executable, str(REPO / "tests/mpi_scripts" / name)],
         capture_output=True, text=True, timeout=120,
     )
+
+
+def test_dynamic_schedule_gives_the_static_schedules_parameters(tmp_path):
+    """Work stealing changes who evaluates a member, never the result."""
+    base = ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set",
+            "env.kwargs.step_ms=0.1", "--set", "env.kwargs.lengths=pareto", "--set",
+            "es.population=14", "--set", "run.generations=3", "--quiet"]
+    params = {}
+    for schedule, ranks in (("static", None), ("static", 3), ("dynamic", 3), ("dynamic", 2)):
+        run_dir = tmp_path / f"{schedule}{ranks}"
+        done = run_cli(["es-train", *base, "--set", f"run.schedule={schedule}", "--run-dir",
+                        str(run_dir)], ranks=ranks)
+        assert done.returncode == 0, done.stderr
+        params[schedule, ranks] = load_params(run_dir)
+        if schedule == "dynamic":
+            # 7 directions + one "none left" per rank, 16 bytes each, on top of the static rows.
+            static_bytes = int(read_progress(tmp_path / "static3")[0]["bytes_sent"])
+            if ranks == 3:
+                assert int(read_progress(run_dir)[0]["bytes_sent"]) == static_bytes + 16 * 10
+    reference = params["static", None]
+    for key, value in params.items():
+        assert np.array_equal(value, reference), key
