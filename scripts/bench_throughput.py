@@ -72,26 +72,33 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--generations", type=int, default=80)
     parser.add_argument("--seconds", type=float, default=20.0, help="bare stepping duration")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="measure training then bare stepping this many times")
     parser.add_argument("--csv", default="bench/throughput.csv")
     parser.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_worker:
         bare_worker(args.bare_worker, args.seconds)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = f"{tmp}/run"
-        train_rate, train_steps = training_rate(args.config, args.ranks, args.generations, run_dir)
-        bare = subprocess.run(
-            mpiexec(args.ranks, sys.executable, __file__, "--bare-worker", run_dir,
-                    "--seconds", str(args.seconds)),
-            check=True, capture_output=True, text=True,
-        )
-    bare_line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
-    bare_rate, bare_steps = float(bare_line.split()[1]), int(bare_line.split()[2])
-    emit([{"config": args.config, "ranks": args.ranks, "bare_steps_per_s": bare_rate,
-           "bare_steps": bare_steps, "train_steps_per_s": train_rate, "train_steps": train_steps,
-           "ratio": train_rate / bare_rate}],
-         args.csv, "Training throughput vs bare environment stepping, same policy and ranks")
+    rows = []
+    for repeat in range(1, args.repeats + 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = f"{tmp}/run"
+            train_rate, train_steps = training_rate(args.config, args.ranks, args.generations,
+                                                    run_dir)
+            bare = subprocess.run(
+                mpiexec(args.ranks, sys.executable, __file__, "--bare-worker", run_dir,
+                        "--seconds", str(args.seconds)),
+                check=True, capture_output=True, text=True,
+            )
+        bare_line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
+        bare_rate, bare_steps = float(bare_line.split()[1]), int(bare_line.split()[2])
+        rows.append({"config": args.config, "ranks": args.ranks, "repeat": repeat,
+                     "bare_steps_per_s": bare_rate, "bare_steps": bare_steps,
+                     "train_steps_per_s": train_rate, "train_steps": train_steps,
+                     "ratio": train_rate / bare_rate})
+    emit(rows, args.csv, "Training throughput vs bare environment stepping, same policy and ranks")
+    print(f"median ratio {np.median([r['ratio'] for r in rows]):.3f} over {len(rows)} repeats")
 
 
 if __name__ == "__main__":
