@@ -1,0 +1,203 @@
+"""``es-bench``: measured scaling of the trainer across rank counts.
+
+    es-bench scaling --env HalfCheetah-v5 --ranks 1,2 --mode weak
+    es-bench scaling --synthetic-step-ms 2 --ranks 1,2,4,8,16,32,64
+
+For each rank count it launches ``mpiexec -n N es-train`` itself (several repetitions), reads
+the run's ``progress.csv`` and reports generations/s, env steps/s, parallel efficiency against
+the smallest rank count and rank 0's time breakdown per generation. Weak scaling keeps the
+members per rank fixed (ideal: constant time per generation); strong scaling keeps the
+population fixed (ideal: time per generation falls as 1/N). It writes a CSV, a Markdown table
+and, when matplotlib is installed, a PNG into ``--out``.
+
+With ``--synthetic-step-ms`` the environment is ``es/Sleep-v0``: steps sleep instead of
+computing, so many ranks on few cores measure coordination overhead only. With a real
+environment the figures are CPU-bound and meaningful only up to the number of cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+BIN = Path(sys.executable).parent
+BREAKDOWN = ("rollout_s", "wait_s", "update_s", "eval_s", "io_s")
+WARMUP_GENERATIONS = 2  # start-up and the first noise-table touches are not steady state
+# The last generation of a run always evaluates the mean policy: not steady state either.
+
+
+def parse_ranks(text: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; a one-line ValueError for anything else."""
+    try:
+        ranks = [int(part) for part in text.split(",")]
+    except ValueError:
+        ranks = []
+    if not ranks or min(ranks) < 1 or ranks != sorted(set(ranks)):
+        raise ValueError(f"--ranks {text!r}: expected increasing integers >= 1, e.g. 1,2,4")
+    return ranks
+
+
+def steady_state(rows: list[dict[str, str]]) -> dict[str, float]:
+    """Generations/s, steps/s and mean breakdown between the warm-up and the final row."""
+    if len(rows) < WARMUP_GENERATIONS + 3:
+        raise ValueError(f"need at least {WARMUP_GENERATIONS + 3} generations, got {len(rows)}")
+    first, last = rows[WARMUP_GENERATIONS], rows[-2]
+    seconds = float(last["time_s"]) - float(first["time_s"])
+    generations = int(last["generation"]) - int(first["generation"])
+    steady = rows[WARMUP_GENERATIONS + 1 : -1]
+    out = {
+        "seconds_per_generation": seconds / generations,
+        "generations_per_s": generations / seconds,
+        "steps_per_s": (int(last["timesteps"]) - int(first["timesteps"])) / seconds,
+        "bytes_per_generation": statistics.mean(int(r["bytes_sent"]) for r in steady),
+    }
+    for column in BREAKDOWN:
+        out[column] = statistics.mean(float(r[column]) for r in steady)
+    return out
+
+
+def efficiency(mode: str, base_ranks: int, base_spg: float, ranks: int, spg: float) -> float:
+    """Parallel efficiency from seconds per generation (spg) against the base rank count.
+
+    Weak scaling: work grows with the ranks, so ideal spg is constant: base_spg / spg.
+    Strong scaling: fixed work, ideal spg shrinks as 1/N: base_spg * base_ranks / (spg * N).
+    """
+    if mode == "weak":
+        return base_spg / spg
+    return base_spg * base_ranks / (spg * ranks)
+
+
+def run_training(ranks: int, overrides: list[str], config: str) -> list[dict[str, str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [str(BIN / "mpiexec"), "-n", str(ranks), str(BIN / "es-train"), config,
+                   "--run-dir", f"{tmp}/run", "--quiet"]
+        for override in overrides:
+            command += ["--set", override]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"mpiexec -n {ranks} es-train failed: {done.stderr.strip()[-300:]}")
+        with open(f"{tmp}/run/progress.csv") as handle:
+            return list(csv.DictReader(handle))
+
+
+def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
+    ranks_list = parse_ranks(args.ranks)
+    base = [f"run.generations={args.generations}", "run.eval_every=1000000",
+            "run.checkpoint_every=1000000", f"run.schedule={args.schedule}",
+            "es.noise_table_size=1000000", "policy.kind=linear"]
+    if args.synthetic_step_ms is not None:
+        env_id = "es/Sleep-v0"
+        base += [f"env.id={env_id}", f"env.kwargs.step_ms={args.synthetic_step_ms}",
+                 f"env.kwargs.lengths={args.lengths}", f"env.kwargs.mean_length={args.mean_length}"]
+        kind = "coordination-only (synthetic, sleeping steps)"
+    else:
+        env_id = args.env
+        base += [f"env.id={env_id}"]
+        kind = "CPU-bound (real environment)"
+    rows: list[dict[str, Any]] = []
+    baseline = None
+    for ranks in ranks_list:
+        population = args.members_per_rank * ranks if args.mode == "weak" else args.population
+        population += population % 2
+        measured = [steady_state(run_training(ranks, [*base, f"es.population={population}"],
+                                              args.config))
+                    for _ in range(args.repeats)]
+        spg = statistics.median(m["seconds_per_generation"] for m in measured)
+        baseline = baseline or (ranks, spg)
+        row = {"env": env_id, "kind": kind, "mode": args.mode, "schedule": args.schedule,
+               "ranks": ranks, "population": population, "repeats": args.repeats,
+               "seconds_per_generation": spg,
+               "spg_min": min(m["seconds_per_generation"] for m in measured),
+               "spg_max": max(m["seconds_per_generation"] for m in measured),
+               "generations_per_s": 1.0 / spg,
+               "steps_per_s": statistics.median(m["steps_per_s"] for m in measured),
+               "efficiency": efficiency(args.mode, baseline[0], baseline[1], ranks, spg),
+               "bytes_per_generation": statistics.median(m["bytes_per_generation"]
+                                                         for m in measured)}
+        for column in BREAKDOWN:
+            row[column] = statistics.median(m[column] for m in measured)
+        rows.append(row)
+        print(f"ranks {ranks:>3}: {spg:.3f} s/generation, efficiency {row['efficiency']:.3f}",
+              flush=True)
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    columns = ["ranks", "population", "seconds_per_generation", "steps_per_s", "efficiency",
+               *BREAKDOWN]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = [f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    table = f"## {title}\n\n{rows[0]['kind']}, {rows[0]['mode']} scaling\n\n{markdown(rows)}"
+    (out / "results.md").write_text(table)
+    print("\n" + table)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed (pip install -e '.[plot]'): no plot written")
+        return
+    ranks = [r["ranks"] for r in rows]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(ranks, [r["efficiency"] for r in rows], "o-", label="measured")
+    left.axhline(1.0, color="grey", linestyle="--", label="ideal")
+    left.set(xscale="log", xlabel="ranks", ylabel="parallel efficiency", ylim=(0, 1.1))
+    left.legend()
+    bottom = [0.0] * len(rows)
+    for column in BREAKDOWN:
+        values = [r[column] for r in rows]
+        right.bar([str(n) for n in ranks], values, bottom=bottom, label=column)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    right.set(xlabel="ranks", ylabel="rank 0 seconds per generation")
+    right.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(out / "scaling.png", dpi=100)
+    print(f"wrote {out / 'scaling.png'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="es-bench", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    scale = commands.add_parser("scaling", help="efficiency across rank counts")
+    scale.add_argument("--env", default="HalfCheetah-v5")
+    scale.add_argument("--synthetic-step-ms", type=float, help="use es/Sleep-v0 with this step")
+    scale.add_argument("--lengths", choices=("fixed", "pareto"), default="fixed")
+    scale.add_argument("--mean-length", type=int, default=100)
+    scale.add_argument("--ranks", default="1,2")
+    scale.add_argument("--mode", choices=("weak", "strong"), default="weak")
+    scale.add_argument("--members-per-rank", type=int, default=16)
+    scale.add_argument("--population", type=int, default=64, help="strong scaling population")
+    scale.add_argument("--generations", type=int, default=8)
+    scale.add_argument("--repeats", type=int, default=3)
+    scale.add_argument("--schedule", choices=("static", "dynamic"), default="static")
+    scale.add_argument("--config", default=str(Path(__file__).parent / "bench_base.toml"))
+    scale.add_argument("--out", help="output folder (default bench-results/scaling-<env>)")
+    args = parser.parse_args(argv)
+    try:
+        rows = scaling(args)
+    except (ValueError, RuntimeError) as error:
+        print(f"es-bench: error: {error}", file=sys.stderr)
+        return 2
+    name = "synthetic" if args.synthetic_step_ms is not None else args.env.replace("/", "_")
+    out = Path(args.out or f"bench-results/scaling-{name}-{args.mode}")
+    write_outputs(rows, out, f"es-bench scaling: {name}")
+    return 0

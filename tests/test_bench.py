@@ -1,0 +1,54 @@
+"""es-bench: the runner's parsing, steady-state arithmetic and a real smoke run."""
+
+import csv
+
+import pytest
+from conftest import run_cli
+
+from es.bench import BREAKDOWN, efficiency, parse_ranks, steady_state
+
+
+def test_parse_ranks():
+    assert parse_ranks("1,2,4,64") == [1, 2, 4, 64]
+    for bad in ("", "1,x", "0,2", "4,2", "2,2"):
+        with pytest.raises(ValueError, match="--ranks"):
+            parse_ranks(bad)
+
+
+def test_efficiency_arithmetic():
+    assert efficiency("weak", 1, 2.0, 8, 2.5) == pytest.approx(0.8)
+    assert efficiency("strong", 1, 8.0, 4, 2.5) == pytest.approx(0.8)
+    assert efficiency("strong", 2, 4.0, 4, 2.0) == pytest.approx(1.0)
+
+
+def row(generation, time_s, timesteps, **breakdown):
+    return {"generation": str(generation), "time_s": str(time_s), "timesteps": str(timesteps),
+            "bytes_sent": "100", **{k: str(breakdown.get(k, 0.0)) for k in BREAKDOWN}}
+
+
+def test_steady_state_skips_warm_up_and_the_final_evaluation():
+    rows = [row(1, 5.0, 100), row(2, 6.0, 200), row(3, 7.0, 300, rollout_s=0.9),
+            row(4, 8.0, 400, rollout_s=0.8), row(5, 9.0, 500, rollout_s=0.7),
+            row(6, 20.0, 600, eval_s=10.0)]
+    state = steady_state(rows)
+    assert state["seconds_per_generation"] == pytest.approx(1.0)
+    assert state["steps_per_s"] == pytest.approx(100.0)
+    assert state["rollout_s"] == pytest.approx(0.75)
+    assert state["eval_s"] == 0.0
+    with pytest.raises(ValueError, match="at least 5 generations"):
+        steady_state(rows[:4])
+
+
+def test_scaling_smoke_run_writes_csv_and_table(tmp_path):
+    out = tmp_path / "out"
+    done = run_cli(["es-bench", "scaling", "--synthetic-step-ms", "0.5", "--mean-length", "20",
+                    "--ranks", "1,2", "--generations", "5", "--repeats", "1", "--out", str(out)])
+    assert done.returncode == 0, done.stderr
+    with (out / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(r["ranks"]) for r in rows] == [1, 2]
+    assert float(rows[0]["efficiency"]) == 1.0 and float(rows[1]["efficiency"]) > 0
+    assert [int(r["population"]) for r in rows] == [16, 32]
+    assert "| ranks |" in (out / "results.md").read_text()
+    bad = run_cli(["es-bench", "scaling", "--ranks", "2,1"])
+    assert bad.returncode == 2 and "--ranks '2,1'" in bad.stderr
