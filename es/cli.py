@@ -13,6 +13,7 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import logging  # noqa: E402
+import shutil  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -50,6 +51,8 @@ def _prepare_run_dir(requested: str | None, config, force: bool) -> tuple[str | 
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("progress.csv", "policy.npz", "config.toml"):
             (run_dir / stale).unlink(missing_ok=True)
+        # An old run's checkpoints would otherwise be what --resume finds.
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     except OSError as error:
         return None, f"run folder {str(run_dir)!r}: {error.strerror}"
     return str(run_dir), None

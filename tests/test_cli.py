@@ -84,7 +84,13 @@ def test_existing_run_folder_needs_force(tmp_path):
             "--set", "run.generations=1"]
     assert run_cli(args).returncode == 0
     one_line_error(run_cli(args), "already holds a run", "--force")
+    long_run = [*args[:-1], "run.generations=12", "--set", "run.checkpoint_every=1", "--force"]
+    assert run_cli(long_run).returncode == 0
     assert run_cli([*args, "--force"]).returncode == 0
+    # The overwritten run's checkpoints are gone: the newest is the new run's generation 1.
+    assert sorted(p.name for p in (tmp_path / "r/checkpoints").glob("*.json")) == [
+        "ckpt-00000001.json"
+    ]
 
 
 def test_cli_pins_blas_to_one_thread_per_rank():
