@@ -43,7 +43,7 @@ def run_episode(
     seen: list[np.ndarray] = []
     while True:
         if record_obs:
-            seen.append(obs)
+            seen.append(np.array(obs, dtype=np.float64))  # a copy: some envs reuse buffers
         obs, reward, terminated, truncated, _ = env.step(act(obs))
         total += float(reward)
         length += 1
@@ -53,7 +53,7 @@ def run_episode(
         # Without the recorded sums, a broken simulator shows in its last observation.
         finite = bool(np.all(np.isfinite(obs)))
         return Episode(total if finite else float("nan"), length)
-    stacked = np.asarray(seen, dtype=np.float64).reshape(len(seen), -1)
+    stacked = np.asarray(seen).reshape(len(seen), -1)
     return Episode(total, length, stacked.sum(axis=0), np.square(stacked).sum(axis=0))
 
 
