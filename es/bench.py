@@ -2,6 +2,7 @@
 
     es-bench scaling --env HalfCheetah-v5 --ranks 1,2 --mode weak
     es-bench scaling --synthetic-step-ms 2 --ranks 1,2,4,8,16,32,64
+    es-bench comm --params 1e4,1e5,1e6 --population 256,1024
 
 For each rank count it launches ``mpiexec -n N es-train`` itself (several repetitions), reads
 the run's ``progress.csv`` and reports generations/s, env steps/s, parallel efficiency against
@@ -128,14 +129,26 @@ def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
-    columns = ["ranks", "population", "seconds_per_generation", "steps_per_s", "efficiency",
-               *BREAKDOWN]
+def markdown(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    columns = columns or ["ranks", "population", "seconds_per_generation", "steps_per_s",
+                          "efficiency", *BREAKDOWN]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         cells = [f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def write_table(rows: list[dict[str, Any]], out: Path, title: str) -> None:
+    """CSV and Markdown of any rows (all columns)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    table = f"## {title}\n\n{markdown(rows, list(rows[0]))}"
+    (out / "results.md").write_text(table)
+    print("\n" + table)
 
 
 def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
@@ -174,6 +187,74 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
     print(f"wrote {out / 'scaling.png'}")
 
 
+def parse_counts(option: str, text: str) -> list[int]:
+    """'1e4,1e5' -> [10000, 100000]."""
+    try:
+        counts = [int(float(part)) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise ValueError(f"{option} {text!r}: expected comma-separated counts, e.g. 1e4,1e5")
+    return counts
+
+
+def comm_worker(params: list[int], populations: list[int], repeats: int, csv_path: str) -> None:
+    """Under mpiexec: time what ES exchanges per update (a row per member, as the trainer's
+    gather) against a float32 all-reduce of the parameter count (data-parallel gradients)."""
+    import time
+
+    import numpy as np
+
+    from es.comm import MPIComm
+
+    comm = MPIComm()
+    rows = []
+    for population in populations:
+        mine = np.zeros((len(range(comm.rank, population, comm.size)), 3))
+        for dim in params:
+            gradient = np.zeros(dim, dtype=np.float32)
+            timings = {}
+            exchanges = (("es", lambda rows=mine: comm.allgather_rows(rows)),
+                         ("allreduce", lambda grad=gradient: comm.allreduce_sum(grad)))
+            for name, exchange in exchanges:
+                exchange()  # warm-up
+                comm.barrier()
+                before, times = comm.world_bytes_sent, []
+                for _ in range(repeats):
+                    started = time.perf_counter()
+                    exchange()
+                    times.append(time.perf_counter() - started)
+                timings[name] = (statistics.median(times), (comm.world_bytes_sent - before)
+                                 // repeats)
+            rows.append({
+                "ranks": comm.size, "params": dim, "population": population,
+                "es_bytes": timings["es"][1], "allreduce_bytes": timings["allreduce"][1],
+                "bytes_ratio": timings["es"][1] / timings["allreduce"][1],
+                "es_us": 1e6 * timings["es"][0], "allreduce_us": 1e6 * timings["allreduce"][0],
+            })
+    if comm.rank == 0:
+        with open(csv_path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
+    params = parse_counts("--params", args.params)
+    populations = parse_counts("--population", args.population)
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [str(BIN / "mpiexec"), "-n", str(args.ranks), sys.executable, "-m", "es.bench",
+                   "comm-worker", "--params", ",".join(map(str, params)), "--population",
+                   ",".join(map(str, populations)), "--repeats", str(args.repeats),
+                   "--csv", f"{tmp}/comm.csv"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"mpiexec failed: {done.stderr.strip()[-300:]}")
+        with open(f"{tmp}/comm.csv") as handle:
+            return [{k: float(v) if "." in v else int(v) for k, v in row.items()}
+                    for row in csv.DictReader(handle)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="es-bench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -191,8 +272,27 @@ def main(argv: list[str] | None = None) -> int:
     scale.add_argument("--schedule", choices=("static", "dynamic"), default="static")
     scale.add_argument("--config", default=str(Path(__file__).parent / "bench_base.toml"))
     scale.add_argument("--out", help="output folder (default bench-results/scaling-<env>)")
+    compare = commands.add_parser("comm", help="ES scalars vs a gradient all-reduce")
+    compare.add_argument("--params", default="1e4,1e5,1e6")
+    compare.add_argument("--population", default="256,1024")
+    compare.add_argument("--ranks", type=int, default=2)
+    compare.add_argument("--repeats", type=int, default=50)
+    compare.add_argument("--out", help="output folder (default bench-results/comm)")
+    worker = commands.add_parser("comm-worker")  # run by `es-bench comm` under mpiexec
+    for option in ("--params", "--population", "--csv"):
+        worker.add_argument(option, required=True)
+    worker.add_argument("--repeats", type=int, required=True)
     args = parser.parse_args(argv)
     try:
+        if args.command == "comm-worker":
+            comm_worker(parse_counts("--params", args.params),
+                        parse_counts("--population", args.population), args.repeats, args.csv)
+            return 0
+        if args.command == "comm":
+            rows = comm_compare(args)
+            write_table(rows, Path(args.out or "bench-results/comm"), "es-bench comm: bytes "
+                        "and time per update, ES scalars vs float32 gradient all-reduce")
+            return 0
         rows = scaling(args)
     except (ValueError, RuntimeError) as error:
         print(f"es-bench: error: {error}", file=sys.stderr)
@@ -201,3 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or f"bench-results/scaling-{name}-{args.mode}")
     write_outputs(rows, out, f"es-bench scaling: {name}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -52,3 +52,17 @@ def test_scaling_smoke_run_writes_csv_and_table(tmp_path):
     assert "| ranks |" in (out / "results.md").read_text()
     bad = run_cli(["es-bench", "scaling", "--ranks", "2,1"])
     assert bad.returncode == 2 and "--ranks '2,1'" in bad.stderr
+
+
+def test_comm_comparison_counts_scalars_against_a_full_all_reduce(tmp_path):
+    out = tmp_path / "comm"
+    done = run_cli(["es-bench", "comm", "--params", "1e3,1e4", "--population", "64",
+                    "--repeats", "3", "--out", str(out)])
+    assert done.returncode == 0, done.stderr
+    with (out / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(r["params"]) for r in rows] == [1000, 10000]
+    for row in rows:
+        # 64 rows of 24 bytes plus an 8-byte count per rank; 4 bytes a parameter per rank.
+        assert int(row["es_bytes"]) == 64 * 24 + 2 * 8
+        assert int(row["allreduce_bytes"]) == 2 * 4 * int(row["params"])
