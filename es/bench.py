@@ -151,6 +151,29 @@ def write_table(rows: list[dict[str, Any]], out: Path, title: str) -> None:
     print("\n" + table)
 
 
+def plot_comm(rows: list[dict[str, Any]], out: Path) -> None:
+    """Bytes per update against the parameter count, log-log, one line per population."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed (pip install -e '.[plot]'): no plot written")
+        return
+    figure, axes = plt.subplots(figsize=(6, 4))
+    by_params = sorted({r["params"]: r["allreduce_bytes"] for r in rows}.items())
+    axes.plot(*zip(*by_params, strict=True), "s-", label="gradient all-reduce (float32)")
+    for population in sorted({r["population"] for r in rows}):
+        mine = [(r["params"], r["es_bytes"]) for r in rows if r["population"] == population]
+        axes.plot(*zip(*mine, strict=True), "o-", label=f"ES, population {population}")
+    axes.set(xscale="log", yscale="log", xlabel="parameters", ylabel="bytes per update")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out / "comm.png", dpi=100)
+    print(f"wrote {out / 'comm.png'}")
+
+
 def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with (out / "results.csv").open("w", newline="") as handle:
@@ -169,11 +192,22 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
         print("matplotlib not installed (pip install -e '.[plot]'): no plot written")
         return
     ranks = [r["ranks"] for r in rows]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4))
     left.plot(ranks, [r["efficiency"] for r in rows], "o-", label="measured")
     left.axhline(1.0, color="grey", linestyle="--", label="ideal")
-    left.set(xscale="log", xlabel="ranks", ylabel="parallel efficiency", ylim=(0, 1.1))
+    left.set_xscale("log", base=2)
+    left.set_xticks(ranks, labels=[str(n) for n in ranks])
+    left.set(xlabel="ranks", ylabel="parallel efficiency", ylim=(0, 1.1))
     left.legend()
+    base_rate = rows[0]["steps_per_s"] / ranks[0]
+    middle.plot(ranks, [r["steps_per_s"] for r in rows], "o-", label="measured")
+    if rows[0]["mode"] == "weak":
+        middle.plot(ranks, [base_rate * n for n in ranks], "--", color="grey", label="linear")
+    middle.set_xscale("log", base=2)
+    middle.set_yscale("log")
+    middle.set_xticks(ranks, labels=[str(n) for n in ranks])
+    middle.set(xlabel="ranks", ylabel="env steps/s")
+    middle.legend()
     bottom = [0.0] * len(rows)
     for column in BREAKDOWN:
         values = [r[column] for r in rows]
@@ -290,8 +324,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "comm":
             rows = comm_compare(args)
-            write_table(rows, Path(args.out or "bench-results/comm"), "es-bench comm: bytes "
-                        "and time per update, ES scalars vs float32 gradient all-reduce")
+            out = Path(args.out or "bench-results/comm")
+            write_table(rows, out, "es-bench comm: bytes and time per update, ES scalars vs "
+                        "float32 gradient all-reduce")
+            plot_comm(rows, out)
             return 0
         rows = scaling(args)
     except (ValueError, RuntimeError) as error:
