@@ -74,6 +74,38 @@ def efficiency(mode: str, base_ranks: int, base_spg: float, ranks: int, spg: flo
     return base_spg * base_ranks / (spg * ranks)
 
 
+PROJECTED_RANKS = (80, 720, 1440)
+PAPER = "Salimans et al. 2017, Humanoid: 657 min on 18 cores -> 10 min on 1,440 (about 82%)"
+
+
+def project(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A two-term model of weak scaling fitted to the measurements, then extrapolated.
+
+    Rank 0's generation is its own episodes (constant under weak scaling: their measured
+    median) plus coordination: waiting in collectives for stragglers and transfers, the
+    update and file writes. Coordination is fitted by least squares as w0 + c * N (gathering
+    a row from every rank grows with N); projected efficiency is t(N0) / t(N). A projection,
+    not a measurement: it knows nothing of network topology or of a cluster's noise.
+    """
+    if len(rows) < 2 or rows[0]["mode"] != "weak":
+        return []
+    ranks = [float(r["ranks"]) for r in rows]
+    coordination = [r["wait_s"] + r["update_s"] + r["io_s"] for r in rows]
+    rollout = statistics.median(r["rollout_s"] for r in rows)
+    mean_n, mean_c = statistics.mean(ranks), statistics.mean(coordination)
+    spread = sum((n - mean_n) ** 2 for n in ranks)
+    slope = max(sum((n - mean_n) * (c - mean_c) for n, c in zip(ranks, coordination,
+                                                                   strict=True)) / spread, 0.0)
+    intercept = max(mean_c - slope * mean_n, 0.0)
+
+    def seconds(n: float) -> float:
+        return rollout + intercept + slope * n
+
+    return [{"ranks": n, "projected_seconds_per_generation": seconds(n),
+             "projected_efficiency": seconds(ranks[0]) / seconds(n),
+             "per_rank_cost_us": 1e6 * slope} for n in PROJECTED_RANKS]
+
+
 def run_training(ranks: int, overrides: list[str], config: str) -> list[dict[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         command = [str(BIN / "mpiexec"), "-n", str(ranks), str(BIN / "es-train"), config,
@@ -181,6 +213,11 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
         writer.writeheader()
         writer.writerows(rows)
     table = f"## {title}\n\n{rows[0]['kind']}, {rows[0]['mode']} scaling\n\n{markdown(rows)}"
+    projection = project(rows)
+    if projection:
+        table += ("\nProjection (rank 0's episodes plus coordination fitted as w0 + c·N; "
+                  f"not measured; paper: {PAPER}):\n\n"
+                  + markdown(projection, list(projection[0])))
     (out / "results.md").write_text(table)
     print("\n" + table)
     try:

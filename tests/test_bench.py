@@ -66,3 +66,14 @@ def test_comm_comparison_counts_scalars_against_a_full_all_reduce(tmp_path):
         # 64 rows of 24 bytes plus an 8-byte count per rank; 4 bytes a parameter per rank.
         assert int(row["es_bytes"]) == 64 * 24 + 2 * 8
         assert int(row["allreduce_bytes"]) == 2 * 4 * int(row["params"])
+
+
+def test_projection_fits_a_per_rank_cost_and_extrapolates():
+    from es.bench import project
+
+    rows = [{"ranks": n, "mode": "weak", "rollout_s": 1.0, "wait_s": 0.001 * n,
+             "update_s": 0.0, "io_s": 0.0} for n in (1, 2, 4, 8)]
+    projected = {p["ranks"]: p for p in project(rows)}
+    assert projected[80]["per_rank_cost_us"] == pytest.approx(1000.0)
+    assert projected[1440]["projected_efficiency"] == pytest.approx(1.001 / 2.44)
+    assert project([{**rows[0], "mode": "strong"}, rows[1]]) == []
