@@ -127,7 +127,8 @@ def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.synthetic_step_ms is not None:
         env_id = "es/Sleep-v0"
         base += [f"env.id={env_id}", f"env.kwargs.step_ms={args.synthetic_step_ms}",
-                 f"env.kwargs.lengths={args.lengths}", f"env.kwargs.mean_length={args.mean_length}"]
+                 f"env.kwargs.lengths={args.lengths}", f"env.kwargs.mean_length={args.mean_length}",
+                 f"env.kwargs.max_length={args.max_length}"]
         kind = "coordination-only (synthetic, sleeping steps)"
     else:
         env_id = args.env
@@ -334,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     scale.add_argument("--synthetic-step-ms", type=float, help="use es/Sleep-v0 with this step")
     scale.add_argument("--lengths", choices=("fixed", "pareto"), default="fixed")
     scale.add_argument("--mean-length", type=int, default=100)
+    scale.add_argument("--max-length", type=int, default=1000)
     scale.add_argument("--ranks", default="1,2")
     scale.add_argument("--mode", choices=("weak", "strong"), default="weak")
     scale.add_argument("--members-per-rank", type=int, default=16)
