@@ -172,20 +172,19 @@ def markdown(rows: list[dict[str, Any]], columns: list[str] | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
-def write_table(rows: list[dict[str, Any]], out: Path, title: str) -> None:
-    """CSV and Markdown of any rows (all columns)."""
+def _write_results(rows: list[dict[str, Any]], out: Path, table: str) -> None:
+    """``results.csv`` (every column) and ``results.md`` in ``out``; the table is printed."""
     out.mkdir(parents=True, exist_ok=True)
     with (out / "results.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    table = f"## {title}\n\n{markdown(rows, list(rows[0]))}"
     (out / "results.md").write_text(table)
     print("\n" + table)
 
 
-def plot_comm(rows: list[dict[str, Any]], out: Path) -> None:
-    """Bytes per update against the parameter count, log-log, one line per population."""
+def _pyplot() -> Any:
+    """matplotlib.pyplot (headless), or None without the optional [plot] extra."""
     try:
         import matplotlib
 
@@ -193,6 +192,18 @@ def plot_comm(rows: list[dict[str, Any]], out: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib not installed (pip install -e '.[plot]'): no plot written")
+        return None
+    return plt
+
+
+def write_table(rows: list[dict[str, Any]], out: Path, title: str) -> None:
+    _write_results(rows, out, f"## {title}\n\n{markdown(rows, list(rows[0]))}")
+
+
+def plot_comm(rows: list[dict[str, Any]], out: Path) -> None:
+    """Bytes per update against the parameter count, log-log, one line per population."""
+    plt = _pyplot()
+    if plt is None:
         return
     figure, axes = plt.subplots(figsize=(6, 4))
     by_params = sorted({r["params"]: r["allreduce_bytes"] for r in rows}.items())
@@ -208,26 +219,15 @@ def plot_comm(rows: list[dict[str, Any]], out: Path) -> None:
 
 
 def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "results.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
     table = f"## {title}\n\n{rows[0]['kind']}, {rows[0]['mode']} scaling\n\n{markdown(rows)}"
     projection = project(rows)
     if projection:
         table += ("\nProjection (rank 0's episodes plus coordination fitted as w0 + c·N; "
                   f"not measured; paper: {PAPER}):\n\n"
                   + markdown(projection, list(projection[0])))
-    (out / "results.md").write_text(table)
-    print("\n" + table)
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed (pip install -e '.[plot]'): no plot written")
+    _write_results(rows, out, table)
+    plt = _pyplot()
+    if plt is None:
         return
     ranks = [r["ranks"] for r in rows]
     figure, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4))
