@@ -139,12 +139,16 @@ class Trainer:
             return ObsNorm.identity(self.spec.obs_dim, self.config.policy.obs_clip)
         return self.obs_stats.norm(self.config.policy.obs_clip)
 
-    def my_directions(self, count: int) -> Iterable[int]:
-        """This rank's directions (a mirrored pair stays on one rank): a static round-robin
-        share, or, with ``run.schedule = "dynamic"``, whichever come free when it asks."""
+    def my_members(self, generation: Generation) -> Iterable[int]:
+        """The members this rank evaluates: a static round-robin share of the directions (a
+        mirrored pair stays together, one table slice read), or, with ``run.schedule =
+        "dynamic"``, whichever member is next when the rank is free (finer units balance
+        uneven episode lengths better)."""
         if self.config.run.schedule == "dynamic":
-            return self.comm.work_units(count)
-        return range(self.comm.rank, count, self.comm.size)
+            return self.comm.work_units(generation.population)
+        per_direction = 2 if generation.mirrored else 1
+        directions = range(self.comm.rank, len(generation.directions), self.comm.size)
+        return (d * per_direction + k for d in directions for k in range(per_direction))
 
     def evaluate_population(self, generation: Generation) -> tuple[np.ndarray, np.ndarray]:
         """Returns and lengths of all members (member order) and the merged obs-stat block.
@@ -154,18 +158,17 @@ class Trainer:
         """
         count = len(generation.directions)
         seeds = episode_seeds(self.config.run.seed, generation.index, count, TAG_ENV)
-        per_direction = 2 if generation.mirrored else 1
         norm, record = self.norm, self.config.policy.obs_norm
         increment = self.obs_stats.empty_increment()
         rows = []
         started = time.perf_counter()
-        for direction in self.my_directions(count):
-            for member in range(direction * per_direction, (direction + 1) * per_direction):
-                act = act_fn(self.spec, generation.params(member), norm)
-                episode = self._safe_episode(act, seeds[direction], record, member)
-                if record and not self.obs_stats.add_episode(increment, episode):
-                    episode.total_return = float("nan")
-                rows.append((member, episode.total_return, episode.length))
+        for member in self.my_members(generation):
+            direction, _ = generation.direction_of(member)
+            act = act_fn(self.spec, generation.params(member), norm)
+            episode = self._safe_episode(act, seeds[direction], record, member)
+            if record and not self.obs_stats.add_episode(increment, episode):
+                episode.total_return = float("nan")
+            rows.append((member, episode.total_return, episode.length))
         self.rollout_s = time.perf_counter() - started
         gathered = self.comm.allgather_rows(np.array(rows, dtype=np.float64).reshape(-1, 3))
         gathered = gathered[np.argsort(gathered[:, 0], kind="stable")]

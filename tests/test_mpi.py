@@ -85,10 +85,10 @@ def test_dynamic_schedule_gives_the_static_schedules_parameters(tmp_path):
         assert done.returncode == 0, done.stderr
         params[schedule, ranks] = load_params(run_dir)
         if schedule == "dynamic":
-            # 7 directions + one "none left" per rank, 16 bytes each, on top of the static rows.
+            # 14 members + one "none left" per rank, 16 bytes each, on top of the static rows.
             static_bytes = int(read_progress(tmp_path / "static3")[0]["bytes_sent"])
             if ranks == 3:
-                assert int(read_progress(run_dir)[0]["bytes_sent"]) == static_bytes + 16 * 10
+                assert int(read_progress(run_dir)[0]["bytes_sent"]) == static_bytes + 16 * 17
     reference = params["static", None]
     for key, value in params.items():
         assert np.array_equal(value, reference), key
