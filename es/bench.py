@@ -106,15 +106,23 @@ def project(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "per_rank_cost_us": 1e6 * slope} for n in PROJECTED_RANKS]
 
 
+def mpiexec(ranks: int, *command: str) -> list[str]:
+    """``mpiexec -n RANKS COMMAND`` with the mpiexec installed beside this Python."""
+    return [str(BIN / "mpiexec"), "-n", str(ranks), *command]
+
+
+def _run_mpi(ranks: int, *command: str) -> None:
+    """Run ``command`` on ``ranks`` ranks; a failure is a RuntimeError ending in its stderr."""
+    done = subprocess.run(mpiexec(ranks, *command), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"mpiexec -n {ranks} failed: {done.stderr.strip()[-300:]}")
+
+
 def run_training(ranks: int, overrides: list[str], config: str) -> list[dict[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
-        command = [str(BIN / "mpiexec"), "-n", str(ranks), str(BIN / "es-train"), config,
-                   "--run-dir", f"{tmp}/run", "--quiet"]
-        for override in overrides:
-            command += ["--set", override]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"mpiexec -n {ranks} es-train failed: {done.stderr.strip()[-300:]}")
+        settings = [part for override in overrides for part in ("--set", override)]
+        _run_mpi(ranks, str(BIN / "es-train"), config, "--run-dir", f"{tmp}/run", "--quiet",
+                 *settings)
         with open(f"{tmp}/run/progress.csv") as handle:
             return list(csv.DictReader(handle))
 
@@ -315,13 +323,9 @@ def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     params = parse_counts("--params", args.params)
     populations = parse_counts("--population", args.population)
     with tempfile.TemporaryDirectory() as tmp:
-        command = [str(BIN / "mpiexec"), "-n", str(args.ranks), sys.executable, "-m", "es.bench",
-                   "comm-worker", "--params", ",".join(map(str, params)), "--population",
-                   ",".join(map(str, populations)), "--repeats", str(args.repeats),
-                   "--csv", f"{tmp}/comm.csv"]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"mpiexec failed: {done.stderr.strip()[-300:]}")
+        _run_mpi(args.ranks, sys.executable, "-m", "es.bench", "comm-worker", "--params",
+                 ",".join(map(str, params)), "--population", ",".join(map(str, populations)),
+                 "--repeats", str(args.repeats), "--csv", f"{tmp}/comm.csv")
         with open(f"{tmp}/comm.csv") as handle:
             return [{k: float(v) if "." in v else int(v) for k, v in row.items()}
                     for row in csv.DictReader(handle)]

@@ -5,16 +5,10 @@ from __future__ import annotations
 import csv
 import os
 import platform
-import sys
 from pathlib import Path
 from typing import Any
 
-BIN = Path(sys.executable).parent
-
-
-def mpiexec(ranks: int, *command: str) -> list[str]:
-    """``mpiexec -n RANKS COMMAND`` with the mpiexec installed beside this Python."""
-    return [str(BIN / "mpiexec"), "-n", str(ranks), *command]
+from es.bench import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
 
 
 def machine() -> str:
