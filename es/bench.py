@@ -279,22 +279,31 @@ def parse_counts(option: str, text: str) -> list[int]:
 
 
 def comm_worker(params: list[int], populations: list[int], repeats: int, csv_path: str) -> None:
-    """Under mpiexec: time what ES exchanges per update (a row per member, as the trainer's
-    gather) against a float32 all-reduce of the parameter count (data-parallel gradients)."""
+    """Under mpiexec: time what the trainer exchanges per update (``es.exchange``, static
+    schedule, no observation statistics) against an all-reduce of a float32 gradient of the
+    parameter count (what data-parallel policy gradient sends)."""
     import time
 
     import numpy as np
 
     from es.comm import MPIComm
+    from es.exchange import share_results, static_share
 
     comm = MPIComm()
+    no_obs_stats = np.zeros(0, dtype=np.int64)
     rows = []
     for population in populations:
-        mine = np.zeros((len(range(comm.rank, population, comm.size)), 3))
+        members = static_share(comm.rank, comm.size, population, mirrored=True)
+        returns = np.zeros(len(members))
+
+        def es_update(members=members, returns=returns, population=population) -> None:
+            share_results(comm, population, True, members, returns, 0, no_obs_stats,
+                          dynamic=False)
+
         for dim in params:
             gradient = np.zeros(dim, dtype=np.float32)
             timings = {}
-            exchanges = (("es", lambda rows=mine: comm.allgather_rows(rows)),
+            exchanges = (("es", es_update),
                          ("allreduce", lambda grad=gradient: comm.allreduce_sum(grad)))
             for name, exchange in exchanges:
                 exchange()  # warm-up

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,7 +34,9 @@ class Comm(Protocol):
     world_bytes_sent: int  # payload bytes all processes together have put into collectives
     wait_s: float  # wall seconds this process spent inside collectives (stragglers + transfer)
 
-    def allgather_rows(self, rows: np.ndarray) -> np.ndarray: ...
+    def allgather_rows(
+        self, rows: np.ndarray, counts: Sequence[int] | None = None
+    ) -> np.ndarray: ...
     def allreduce_sum(self, values: np.ndarray) -> np.ndarray: ...
     def broadcast(self, obj: Any) -> Any: ...
     def allgather_objects(self, obj: Any) -> list[Any]: ...
@@ -61,9 +63,11 @@ class LocalComm:
         self.bytes_sent += nbytes
         self.world_bytes_sent += nbytes
 
-    def allgather_rows(self, rows: np.ndarray) -> np.ndarray:
-        rows = np.ascontiguousarray(rows, dtype=np.float64)
-        self._count(8 + rows.nbytes)
+    def allgather_rows(
+        self, rows: np.ndarray, counts: Sequence[int] | None = None
+    ) -> np.ndarray:
+        rows = np.ascontiguousarray(rows)
+        self._count((8 if counts is None else 0) + rows.nbytes)
         return rows.copy()
 
     def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
@@ -118,22 +122,34 @@ class MPIComm:
             time.sleep(self.poll_interval_s)
         self.wait_s += time.perf_counter() - started
 
-    def allgather_rows(self, rows: np.ndarray) -> np.ndarray:
-        """Concatenate every rank's rows (float64, same width) in rank order."""
-        MPI = self._mpi
-        rows = np.ascontiguousarray(rows, dtype=np.float64)
-        width = rows.shape[1]
-        counts = np.empty(self.size, dtype=np.int64)
-        self._wait(self.world.Iallgather(np.array([rows.shape[0]], dtype=np.int64), counts))
-        total = int(counts.sum())
-        gathered = np.empty((total, width), dtype=np.float64)
+    def allgather_rows(
+        self, rows: np.ndarray, counts: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """Concatenate every rank's rows (same dtype and width) in rank order.
+
+        ``counts``, the number of rows each rank sends, saves a round of row counts when
+        every rank already knows them (the static schedule).
+        """
+        rows = np.ascontiguousarray(rows)
+        row_shape = rows.shape[1:]
+        width = int(np.prod(row_shape, dtype=np.int64))
+        known = counts is not None
+        if counts is None:
+            counts = np.empty(self.size, dtype=np.int64)
+            self._wait(self.world.Iallgather(np.array([len(rows)], dtype=np.int64), counts))
+        counts = np.asarray(counts, dtype=np.int64)
+        if counts[self.rank] != len(rows):
+            raise ValueError(
+                f"rank {self.rank} sends {len(rows)} rows, expected {counts[self.rank]}"
+            )
+        gathered = np.empty((int(counts.sum()), *row_shape), dtype=rows.dtype)
         sizes = counts * width
         displacements = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         self._wait(
-            self.world.Iallgatherv(rows, [gathered, sizes, displacements, MPI.DOUBLE])
+            self.world.Iallgatherv(rows, [gathered, (sizes.tolist(), displacements.tolist())])
         )
-        self.bytes_sent += 8 + rows.nbytes
-        self.world_bytes_sent += 8 * self.size + total * width * 8
+        self.bytes_sent += (0 if known else 8) + rows.nbytes
+        self.world_bytes_sent += (0 if known else 8 * self.size) + gathered.nbytes
         return gathered
 
     def allreduce_sum(self, values: np.ndarray) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The SPMD generation loop: every rank runs it, evaluates its share, applies the same update.
 
-Per generation the ranks exchange (member id, return, length) rows, one int64 block of
-observation statistics and one (stop signal, parameter checksum) row per rank; nothing else.
+Per generation the ranks exchange one float32 return per member (``es.exchange``), one int64
+block of step count and observation statistics, and one (stop signal, parameter checksum) row
+per rank; nothing else.
 Each rank rebuilds every perturbation from the shared noise (table slice or seed) and steps
 the identical ``OpenES`` state, so the parameters are bit-identical on every rank and for
 every rank count. Only rank 0 writes files. The whole state can be checkpointed and
@@ -25,6 +26,7 @@ from es.checkpoint import TrainingState, save_checkpoint, save_policy, write_ato
 from es.comm import Comm
 from es.config import Config
 from es.envs import make_env, policy_spec_for
+from es.exchange import GenerationResults, share_results, static_share
 from es.metrics import ProgressLog, progress_line
 from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.optim import make_optimizer
@@ -140,18 +142,17 @@ class Trainer:
         return self.obs_stats.norm(self.config.policy.obs_clip)
 
     def my_members(self, generation: Generation) -> Iterable[int]:
-        """The members this rank evaluates: a static round-robin share of the directions (a
-        mirrored pair stays together, one table slice read), or, with ``run.schedule =
+        """The members this rank evaluates: its static share, or, with ``run.schedule =
         "dynamic"``, whichever member is next when the rank is free (finer units balance
         uneven episode lengths better)."""
         if self.config.run.schedule == "dynamic":
             return self.comm.work_units(generation.population)
-        per_direction = 2 if generation.mirrored else 1
-        directions = range(self.comm.rank, len(generation.directions), self.comm.size)
-        return (d * per_direction + k for d in directions for k in range(per_direction))
+        return static_share(
+            self.comm.rank, self.comm.size, generation.population, generation.mirrored
+        ).tolist()
 
-    def evaluate_population(self, generation: Generation) -> tuple[np.ndarray, np.ndarray]:
-        """Returns and lengths of all members (member order) and the merged obs-stat block.
+    def evaluate_population(self, generation: Generation) -> GenerationResults:
+        """All members' returns (member order), the total steps and the merged obs sums.
 
         A failed episode (an exception, a non-finite reward or observation) has return NaN;
         the strategy ranks it below every other member.
@@ -160,7 +161,7 @@ class Trainer:
         seeds = episode_seeds(self.config.run.seed, generation.index, count, TAG_ENV)
         norm, record = self.norm, self.config.policy.obs_norm
         increment = self.obs_stats.empty_increment()
-        rows = []
+        members, returns, steps = [], [], 0
         started = time.perf_counter()
         for member in self.my_members(generation):
             direction, _ = generation.direction_of(member)
@@ -168,14 +169,14 @@ class Trainer:
             episode = self._safe_episode(act, seeds[direction], record, member)
             if record and not self.obs_stats.add_episode(increment, episode):
                 episode.total_return = float("nan")
-            rows.append((member, episode.total_return, episode.length))
+            members.append(member)
+            returns.append(episode.total_return)
+            steps += episode.length
         self.rollout_s = time.perf_counter() - started
-        gathered = self.comm.allgather_rows(np.array(rows, dtype=np.float64).reshape(-1, 3))
-        gathered = gathered[np.argsort(gathered[:, 0], kind="stable")]
-        if not np.array_equal(gathered[:, 0], np.arange(generation.population)):
-            raise RuntimeError(f"generation {generation.index}: members missing after gather")
-        merged = self.comm.allreduce_sum(increment) if record else increment
-        return gathered[:, 1:], merged
+        return share_results(
+            self.comm, generation.population, generation.mirrored, members, returns, steps,
+            increment, dynamic=self.config.run.schedule == "dynamic",
+        )
 
     def _safe_episode(self, act, seed: int, record: bool, member: int) -> Episode:
         """Run an episode; a failure gives return NaN and a warning (member < 0: evaluation)."""
@@ -195,12 +196,14 @@ class Trainer:
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
         act = act_fn(self.spec, self.strategy.theta, self.norm)
-        rows = [
-            (j, self._safe_episode(act, seeds[j], False, -1 - j).total_return, 0.0)
-            for j in range(self.comm.rank, episodes, self.comm.size)
-        ]
-        gathered = self.comm.allgather_rows(np.array(rows, dtype=np.float64).reshape(-1, 3))
-        return gathered[np.argsort(gathered[:, 0], kind="stable"), 1]
+        shares = [range(rank, episodes, self.comm.size) for rank in range(self.comm.size)]
+        mine = [self._safe_episode(act, seeds[j], False, -1 - j).total_return
+                for j in shares[self.comm.rank]]
+        gathered = self.comm.allgather_rows(np.array(mine, dtype=np.float64),
+                                            counts=[len(share) for share in shares])
+        returns = np.empty(episodes)
+        returns[np.concatenate([np.array(share, dtype=np.int64) for share in shares])] = gathered
+        return returns
 
     def state(self) -> TrainingState:
         return TrainingState(
@@ -280,7 +283,8 @@ class Trainer:
         check = index % self.config.run.check_every == 0
         checksum = params_checksum(self.strategy.theta) if check else 0
         rows = self.comm.allgather_rows(
-            np.array([[self.comm.rank, self.stop_flag.signum, checksum]], dtype=np.float64)
+            np.array([[self.comm.rank, self.stop_flag.signum, checksum]], dtype=np.float64),
+            counts=[1] * self.comm.size,
         )
         if check and np.unique(rows[:, 2]).size > 1:
             reference = rows[0, 2]
@@ -312,8 +316,8 @@ class Trainer:
         started = time.perf_counter()
         bytes_before, wait_before = self.comm.world_bytes_sent, self.comm.wait_s
         generation = self.strategy.ask()
-        results, increment = self.evaluate_population(generation)
-        returns, lengths = results[:, 0], results[:, 1]
+        results = self.evaluate_population(generation)
+        returns = results.returns
         failed = int(np.isnan(returns).sum())
         allowed = self.config.run.max_failed_fraction
         if failed > allowed * len(returns):
@@ -324,9 +328,9 @@ class Trainer:
         update_started = time.perf_counter()
         stats = self.strategy.tell(returns)
         if self.config.policy.obs_norm:
-            self.obs_stats.apply(increment)
+            self.obs_stats.apply(results.obs_increment)
         update_s = time.perf_counter() - update_started
-        steps = int(lengths.sum())
+        steps = results.steps
         self.timesteps += steps
         index = self.strategy.generation
         evaluated = index % self.config.run.eval_every == 0 or self._done()

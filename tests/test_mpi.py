@@ -47,10 +47,10 @@ def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
     assert done.returncode == 0, done.stderr
     num_params = load_params(run_dir).size
     assert num_params > 8000
-    # Rows of (member, return, length) and a row count per rank, the obs-stat block, and one
-    # (rank, stop signal, parameter checksum) row per rank.
-    bound = (24 * (population + eval_episodes) + 16 * ranks
-             + ranks * 8 * (2 * obs_dim + 1) + ranks * (8 + 24))
+    # A float32 return per member and a float64 one per evaluation episode, the block of step
+    # count and obs sums from each rank, and one (rank, stop signal, checksum) row per rank.
+    bound = (4 * population + 8 * eval_episodes + ranks * 8 * (1 + 2 * obs_dim + 1)
+             + ranks * 24)
     for row in read_progress(run_dir):
         sent = int(row["bytes_sent"])
         assert 0 < sent <= bound, (sent, bound)
@@ -85,10 +85,13 @@ def test_dynamic_schedule_gives_the_static_schedules_parameters(tmp_path):
         assert done.returncode == 0, done.stderr
         params[schedule, ranks] = load_params(run_dir)
         if schedule == "dynamic":
-            # 14 members + one "none left" per rank, 16 bytes each, on top of the static rows.
+            # Each of the 14 members travels as an (id, return) float64 row instead of one
+            # float32, plus a row count per rank, and the work queue's 16-byte request and
+            # reply per member and per rank's final "none left".
             static_bytes = int(read_progress(tmp_path / "static3")[0]["bytes_sent"])
             if ranks == 3:
-                assert int(read_progress(run_dir)[0]["bytes_sent"]) == static_bytes + 16 * 17
+                extra = 14 * (16 - 4) + 8 * 3 + 16 * (14 + 3)
+                assert int(read_progress(run_dir)[0]["bytes_sent"]) == static_bytes + extra
     reference = params["static", None]
     for key, value in params.items():
         assert np.array_equal(value, reference), key

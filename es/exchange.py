@@ -1,0 +1,66 @@
+"""What the ranks send each other per generation, kept to the minimum the update needs.
+
+Under the static schedule every rank can compute which members every other rank evaluates, so
+a member costs exactly one float32 return on the wire: no member id, no length, no row count.
+The episode lengths only matter as a total, which rides in the one int64 all-reduce that also
+merges the observation statistics. Under the dynamic schedule nobody knows in advance who
+evaluated what, so each member travels as an (id, return) pair.
+
+Returns are rounded to float32 on every schedule and rank count alike (as the original
+OpenAI implementation stored them), so the rounding never breaks bit-identity; centred ranks
+only need the order, which float32 keeps for any two returns that differ in their 7th digit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from es.comm import Comm
+
+
+def static_share(rank: int, size: int, population: int, mirrored: bool) -> np.ndarray:
+    """The members ``rank`` evaluates under the static schedule: a round-robin share of the
+    directions, a mirrored pair kept together (one noise slice read for both)."""
+    per_direction = 2 if mirrored else 1
+    directions = np.arange(rank, population // per_direction, size)
+    return (directions[:, None] * per_direction + np.arange(per_direction)).ravel()
+
+
+@dataclass
+class GenerationResults:
+    """Every member's return in member order (float32-rounded), and the merged totals."""
+
+    returns: np.ndarray
+    steps: int
+    obs_increment: np.ndarray
+
+
+def share_results(
+    comm: Comm,
+    population: int,
+    mirrored: bool,
+    members: Sequence[int],
+    returns: Sequence[float],
+    steps: int,
+    obs_increment: np.ndarray,
+    dynamic: bool,
+) -> GenerationResults:
+    """Gather all members' returns on every rank and sum the steps and observation sums."""
+    mine = np.asarray(returns, dtype=np.float32)
+    if dynamic:
+        rows = np.column_stack((np.asarray(members, dtype=np.float64), mine.astype(np.float64)))
+        gathered = comm.allgather_rows(rows.reshape(-1, 2))
+        order, values = gathered[:, 0], gathered[:, 1]
+    else:
+        shares = [static_share(rank, comm.size, population, mirrored) for rank in range(comm.size)]
+        values = comm.allgather_rows(mine, counts=[len(share) for share in shares])
+        order = np.concatenate(shares)
+    if not np.array_equal(np.sort(order), np.arange(population)):
+        raise RuntimeError("members missing after the gather: ranks disagree on the schedule")
+    all_returns = np.empty(population, dtype=np.float64)
+    all_returns[order.astype(np.int64)] = values
+    totals = comm.allreduce_sum(np.concatenate(([steps], obs_increment)).astype(np.int64))
+    return GenerationResults(all_returns, int(totals[0]), totals[1:])
