@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,6 +63,15 @@ def steady_state(rows: list[dict[str, str]]) -> dict[str, float]:
     for column in BREAKDOWN:
         out[column] = statistics.mean(float(r[column]) for r in steady)
     return out
+
+
+def step_efficiency(base_ranks: int, base_steps_per_s: float, ranks: int,
+                    steps_per_s: float) -> float:
+    """Env steps/s per rank against the base: work-normalised efficiency. With early
+    termination a population's work varies from run to run and between rank counts; counting
+    steps instead of generations separates idle ranks from a population that happened to
+    live longer."""
+    return (steps_per_s / ranks) / (base_steps_per_s / base_ranks)
 
 
 def efficiency(mode: str, base_ranks: int, base_spg: float, ranks: int, spg: float) -> float:
@@ -106,23 +117,33 @@ def project(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "per_rank_cost_us": 1e6 * slope} for n in PROJECTED_RANKS]
 
 
-def mpiexec(ranks: int, *command: str) -> list[str]:
-    """``mpiexec -n RANKS COMMAND`` with the mpiexec installed beside this Python."""
-    return [str(BIN / "mpiexec"), "-n", str(ranks), *command]
+def mpiexec(ranks: int, *command: str, launcher: str | None = None) -> list[str]:
+    """``LAUNCHER -n RANKS COMMAND``. The default launcher is the mpiexec installed beside
+    this Python (the mpich wheel's), else the one on PATH; a cluster passes its own, e.g.
+    ``"srun --mpi=pmix"`` or ``"mpiexec -f hosts.txt"``."""
+    if launcher:
+        base = shlex.split(launcher)
+    else:
+        beside = BIN / "mpiexec"
+        base = [str(beside) if beside.exists() else shutil.which("mpiexec") or "mpiexec"]
+    return [*base, "-n", str(ranks), *command]
 
 
-def _run_mpi(ranks: int, *command: str) -> None:
+def _run_mpi(ranks: int, *command: str, launcher: str | None = None) -> None:
     """Run ``command`` on ``ranks`` ranks; a failure is a RuntimeError ending in its stderr."""
-    done = subprocess.run(mpiexec(ranks, *command), capture_output=True, text=True)
+    done = subprocess.run(mpiexec(ranks, *command, launcher=launcher), capture_output=True,
+                          text=True)
     if done.returncode != 0:
         raise RuntimeError(f"mpiexec -n {ranks} failed: {done.stderr.strip()[-300:]}")
 
 
-def run_training(ranks: int, overrides: list[str], config: str) -> list[dict[str, str]]:
-    with tempfile.TemporaryDirectory() as tmp:
+def run_training(
+    ranks: int, overrides: list[str], config: str, launcher: str | None = None
+) -> list[dict[str, str]]:
+    with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:  # seen by all nodes
         settings = [part for override in overrides for part in ("--set", override)]
         _run_mpi(ranks, str(BIN / "es-train"), config, "--run-dir", f"{tmp}/run", "--quiet",
-                 *settings)
+                 *settings, launcher=launcher)
         with open(f"{tmp}/run/progress.csv") as handle:
             return list(csv.DictReader(handle))
 
@@ -136,8 +157,10 @@ def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
         env_id = "es/Sleep-v0"
         base += [f"env.id={env_id}", f"env.kwargs.step_ms={args.synthetic_step_ms}",
                  f"env.kwargs.lengths={args.lengths}", f"env.kwargs.mean_length={args.mean_length}",
-                 f"env.kwargs.max_length={args.max_length}"]
-        kind = "coordination-only (synthetic, sleeping steps)"
+                 f"env.kwargs.max_length={args.max_length}",
+                 f"env.kwargs.min_sleep_ms={args.min_sleep_ms}"]
+        kind = (f"coordination-only (synthetic, {args.synthetic_step_ms} ms sleeping steps, "
+                f"sleeps coalesced to >= {args.min_sleep_ms} ms)")
     else:
         env_id = args.env
         base += [f"env.id={env_id}"]
@@ -148,18 +171,20 @@ def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
         population = args.members_per_rank * ranks if args.mode == "weak" else args.population
         population += population % 2
         measured = [steady_state(run_training(ranks, [*base, f"es.population={population}"],
-                                              args.config))
+                                              args.config, args.launcher))
                     for _ in range(args.repeats)]
         spg = statistics.median(m["seconds_per_generation"] for m in measured)
-        baseline = baseline or (ranks, spg)
+        steps_per_s = statistics.median(m["steps_per_s"] for m in measured)
+        baseline = baseline or (ranks, spg, steps_per_s)
         row = {"env": env_id, "kind": kind, "mode": args.mode, "schedule": args.schedule,
                "ranks": ranks, "population": population, "repeats": args.repeats,
                "seconds_per_generation": spg,
                "spg_min": min(m["seconds_per_generation"] for m in measured),
                "spg_max": max(m["seconds_per_generation"] for m in measured),
                "generations_per_s": 1.0 / spg,
-               "steps_per_s": statistics.median(m["steps_per_s"] for m in measured),
+               "steps_per_s": steps_per_s,
                "efficiency": efficiency(args.mode, baseline[0], baseline[1], ranks, spg),
+               "step_efficiency": step_efficiency(baseline[0], baseline[2], ranks, steps_per_s),
                "bytes_per_generation": statistics.median(m["bytes_per_generation"]
                                                          for m in measured)}
         for column in BREAKDOWN:
@@ -331,10 +356,11 @@ def comm_worker(params: list[int], populations: list[int], repeats: int, csv_pat
 def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     params = parse_counts("--params", args.params)
     populations = parse_counts("--population", args.population)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:
         _run_mpi(args.ranks, sys.executable, "-m", "es.bench", "comm-worker", "--params",
                  ",".join(map(str, params)), "--population", ",".join(map(str, populations)),
-                 "--repeats", str(args.repeats), "--csv", f"{tmp}/comm.csv")
+                 "--repeats", str(args.repeats), "--csv", f"{tmp}/comm.csv",
+                 launcher=args.launcher)
         with open(f"{tmp}/comm.csv") as handle:
             return [{k: float(v) if "." in v else int(v) for k, v in row.items()}
                     for row in csv.DictReader(handle)]
@@ -349,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     scale.add_argument("--lengths", choices=("fixed", "pareto"), default="fixed")
     scale.add_argument("--mean-length", type=int, default=100)
     scale.add_argument("--max-length", type=int, default=1000)
+    scale.add_argument("--min-sleep-ms", type=float, default=10.0,
+                       help="coalesce synthetic sleeps to at least this long (0: every step)")
     scale.add_argument("--ranks", default="1,2")
     scale.add_argument("--mode", choices=("weak", "strong"), default="weak")
     scale.add_argument("--members-per-rank", type=int, default=16)
@@ -364,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("--ranks", type=int, default=2)
     compare.add_argument("--repeats", type=int, default=50)
     compare.add_argument("--out", help="output folder (default bench-results/comm)")
+    for sub in (scale, compare):
+        sub.add_argument("--launcher", help="MPI launcher taking -n N (default: the mpiexec "
+                         "beside this Python), e.g. 'srun --mpi=pmix' or 'mpiexec -f hosts'")
     worker = commands.add_parser("comm-worker")  # run by `es-bench comm` under mpiexec
     for option in ("--params", "--population", "--csv"):
         worker.add_argument(option, required=True)

@@ -5,7 +5,7 @@ import csv
 import pytest
 from conftest import run_cli
 
-from es.bench import BREAKDOWN, efficiency, parse_ranks, steady_state
+from es.bench import BREAKDOWN, efficiency, parse_ranks, steady_state, step_efficiency
 
 
 def test_parse_ranks():
@@ -19,6 +19,8 @@ def test_efficiency_arithmetic():
     assert efficiency("weak", 1, 2.0, 8, 2.5) == pytest.approx(0.8)
     assert efficiency("strong", 1, 8.0, 4, 2.5) == pytest.approx(0.8)
     assert efficiency("strong", 2, 4.0, 4, 2.0) == pytest.approx(1.0)
+    # 2 ranks stepping 1.5x as fast as 1: each rank does 75% of the lone rank's steps/s.
+    assert step_efficiency(1, 1000.0, 2, 1500.0) == pytest.approx(0.75)
 
 
 def row(generation, time_s, timesteps, **breakdown):
@@ -77,3 +79,12 @@ def test_projection_fits_a_per_rank_cost_and_extrapolates():
     assert projected[80]["per_rank_cost_us"] == pytest.approx(1000.0)
     assert projected[1440]["projected_efficiency"] == pytest.approx(1.001 / 2.44)
     assert project([{**rows[0], "mode": "strong"}, rows[1]]) == []
+
+
+def test_a_cluster_launcher_replaces_the_wheels_mpiexec():
+    from es.bench import mpiexec
+
+    assert mpiexec(4, "es-train", "c.toml", launcher="srun --mpi=pmix") == [
+        "srun", "--mpi=pmix", "-n", "4", "es-train", "c.toml"]
+    assert mpiexec(2, "x", launcher="mpiexec -f 'my hosts'")[:3] == ["mpiexec", "-f", "my hosts"]
+    assert mpiexec(2, "x")[0].endswith("mpiexec")
