@@ -103,6 +103,7 @@ class TrainingState:
     obs_sum: np.ndarray
     obs_sumsq: np.ndarray
     obs_count: int
+    mean_episode_length: float = 0.0  # the last generation's, for es.episode_cap
 
 
 CHECKPOINT_FORMAT = 1
@@ -131,6 +132,7 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
         "timesteps": state.timesteps,
         "elapsed_s": state.elapsed_s,
         "obs_count": state.obs_count,
+        "mean_episode_length": state.mean_episode_length,
         "sha256": hashlib.sha256(payload).hexdigest(),
         "config": config,
     }
@@ -168,6 +170,7 @@ def _read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
                 obs_sum=data["obs_sum"].copy(),
                 obs_sumsq=data["obs_sumsq"].copy(),
                 obs_count=int(meta["obs_count"]),
+                mean_episode_length=float(meta.get("mean_episode_length", 0.0)),
             )
     except (KeyError, TypeError, ValueError, OSError) as error:
         raise CheckpointError(f"{meta_path.name}: incomplete ({error})") from None

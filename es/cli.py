@@ -220,6 +220,12 @@ def eval_main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", help="a run folder written by es-train")
     parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
     parser.add_argument("--seed", type=int, default=12345, help="seed of the first episode")
+    parser.add_argument("--video", metavar="PATH",
+                        help="also record one episode of the policy to PATH (.mp4 or .gif)")
+    parser.add_argument("--video-steps", type=int, default=None,
+                        help="stop the video after this many steps (default: the episode)")
+    parser.add_argument("--random", action="store_true",
+                        help="evaluate a uniformly random policy on the same episodes instead")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         return _fail("es-eval", f"--episodes {args.episodes}: must be >= 1")
@@ -228,8 +234,7 @@ def eval_main(argv: list[str] | None = None) -> int:
 
     from es.checkpoint import load_policy
     from es.config import ConfigError, load_config
-    from es.envs import make_env
-    from es.policies import act_fn
+    from es.envs import env_from_config
     from es.rollout import run_episode
 
     run_dir = Path(args.run_dir)
@@ -238,19 +243,52 @@ def eval_main(argv: list[str] | None = None) -> int:
         return _fail("es-eval", f"run folder {args.run_dir!r}: no policy.npz in it")
     try:
         config = load_config(run_dir / "config.toml")
-        spec, params, norm, env_id = load_policy(policy_path)
+        policy = load_policy(policy_path)
     except ConfigError as error:
         return _fail("es-eval", str(error))
     except (OSError, KeyError, ValueError) as error:
         return _fail("es-eval", f"{policy_path}: unreadable policy ({error})")
-    env = make_env(env_id, config.env.max_episode_steps or None, config.env.kwargs)
-    act = act_fn(spec, params, norm)
+    if args.video:
+        from es.video import check_video_path
+
+        try:
+            check_video_path(args.video)
+        except ValueError as error:
+            return _fail("es-eval", str(error))
+    env = env_from_config(config)
+    act = random_act(env, args.seed) if args.random else policy.act()
     episodes = [run_episode(env, act, args.seed + i) for i in range(args.episodes)]
     returns = np.array([e.total_return for e in episodes])
     lengths = np.array([e.length for e in episodes])
+    who = "random policy" if args.random else f"mean policy (generation {policy.generation})"
     print(
-        f"{env_id}: return {returns.mean():.2f} ± {returns.std():.2f} over {args.episodes} "
-        f"episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
+        f"{policy.env_id}, {who}: return {returns.mean():.2f} ± {returns.std():.2f} over "
+        f"{args.episodes} episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
         f"mean length {lengths.mean():.1f})"
     )
+    if args.video:
+        return _write_video(config, act, args)
+    return 0
+
+
+def random_act(env, seed: int):
+    """Uniform random actions, seeded: the baseline a trained policy must beat."""
+    env.action_space.seed(seed)
+    return lambda obs: env.action_space.sample()
+
+
+def _write_video(config, act, args: argparse.Namespace) -> int:
+    """One episode (seed ``--seed``) rendered headless; MuJoCo needs an OpenGL backend, EGL
+    by default here (``MUJOCO_GL`` in the environment wins)."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from es.envs import env_from_config
+    from es.video import record_video
+
+    env = env_from_config(config, render_mode="rgb_array")
+    try:
+        written = record_video(env, act, Path(args.video), seed=args.seed,
+                               max_steps=args.video_steps)
+    except (ImportError, RuntimeError, ValueError) as error:
+        return _fail("es-eval", str(error))
+    print(f"wrote {args.video}: {written['frames']} frames, return {written['return']:.2f}")
     return 0

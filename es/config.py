@@ -70,20 +70,52 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
+class AtariConfig:
+    obs: str = _doc("ALE games: 'pixels' (84x84 grayscale frames, stacked) or 'ram' (128 bytes)",
+                    "pixels")
+    frame_skip: int = _doc("emulator frames per agent step (pixels: max-pooled over the last 2)", 4)
+    frame_stack: int = _doc("pixel frames stacked into one observation", 4)
+    noop_max: int = _doc("each episode starts with 1 to noop_max no-op frames (seeded)", 30)
+    sticky_actions: float = _doc("probability that the previous action repeats (ALE v5: 0.25)",
+                                 0.25)
+
+    def validate(self) -> None:
+        _one_of("atari.obs", self.obs, ("pixels", "ram"))
+        _at_least("atari.frame_skip", self.frame_skip, 1)
+        _at_least("atari.frame_stack", self.frame_stack, 1)
+        _at_least("atari.noop_max", self.noop_max, 0)
+        if not 0 <= self.sticky_actions <= 1:
+            raise ConfigError(f"atari.sticky_actions = {self.sticky_actions}: must be in [0, 1]")
+
+
+@dataclass(frozen=True)
 class PolicyConfig:
-    kind: str = _doc("'linear' or 'mlp'", "linear")
+    kind: str = _doc("'linear', 'mlp' or 'cnn' (pixels: the DQN-Nature torso)", "linear")
     hidden: tuple = _doc("hidden layer sizes of the MLP", (64, 64))
     activation: str = _doc("hidden activation of the MLP: 'tanh' or 'relu'", "tanh")
     obs_norm: bool = _doc("normalise observations by running mean and std", True)
     obs_clip: float = _doc("clip normalised observations to [-obs_clip, obs_clip]", 5.0)
+    vbn: bool = _doc("cnn: virtual batch normalisation of the hidden layers", True)
+    vbn_batch: int = _doc("cnn: observations in the VBN reference batch", 128)
+    action_noise: float = _doc(
+        "std of Gaussian noise added to continuous actions in training episodes, never in "
+        "evaluation (the paper: 0.01)", 0.0
+    )
 
     def validate(self) -> None:
-        _one_of("policy.kind", self.kind, ("linear", "mlp"))
+        _one_of("policy.kind", self.kind, ("linear", "mlp", "cnn"))
+        _at_least("policy.vbn_batch", self.vbn_batch, 2)
+        if self.kind == "cnn" and self.obs_norm:
+            raise ConfigError(
+                "policy.obs_norm = true: not used with policy.kind = 'cnn' (pixels are scaled "
+                "by 1/255 and VBN normalises the layers); set policy.obs_norm = false"
+            )
         _one_of("policy.activation", self.activation, ("tanh", "relu"))
         for size in self.hidden:
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 raise ConfigError(f"policy.hidden = {list(self.hidden)}: sizes must be ints >= 1")
         _positive("policy.obs_clip", self.obs_clip)
+        _at_least("policy.action_noise", self.action_noise, 0)
 
 
 @dataclass(frozen=True)
@@ -102,6 +134,10 @@ class ESConfig:
     mirrored: bool = _doc("evaluate each perturbation and its negative", True)
     noise: str = _doc("'table' (shared noise table) or 'seed' (regenerate from seeds)", "table")
     noise_table_size: int = _doc("floats in the shared noise table (4 bytes each)", 25_000_000)
+    episode_cap: float = _doc(
+        "cut training episodes at this multiple of the previous generation's mean episode "
+        "length (0: no cap; the paper: 2)", 0.0
+    )
 
     def validate(self) -> None:
         _at_least("es.population", self.population, 2)
@@ -123,12 +159,15 @@ class ESConfig:
         _at_least("es.l2", self.l2, 0)
         _one_of("es.noise", self.noise, ("table", "seed"))
         _at_least("es.noise_table_size", self.noise_table_size, 1000)
+        if self.episode_cap != 0 and not self.episode_cap >= 1:
+            raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or >= 1")
 
 
 @dataclass(frozen=True)
 class Config:
     run: RunConfig = field(default_factory=RunConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+    atari: AtariConfig = field(default_factory=AtariConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     es: ESConfig = field(default_factory=ESConfig)
 

@@ -8,6 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from es.config import AtariConfig, Config
 from es.policies import PolicySpec
 
 
@@ -45,12 +46,38 @@ def check_env_id(env_id: str) -> None:
         raise ValueError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
 
 
-def make_env(env_id: str, max_episode_steps: int | None, kwargs: dict[str, Any]) -> gym.Env:
+def is_atari(env_id: str) -> bool:
+    return env_id.startswith("ALE/")
+
+
+def make_env(
+    env_id: str,
+    max_episode_steps: int | None,
+    kwargs: dict[str, Any],
+    atari: AtariConfig | None = None,
+    render_mode: str | None = None,
+) -> gym.Env:
+    """The environment of a config; ALE games get the standard preprocessing (``es.atari``),
+    with ``max_episode_steps`` counted in agent steps."""
     _register_on_demand(env_id)
+    if is_atari(env_id):
+        from es.atari import make_atari_env  # loads ale_py only when needed
+
+        atari = atari or AtariConfig()
+        return make_atari_env(env_id, atari.obs, atari.frame_skip, atari.frame_stack,
+                              atari.noop_max, atari.sticky_actions, max_episode_steps,
+                              render_mode, **kwargs)
     options: dict[str, Any] = dict(kwargs)
     if max_episode_steps is not None:
         options["max_episode_steps"] = max_episode_steps
+    if render_mode is not None:
+        options["render_mode"] = render_mode
     return gym.make(env_id, disable_env_checker=True, **options)
+
+
+def env_from_config(config: Config, render_mode: str | None = None) -> gym.Env:
+    env = config.env
+    return make_env(env.id, env.max_episode_steps or None, env.kwargs, config.atari, render_mode)
 
 
 def policy_spec_for(

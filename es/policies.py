@@ -129,3 +129,21 @@ def act_fn(
         return y
 
     return act
+
+
+def with_action_noise(
+    act: Callable[[np.ndarray], np.ndarray], spec: PolicySpec, std: float,
+    rng: np.random.Generator,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``act`` plus Gaussian noise of ``std`` (then clipped to the bounds): the paper's action
+    noise, which smooths a training episode's return as a function of the parameters."""
+    low = np.asarray(spec.action_low, dtype=np.float64)
+    high = np.asarray(spec.action_high, dtype=np.float64)
+
+    def noisy(obs: np.ndarray) -> np.ndarray:
+        action = act(obs) + std * rng.standard_normal(spec.act_dim)
+        np.minimum(action, high, out=action)
+        np.maximum(action, low, out=action)
+        return action
+
+    return noisy

@@ -36,8 +36,10 @@ def run_episode(
     act: Callable[[np.ndarray], np.ndarray | int],
     seed: int,
     record_obs: bool = False,
+    max_steps: int | None = None,
 ) -> Episode:
-    """One episode from ``env.reset(seed=seed)`` until termination or truncation."""
+    """One episode from ``env.reset(seed=seed)`` until termination, truncation or
+    ``max_steps`` steps."""
     obs, _ = env.reset(seed=seed)
     total, length = 0.0, 0
     seen: list[np.ndarray] = []
@@ -47,7 +49,7 @@ def run_episode(
         obs, reward, terminated, truncated, _ = env.step(act(obs))
         total += float(reward)
         length += 1
-        if terminated or truncated:
+        if terminated or truncated or length == max_steps:
             break
     if not record_obs:
         # Without the recorded sums, a broken simulator shows in its last observation.

@@ -14,6 +14,7 @@ TAG_DIRECTION = 0xD1EC  # a direction regenerated from its seed
 TAG_ENV = 0xE2F  # training episodes' reset seeds
 TAG_EVAL = 0xE7A1  # evaluation episodes' reset seeds
 TAG_INIT = 0x1217  # initial parameters
+TAG_ACTION_NOISE = 0xAC7  # Gaussian action noise of a training episode
 
 SEED_BOUND = 2**31 - 1
 

@@ -25,14 +25,14 @@ import tomli_w
 from es.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
 from es.comm import Comm
 from es.config import Config
-from es.envs import make_env, policy_spec_for
+from es.envs import env_from_config, policy_spec_for
 from es.exchange import GenerationResults, share_results, static_share
 from es.metrics import ProgressLog, progress_line
 from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.optim import make_optimizer
-from es.policies import ObsNorm, act_fn
+from es.policies import ObsNorm, act_fn, with_action_noise
 from es.rollout import Episode, ObsStats, run_episode
-from es.seeding import TAG_ENV, TAG_EVAL, TAG_INIT, episode_seeds, generator
+from es.seeding import TAG_ACTION_NOISE, TAG_ENV, TAG_EVAL, TAG_INIT, episode_seeds, generator
 from es.strategy import FITNESS_SHAPINGS, Generation, OpenES
 
 log = logging.getLogger("es")
@@ -102,8 +102,8 @@ class Trainer:
         self.stop_flag = stop_flag or StopFlag()
         self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
         self.resumed_at: int | None = None
-        env_cfg, policy_cfg, es_cfg = config.env, config.policy, config.es
-        self.env = make_env(env_cfg.id, env_cfg.max_episode_steps or None, env_cfg.kwargs)
+        policy_cfg, es_cfg = config.policy, config.es
+        self.env = env_from_config(config)
         self.spec = policy_spec_for(
             self.env, policy_cfg.kind, tuple(policy_cfg.hidden), policy_cfg.activation
         )
@@ -132,6 +132,7 @@ class Trainer:
         )
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.timesteps = 0
+        self.mean_episode_length = 0.0  # of the last generation, for es.episode_cap
         self.rollout_s = 0.0  # this rank's own episode time in the current generation
         self.io_s = 0.0  # rank 0's file writes after the previous generation
 
@@ -162,11 +163,12 @@ class Trainer:
         norm, record = self.norm, self.config.policy.obs_norm
         increment = self.obs_stats.empty_increment()
         members, returns, steps = [], [], 0
+        cap = self.episode_cap()
         started = time.perf_counter()
         for member in self.my_members(generation):
             direction, _ = generation.direction_of(member)
-            act = act_fn(self.spec, generation.params(member), norm)
-            episode = self._safe_episode(act, seeds[direction], record, member)
+            act = self._training_act(generation.params(member), norm, seeds[direction])
+            episode = self._safe_episode(act, seeds[direction], record, member, cap)
             if record and not self.obs_stats.add_episode(increment, episode):
                 episode.total_return = float("nan")
             members.append(member)
@@ -178,10 +180,29 @@ class Trainer:
             increment, dynamic=self.config.run.schedule == "dynamic",
         )
 
-    def _safe_episode(self, act, seed: int, record: bool, member: int) -> Episode:
+    def _training_act(self, params: np.ndarray, norm: ObsNorm, seed: int):
+        """The member's policy, with the configured action noise (seeded by the episode, so a
+        mirrored pair sees the same noise; continuous actions only)."""
+        act = act_fn(self.spec, params, norm)
+        std = self.config.policy.action_noise
+        if std > 0 and not self.spec.discrete:
+            act = with_action_noise(act, self.spec, std, generator(seed, TAG_ACTION_NOISE))
+        return act
+
+    def episode_cap(self) -> int | None:
+        """Step cap of this generation's training episodes: ``es.episode_cap`` times the
+        previous generation's mean length (known alike on every rank), or none."""
+        factor = self.config.es.episode_cap
+        if factor == 0 or self.mean_episode_length == 0:
+            return None
+        return max(1, int(np.ceil(factor * self.mean_episode_length)))
+
+    def _safe_episode(
+        self, act, seed: int, record: bool, member: int, max_steps: int | None = None
+    ) -> Episode:
         """Run an episode; a failure gives return NaN and a warning (member < 0: evaluation)."""
         try:
-            episode = run_episode(self.env, act, seed, record_obs=record)
+            episode = run_episode(self.env, act, seed, record_obs=record, max_steps=max_steps)
         except Exception as error:  # a broken environment must not end the run
             log.warning("rank %d: member %d: episode raised %s: %s",
                         self.comm.rank, member, type(error).__name__, error)
@@ -215,6 +236,7 @@ class Trainer:
             obs_sum=self.obs_stats.sum.copy(),
             obs_sumsq=self.obs_stats.sumsq.copy(),
             obs_count=self.obs_stats.count,
+            mean_episode_length=self.mean_episode_length,
         )
 
     def restore(self, state: TrainingState) -> None:
@@ -230,6 +252,7 @@ class Trainer:
         self.obs_stats.sum, self.obs_stats.sumsq = state.obs_sum.copy(), state.obs_sumsq.copy()
         self.obs_stats.count = state.obs_count
         self.timesteps = state.timesteps
+        self.mean_episode_length = state.mean_episode_length
         self.elapsed_before = state.elapsed_s
         self.resumed_at = state.generation
 
@@ -332,6 +355,7 @@ class Trainer:
         update_s = time.perf_counter() - update_started
         steps = results.steps
         self.timesteps += steps
+        self.mean_episode_length = steps / len(returns)
         index = self.strategy.generation
         evaluated = index % self.config.run.eval_every == 0 or self._done()
         eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s

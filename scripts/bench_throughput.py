@@ -33,14 +33,14 @@ def bare_worker(run_dir: str, seconds: float) -> None:
     from es.checkpoint import load_policy
     from es.comm import MPIComm
     from es.config import load_config
-    from es.envs import make_env
+    from es.envs import env_from_config
     from es.policies import act_fn
     from es.rollout import run_episode
 
     comm = MPIComm()
     config = load_config(f"{run_dir}/config.toml")
     spec, params, norm, env_id = load_policy(f"{run_dir}/policy.npz")
-    env = make_env(env_id, config.env.max_episode_steps or None, config.env.kwargs)
+    env = env_from_config(config)
     rng = np.random.default_rng(comm.rank)
     comm.barrier()
     steps, started, episode = 0, time.perf_counter(), 0

@@ -1,0 +1,118 @@
+"""Headless videos of a policy playing one episode, for ``es-eval --video PATH``.
+
+Gymnasium's ``RecordVideo`` needs moviepy and names its own files in a folder; we want one file
+at the path the user gave, so frames from ``env.render()`` go straight to imageio: ``.mp4`` as
+H.264 through the ffmpeg binary that imageio-ffmpeg bundles, ``.gif`` through Pillow. A video
+has one frame after ``reset`` and one after each step, so ``steps + 1`` frames. Pillow merges
+identical consecutive GIF frames into one longer frame, so a GIF read back may hold fewer
+frames, but plays for the same time.
+
+Atari renders in software. MuJoCo needs an OpenGL backend without a display: select it with
+``MUJOCO_GL=egl`` (Mesa's EGL works on CPU-only machines) or ``MUJOCO_GL=osmesa``, set before
+the first render.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+VIDEO_SUFFIXES = (".mp4", ".gif")
+DEFAULT_FPS = 30
+INSTALL_HINT = 'pip install -e ".[video]"'
+
+
+def check_video_path(path: Path | str) -> Path:
+    """Raise a one-line ``ValueError`` unless ``path`` ends in a suffix we can write."""
+    path = Path(path)
+    if path.suffix.lower() not in VIDEO_SUFFIXES:
+        raise ValueError(f"video path '{path}': allowed suffixes are {', '.join(VIDEO_SUFFIXES)}")
+    return path
+
+
+def _imageio_v2(suffix: str) -> Any:
+    """Import imageio (and its ffmpeg binary for mp4) only when a video is written."""
+    try:
+        import imageio.v2 as imageio
+
+        if suffix == ".mp4":
+            import imageio_ffmpeg  # noqa: F401
+    except ImportError as error:
+        raise ImportError(f"writing videos needs {error.name}: {INSTALL_HINT}") from None
+    return imageio
+
+
+def _render(env: gym.Env) -> np.ndarray:
+    """One RGB frame; a MuJoCo env without a usable OpenGL backend gets a one-line error."""
+    try:
+        return env.render()
+    except Exception as error:
+        if not hasattr(env.unwrapped, "mujoco_renderer"):
+            raise
+        backend = os.environ.get("MUJOCO_GL")
+        raise RuntimeError(
+            f"MuJoCo cannot render with MUJOCO_GL={backend!r} ({type(error).__name__}): "
+            "it needs a headless OpenGL backend; set MUJOCO_GL=egl (or osmesa) before starting"
+        ) from error
+
+
+def _even(frame: np.ndarray) -> np.ndarray:
+    """Pad height and width to even sizes (repeating the edge), as H.264 in yuv420p needs."""
+    pad = [(0, frame.shape[0] % 2), (0, frame.shape[1] % 2), (0, 0)]
+    return np.pad(frame, pad, mode="edge") if any(p[1] for p in pad) else frame
+
+
+@contextmanager
+def _frame_writer(path: Path, fps: float) -> Iterator[Callable[[np.ndarray], None]]:
+    """Yield a function that appends one RGB frame to the video at ``path``."""
+    imageio = _imageio_v2(path.suffix.lower())
+    if path.suffix.lower() == ".mp4":
+        # macro_block_size=1: imageio would otherwise rescale frames to multiples of 16.
+        with imageio.get_writer(path, format="FFMPEG", fps=fps, codec="libx264",
+                                pixelformat="yuv420p", macro_block_size=1) as writer:
+            yield lambda frame: writer.append_data(_even(frame))
+    else:
+        with imageio.get_writer(path, mode="I", duration=1000.0 / fps, loop=0) as writer:
+            yield writer.append_data
+
+
+def record_video(
+    env: gym.Env,
+    act: Callable[[Any], Any],
+    path: Path | str,
+    seed: int,
+    max_steps: int | None = None,
+    fps: float | None = None,
+) -> dict[str, Any]:
+    """Play one episode of ``act`` from ``env.reset(seed=seed)`` and write it to ``path``.
+
+    ``env`` must have ``render_mode="rgb_array"``. The episode ends when it terminates, is
+    truncated, or after ``max_steps`` steps. ``fps`` defaults to the env's ``render_fps``.
+    Returns ``{"frames", "steps", "return"}``; frames = steps + 1.
+    """
+    path = check_video_path(path)
+    if env.render_mode != "rgb_array":
+        raise ValueError(f"env render_mode {env.render_mode!r}: record_video needs 'rgb_array'")
+    if max_steps is not None and max_steps < 0:
+        raise ValueError(f"max_steps {max_steps}: must be >= 0 or None")
+    if fps is None:
+        fps = env.metadata.get("render_fps") or DEFAULT_FPS
+    if fps <= 0:
+        raise ValueError(f"fps {fps}: must be > 0")
+    obs, _ = env.reset(seed=seed)
+    frame = _render(env)  # before opening the file: a failing backend leaves no file behind
+    path.parent.mkdir(parents=True, exist_ok=True)
+    steps, total, done = 0, 0.0, False
+    with _frame_writer(path, fps) as write:
+        write(frame)
+        while not done and (max_steps is None or steps < max_steps):
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            steps, total, done = steps + 1, total + float(reward), terminated or truncated
+            write(_render(env))
+    return {"frames": steps + 1, "steps": steps, "return": total}

@@ -1,0 +1,53 @@
+"""The paper's MuJoCo options: action noise in training only, and the episode-length cap."""
+
+import numpy as np
+
+from es.comm import LocalComm
+from es.config import from_dict
+from es.policies import PolicySpec, with_action_noise
+from es.rollout import run_episode
+from es.trainer import Trainer
+
+
+def test_action_noise_is_seeded_gaussian_and_stays_in_the_box():
+    spec = PolicySpec("linear", 3, 2, False, action_low=(-1.0, -1.0), action_high=(1.0, 1.0))
+    base = lambda obs: np.array([0.0, 0.99])  # noqa: E731
+    draws = [with_action_noise(base, spec, 0.1, np.random.default_rng(7))(None)
+             for _ in range(2)]
+    np.testing.assert_array_equal(draws[0], draws[1])  # same seed, same noise
+    noisy = with_action_noise(base, spec, 0.1, np.random.default_rng(0))
+    actions = np.array([noisy(None) for _ in range(4000)])
+    assert actions.max() <= 1.0 and actions[:, 1].max() == 1.0  # clipped, and clipping happens
+    assert abs(actions[:, 0].std() - 0.1) < 0.01 and abs(actions[:, 0].mean()) < 0.01
+
+
+def pendulum(**es_and_policy):
+    return from_dict({"run": {"generations": 3, "eval_every": 100, "eval_episodes": 2},
+                      "env": {"id": "Pendulum-v1"},
+                      "policy": {"kind": "linear", **es_and_policy.get("policy", {})},
+                      "es": {"population": 4, "noise_table_size": 10_000,
+                             **es_and_policy.get("es", {})}})
+
+
+def test_action_noise_changes_training_episodes_but_never_evaluation(tmp_path):
+    quiet, noisy = (Trainer(pendulum(policy={"action_noise": std}), LocalComm(), None)
+                    for std in (0.0, 0.5))
+    theta = np.random.default_rng(1).standard_normal(quiet.spec.num_params).astype(np.float32)
+    for trainer in (quiet, noisy):
+        trainer.strategy.theta = theta.copy()
+    np.testing.assert_array_equal(quiet.evaluate_mean(0), noisy.evaluate_mean(0))
+    generation = quiet.strategy.ask()
+    assert not np.array_equal(quiet.evaluate_population(generation).returns,
+                              noisy.evaluate_population(noisy.strategy.ask()).returns)
+
+
+def test_episode_cap_follows_the_previous_generations_mean_length():
+    trainer = Trainer(pendulum(es={"episode_cap": 1.5}), LocalComm(), None)
+    assert trainer.episode_cap() is None  # nothing measured yet: the env's own limit (200)
+    trainer._generation()
+    assert trainer.mean_episode_length == 200
+    assert trainer.episode_cap() == 300
+    trainer.mean_episode_length = 10.2
+    assert trainer.episode_cap() == 16
+    episode = run_episode(trainer.env, lambda obs: np.zeros(1), seed=0, max_steps=16)
+    assert episode.length == 16

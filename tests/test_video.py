@@ -1,0 +1,123 @@
+"""Videos of a policy: readable files, frame counts and sizes, and clear errors."""
+
+import sys
+
+import gymnasium as gym
+import imageio.v2 as imageio
+import numpy as np
+import pytest
+from PIL import Image
+
+from es.atari import make_atari_env
+from es.video import record_video
+
+
+def pong(**kwargs) -> gym.Env:
+    return make_atari_env("ALE/Pong-v5", render_mode="rgb_array", **kwargs)
+
+
+def gif_durations_ms(path) -> list[int]:
+    with Image.open(path) as image:
+        durations = []
+        for index in range(image.n_frames):
+            image.seek(index)
+            durations.append(image.info["duration"])
+    return durations
+
+
+def test_mp4_has_one_frame_per_step_plus_reset(tmp_path):
+    path = tmp_path / "pong.mp4"
+    result = record_video(pong(), lambda obs: 2, path, seed=0, max_steps=10)
+    assert result == {"frames": 11, "steps": 10, "return": 0.0}
+    frames = imageio.mimread(path, memtest=False)
+    assert len(frames) == 11
+    assert frames[0].shape == (210, 160, 3)
+
+
+def test_gif_keeps_frame_size_and_total_duration(tmp_path):
+    path = tmp_path / "nested" / "pong.gif"
+    result = record_video(pong(), lambda obs: 0, path, seed=0, max_steps=10, fps=25)
+    assert result["frames"] == 11
+    frames = imageio.mimread(path)
+    assert 1 <= len(frames) <= 11 and frames[0].shape[:2] == (210, 160)
+    # Pillow merges identical consecutive frames; the playing time stays frames / fps.
+    assert sum(gif_durations_ms(path)) == 11 * 40
+
+
+def test_episode_end_stops_before_max_steps(tmp_path):
+    env = pong(max_episode_steps=4)
+    rng = np.random.default_rng(0)
+    result = record_video(env, lambda obs: int(rng.integers(6)), tmp_path / "a.mp4", seed=1)
+    assert result["steps"] == 4 and result["frames"] == 5
+    assert len(imageio.mimread(tmp_path / "a.mp4", memtest=False)) == 5
+
+
+def test_same_seed_same_video(tmp_path):
+    for name in ("a.gif", "b.gif"):
+        record_video(pong(), lambda obs: 3, tmp_path / name, seed=5, max_steps=20)
+    np.testing.assert_array_equal(imageio.mimread(tmp_path / "a.gif"),
+                                  imageio.mimread(tmp_path / "b.gif"))
+
+
+def test_bad_suffix_is_refused_before_playing(tmp_path):
+    with pytest.raises(ValueError, match=r"^video path 'x.avi': allowed suffixes are .mp4, .gif$"):
+        record_video(pong(), lambda obs: 0, "x.avi", seed=0)
+
+
+def test_env_must_render_rgb_arrays(tmp_path):
+    env = make_atari_env("ALE/Pong-v5")
+    with pytest.raises(ValueError, match="render_mode None: record_video needs 'rgb_array'"):
+        record_video(env, lambda obs: 0, tmp_path / "a.gif", seed=0)
+
+
+def test_missing_imageio_ffmpeg_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
+    with pytest.raises(ImportError, match=r'imageio_ffmpeg: pip install -e "\.\[video\]"'):
+        record_video(pong(), lambda obs: 0, tmp_path / "a.mp4", seed=0)
+    assert not (tmp_path / "a.mp4").exists()
+
+
+class NoGLMujocoEnv(gym.Env):
+    """Stands in for a MuJoCo env whose OpenGL context cannot be created."""
+
+    render_mode = "rgb_array"
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,))
+    mujoco_renderer = None
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def render(self):
+        raise AttributeError("'NoneType' object has no attribute 'glGetError'")
+
+
+def test_mujoco_without_opengl_says_how_to_select_a_backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    with pytest.raises(RuntimeError) as error:
+        record_video(NoGLMujocoEnv(), lambda obs: obs, tmp_path / "m.gif", seed=0)
+    message = str(error.value)
+    assert "MUJOCO_GL='osmesa'" in message and "MUJOCO_GL=egl" in message
+    assert "\n" not in message
+    assert not (tmp_path / "m.gif").exists()
+
+
+def test_mujoco_renders_headless_with_egl(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    env = gym.make("HalfCheetah-v5", render_mode="rgb_array", width=64, height=48)
+    try:
+        result = record_video(env, lambda obs: np.zeros(6), tmp_path / "c.mp4", seed=0,
+                              max_steps=3)
+    except RuntimeError as error:
+        pytest.skip(str(error))
+    finally:
+        env.close()
+    assert result["frames"] == 4
+    frames = imageio.mimread(tmp_path / "c.mp4", memtest=False)
+    assert len(frames) == 4 and frames[0].shape == (48, 64, 3)
+
+
+@pytest.mark.parametrize("fps", [0, -5])
+def test_fps_must_be_positive(tmp_path, fps):
+    with pytest.raises(ValueError, match=f"fps {fps}: must be > 0"):
+        record_video(pong(), lambda obs: 0, tmp_path / "a.gif", seed=0, fps=fps)
