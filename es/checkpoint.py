@@ -18,11 +18,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
-from es.policies import ObsNorm, PolicySpec
+from es.cnn import ConvNetSpec
+from es.policies import ObsNorm, PolicySpec, bind_policy
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
@@ -49,42 +50,93 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
 
 
 def save_policy(
-    path: Path, spec: PolicySpec, params: np.ndarray, norm: ObsNorm, env_id: str, generation: int
+    path: Path,
+    spec: PolicySpec | ConvNetSpec,
+    params: np.ndarray,
+    norm: ObsNorm,
+    env_id: str,
+    generation: int,
+    reference: np.ndarray | None = None,
 ) -> None:
+    """The mean policy and all it needs to act: architecture, observation normalisation and,
+    for a CNN with virtual batch norm, the reference batch."""
     arrays = {
         "params": np.asarray(params, dtype=np.float32),
         "obs_mean": np.asarray(norm.mean, dtype=np.float32),
         "obs_std": np.asarray(norm.std, dtype=np.float32),
         "obs_clip": np.array(norm.clip, dtype=np.float64),
-        "kind": np.array(spec.kind),
-        "obs_dim": np.array(spec.obs_dim),
-        "act_dim": np.array(spec.act_dim),
-        "discrete": np.array(spec.discrete),
-        "hidden": np.array(spec.hidden, dtype=np.int64),
-        "activation": np.array(spec.activation),
-        "action_low": np.array(spec.action_low, dtype=np.float64),
-        "action_high": np.array(spec.action_high, dtype=np.float64),
         "env_id": np.array(env_id),
         "generation": np.array(generation),
     }
+    if isinstance(spec, ConvNetSpec):
+        arrays |= {
+            "kind": np.array("cnn"),
+            "n_outputs": np.array(spec.n_outputs),
+            "input_shape": np.array(spec.input_shape, dtype=np.int64),
+            "convs": np.array(spec.convs, dtype=np.int64).reshape(-1, 3),
+            "dense": np.array(spec.dense),
+            "vbn": np.array(spec.vbn),
+            "vbn_eps": np.array(spec.vbn_eps, dtype=np.float64),
+        }
+        if reference is not None:
+            arrays["vbn_reference"] = reference
+    else:
+        arrays |= {
+            "kind": np.array(spec.kind),
+            "obs_dim": np.array(spec.obs_dim),
+            "act_dim": np.array(spec.act_dim),
+            "discrete": np.array(spec.discrete),
+            "hidden": np.array(spec.hidden, dtype=np.int64),
+            "activation": np.array(spec.activation),
+            "action_low": np.array(spec.action_low, dtype=np.float64),
+            "action_high": np.array(spec.action_high, dtype=np.float64),
+        }
     write_atomically(path, lambda handle: np.savez(handle, **arrays))
 
 
-def load_policy(path: Path) -> tuple[PolicySpec, np.ndarray, ObsNorm, str]:
-    """(spec, params, obs normalisation, env id) from a ``policy.npz``."""
-    with np.load(path, allow_pickle=False) as data:
-        spec = PolicySpec(
-            kind=str(data["kind"]),
-            obs_dim=int(data["obs_dim"]),
-            act_dim=int(data["act_dim"]),
-            discrete=bool(data["discrete"]),
-            hidden=tuple(int(h) for h in data["hidden"]),
-            activation=str(data["activation"]),
-            action_low=tuple(float(v) for v in data["action_low"]),
-            action_high=tuple(float(v) for v in data["action_high"]),
+@dataclass
+class SavedPolicy:
+    """A ``policy.npz`` read back."""
+
+    spec: PolicySpec | ConvNetSpec
+    params: np.ndarray
+    norm: ObsNorm
+    env_id: str
+    generation: int
+    reference: np.ndarray | None = None
+
+    def act(self) -> Callable[[np.ndarray], np.ndarray | int]:
+        return bind_policy(self.spec, self.params, self.norm, self.reference)
+
+
+def _spec_from(data: Any) -> PolicySpec | ConvNetSpec:
+    if str(data["kind"]) == "cnn":
+        return ConvNetSpec(
+            n_outputs=int(data["n_outputs"]),
+            input_shape=tuple(int(v) for v in data["input_shape"]),
+            convs=tuple(tuple(int(v) for v in row) for row in data["convs"]),
+            dense=int(data["dense"]),
+            vbn=bool(data["vbn"]),
+            vbn_eps=float(data["vbn_eps"]),
         )
+    return PolicySpec(
+        kind=str(data["kind"]),
+        obs_dim=int(data["obs_dim"]),
+        act_dim=int(data["act_dim"]),
+        discrete=bool(data["discrete"]),
+        hidden=tuple(int(h) for h in data["hidden"]),
+        activation=str(data["activation"]),
+        action_low=tuple(float(v) for v in data["action_low"]),
+        action_high=tuple(float(v) for v in data["action_high"]),
+    )
+
+
+def load_policy(path: Path) -> SavedPolicy:
+    with np.load(path, allow_pickle=False) as data:
         norm = ObsNorm(data["obs_mean"].copy(), data["obs_std"].copy(), float(data["obs_clip"]))
-        return spec, data["params"].copy(), norm, str(data["env_id"])
+        reference = data["vbn_reference"].copy() if "vbn_reference" in data.files else None
+        return SavedPolicy(_spec_from(data), data["params"].copy(), norm, str(data["env_id"]),
+                           int(data["generation"]), reference)
 
 
 class CheckpointError(Exception):

@@ -95,6 +95,8 @@ class PolicyConfig:
     activation: str = _doc("hidden activation of the MLP: 'tanh' or 'relu'", "tanh")
     obs_norm: bool = _doc("normalise observations by running mean and std", True)
     obs_clip: float = _doc("clip normalised observations to [-obs_clip, obs_clip]", 5.0)
+    torso: str = _doc("cnn: 'nature' (Mnih et al. 2015) or 'small' (Mnih et al. 2013, A3C's)",
+                      "nature")
     vbn: bool = _doc("cnn: virtual batch normalisation of the hidden layers", True)
     vbn_batch: int = _doc("cnn: observations in the VBN reference batch", 128)
     action_noise: float = _doc(
@@ -105,6 +107,7 @@ class PolicyConfig:
     def validate(self) -> None:
         _one_of("policy.kind", self.kind, ("linear", "mlp", "cnn"))
         _at_least("policy.vbn_batch", self.vbn_batch, 2)
+        _one_of("policy.torso", self.torso, ("nature", "small"))
         if self.kind == "cnn" and self.obs_norm:
             raise ConfigError(
                 "policy.obs_norm = true: not used with policy.kind = 'cnn' (pixels are scaled "

@@ -8,6 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from es.cnn import TORSOS, ConvNetSpec
 from es.config import AtariConfig, Config
 from es.policies import PolicySpec
 
@@ -81,9 +82,16 @@ def env_from_config(config: Config, render_mode: str | None = None) -> gym.Env:
 
 
 def policy_spec_for(
-    env: gym.Env, kind: str, hidden: tuple[int, ...], activation: str
-) -> PolicySpec:
+    env: gym.Env,
+    kind: str,
+    hidden: tuple[int, ...],
+    activation: str,
+    torso: str = "nature",
+    vbn: bool = True,
+) -> PolicySpec | ConvNetSpec:
     obs_space, act_space = env.observation_space, env.action_space
+    if kind == "cnn":
+        return _cnn_spec(obs_space, act_space, torso, vbn)
     if not isinstance(obs_space, gym.spaces.Box):
         raise ValueError(f"observation space {obs_space}: only Box observations are supported")
     obs_dim = int(np.prod(obs_space.shape))
@@ -101,3 +109,15 @@ def policy_spec_for(
             tuple(float(v) for v in act_space.high.ravel()),
         )
     raise ValueError(f"action space {act_space}: only Discrete and Box actions are supported")
+
+
+def _cnn_spec(obs_space: gym.Space, act_space: gym.Space, torso: str, vbn: bool) -> ConvNetSpec:
+    """Stacked frames ``(C, H, W)`` in, one logit per discrete action out."""
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3):
+        raise ValueError(f"policy.kind = 'cnn' needs stacked image observations (C, H, W), got "
+                         f"{obs_space}; for ALE games set atari.obs = 'pixels'")
+    if not isinstance(act_space, gym.spaces.Discrete):
+        raise ValueError(f"policy.kind = 'cnn' needs discrete actions, got {act_space}")
+    convs, dense = TORSOS[torso]
+    return ConvNetSpec(int(act_space.n), tuple(int(n) for n in obs_space.shape), convs, dense,
+                       vbn)

@@ -1,4 +1,4 @@
-"""NumPy policies over one flat float32 parameter vector: linear and MLP.
+"""NumPy policies over one flat float32 parameter vector: linear, MLP, and (``es.cnn``) a CNN.
 
 A ``PolicySpec`` fixes the architecture and action space; ``act_fn`` binds a parameter vector
 and observation statistics into a fast ``obs -> action`` function (weights unpacked once per
@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from es.cnn import ConvNetSpec, vbn_statistics
+from es.cnn import act_fn as cnn_act_fn
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": lambda x: np.tanh(x, out=x),
@@ -129,6 +132,23 @@ def act_fn(
         return y
 
     return act
+
+
+def bind_policy(
+    spec: PolicySpec | ConvNetSpec,
+    params: np.ndarray,
+    norm: ObsNorm,
+    reference: np.ndarray | None = None,
+) -> Callable[[np.ndarray], np.ndarray | int]:
+    """``obs -> action`` for any policy kind. A CNN with virtual batch norm takes its layer
+    statistics from ``reference`` (the VBN reference batch) pushed through ``params``: once
+    per parameter vector, so once per episode."""
+    if isinstance(spec, ConvNetSpec):
+        if spec.vbn and reference is None:
+            raise ValueError("a CNN with VBN needs its reference batch")
+        stats = vbn_statistics(spec, params, reference) if spec.vbn else None
+        return cnn_act_fn(spec, params, stats)
+    return act_fn(spec, params, norm)
 
 
 def with_action_noise(

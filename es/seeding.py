@@ -15,6 +15,7 @@ TAG_ENV = 0xE2F  # training episodes' reset seeds
 TAG_EVAL = 0xE7A1  # evaluation episodes' reset seeds
 TAG_INIT = 0x1217  # initial parameters
 TAG_ACTION_NOISE = 0xAC7  # Gaussian action noise of a training episode
+TAG_VBN = 0xB47C  # the VBN reference batch: its episodes and random actions
 
 SEED_BOUND = 2**31 - 1
 

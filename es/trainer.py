@@ -30,9 +30,17 @@ from es.exchange import GenerationResults, share_results, static_share
 from es.metrics import ProgressLog, progress_line
 from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.optim import make_optimizer
-from es.policies import ObsNorm, act_fn, with_action_noise
-from es.rollout import Episode, ObsStats, run_episode
-from es.seeding import TAG_ACTION_NOISE, TAG_ENV, TAG_EVAL, TAG_INIT, episode_seeds, generator
+from es.policies import ObsNorm, bind_policy, with_action_noise
+from es.rollout import Episode, ObsStats, random_observations, run_episode
+from es.seeding import (
+    TAG_ACTION_NOISE,
+    TAG_ENV,
+    TAG_EVAL,
+    TAG_INIT,
+    TAG_VBN,
+    episode_seeds,
+    generator,
+)
 from es.strategy import FITNESS_SHAPINGS, Generation, OpenES
 
 log = logging.getLogger("es")
@@ -105,9 +113,11 @@ class Trainer:
         policy_cfg, es_cfg = config.policy, config.es
         self.env = env_from_config(config)
         self.spec = policy_spec_for(
-            self.env, policy_cfg.kind, tuple(policy_cfg.hidden), policy_cfg.activation
+            self.env, policy_cfg.kind, tuple(policy_cfg.hidden), policy_cfg.activation,
+            policy_cfg.torso, policy_cfg.vbn,
         )
         seed = config.run.seed
+        self.reference = self._reference_batch() if getattr(self.spec, "vbn", False) else None
         if es_cfg.noise == "table" and self.spec.num_params > es_cfg.noise_table_size:
             raise ValueError(
                 f"es.noise_table_size = {es_cfg.noise_table_size}: must be >= the policy's "
@@ -161,7 +171,7 @@ class Trainer:
         count = len(generation.directions)
         seeds = episode_seeds(self.config.run.seed, generation.index, count, TAG_ENV)
         norm, record = self.norm, self.config.policy.obs_norm
-        increment = self.obs_stats.empty_increment()
+        increment = self.obs_stats.empty_increment() if record else np.zeros(0, np.int64)
         members, returns, steps = [], [], 0
         cap = self.episode_cap()
         started = time.perf_counter()
@@ -183,11 +193,23 @@ class Trainer:
     def _training_act(self, params: np.ndarray, norm: ObsNorm, seed: int):
         """The member's policy, with the configured action noise (seeded by the episode, so a
         mirrored pair sees the same noise; continuous actions only)."""
-        act = act_fn(self.spec, params, norm)
+        act = bind_policy(self.spec, params, norm, self.reference)
         std = self.config.policy.action_noise
         if std > 0 and not self.spec.discrete:
             act = with_action_noise(act, self.spec, std, generator(seed, TAG_ACTION_NOISE))
         return act
+
+    def _reference_batch(self) -> np.ndarray:
+        """The VBN reference batch: observations of a seeded random policy, collected by every
+        rank alike (no data travels); a checksum comparison proves they are identical."""
+        batch = random_observations(self.env, self.config.policy.vbn_batch,
+                                    generator(self.config.run.seed, TAG_VBN))
+        checksum = zlib.crc32(np.ascontiguousarray(batch).view(np.uint8))
+        sums = self.comm.allgather_rows(np.array([float(checksum)]), counts=[1] * self.comm.size)
+        if np.unique(sums).size > 1:
+            raise TrainingError("the ranks collected different VBN reference batches: the "
+                                "environment is not deterministic under a seed")
+        return batch
 
     def episode_cap(self) -> int | None:
         """Step cap of this generation's training episodes: ``es.episode_cap`` times the
@@ -216,7 +238,7 @@ class Trainer:
         """Noise-free returns of the current mean policy; episodes spread over the ranks."""
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
-        act = act_fn(self.spec, self.strategy.theta, self.norm)
+        act = bind_policy(self.spec, self.strategy.theta, self.norm, self.reference)
         shares = [range(rank, episodes, self.comm.size) for rank in range(self.comm.size)]
         mine = [self._safe_episode(act, seeds[j], False, -1 - j).total_return
                 for j in shares[self.comm.rank]]
@@ -394,4 +416,5 @@ class Trainer:
             self.norm,
             self.config.env.id,
             self.strategy.generation,
+            self.reference,
         )

@@ -39,7 +39,8 @@ def bare_worker(run_dir: str, seconds: float) -> None:
 
     comm = MPIComm()
     config = load_config(f"{run_dir}/config.toml")
-    spec, params, norm, env_id = load_policy(f"{run_dir}/policy.npz")
+    saved = load_policy(f"{run_dir}/policy.npz")
+    spec, params, norm = saved.spec, saved.params, saved.norm
     env = env_from_config(config)
     rng = np.random.default_rng(comm.rank)
     comm.barrier()

@@ -25,7 +25,8 @@ def test_train_then_eval_cartpole(tmp_path):
 
     shown = run_cli(["es-eval", str(run_dir), "--episodes", "3"])
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.startswith("CartPole-v1: return ") and "over 3 episodes" in shown.stdout
+    assert shown.stdout.startswith("CartPole-v1, mean policy (generation 6): return ")
+    assert "over 3 episodes" in shown.stdout
 
 
 def test_cartpole_config_solves_cartpole(tmp_path):

@@ -112,7 +112,8 @@ def test_policy_file_round_trips_without_pickle(tmp_path):
     params = np.random.default_rng(0).normal(size=spec.num_params).astype(np.float32)
     norm = ObsNorm(np.ones(3, np.float32), np.full(3, 2.0, np.float32), 4.0)
     save_policy(tmp_path / "policy.npz", spec, params, norm, "Pendulum-v1", 7)
-    spec2, params2, norm2, env_id = load_policy(tmp_path / "policy.npz")
+    saved = load_policy(tmp_path / "policy.npz")
+    spec2, params2, norm2, env_id = saved.spec, saved.params, saved.norm, saved.env_id
     assert spec2 == spec and env_id == "Pendulum-v1" and norm2.clip == 4.0
     np.testing.assert_array_equal(params2, params)
     np.testing.assert_array_equal(norm2.std, norm.std)

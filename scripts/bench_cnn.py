@@ -1,0 +1,120 @@
+"""Cost of the DQN-Nature CNN policy per environment step, beside the Atari step it serves.
+
+    python scripts/bench_cnn.py --out bench-results/cnn.csv
+
+On one core: the batch-1 forward pass with and without virtual batch norm, the VBN statistics of
+a reference batch (once per episode), and one step of preprocessed Pong under a random policy,
+whose frames are also the network's inputs. The forward pass is mostly float32 matmuls, so set
+``OPENBLAS_CORETYPE`` (e.g. ``SkylakeX`` on an AVX-512 CPU that OpenBLAS files under Haswell) to
+compare BLAS kernels.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # each MPI rank runs single-threaded BLAS
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+import ale_py  # noqa: E402
+import gymnasium  # noqa: E402
+import numpy as np  # noqa: E402
+from report import emit  # noqa: E402
+
+from es.cnn import ConvNetSpec, bind, vbn_statistics  # noqa: E402
+
+
+def make_pong() -> gymnasium.Env:
+    """Pong with the DQN preprocessing: 4-frame skip, 84x84 grey, a stack of 4 frames."""
+    gymnasium.register_envs(ale_py)
+    env = gymnasium.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.25)
+    env = gymnasium.wrappers.AtariPreprocessing(
+        env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
+    return gymnasium.wrappers.FrameStackObservation(env, 4)
+
+
+def time_env_steps(steps: int, seed: int) -> tuple[list[float], np.ndarray]:
+    """Seconds per step of a random policy (resets not timed), and the observations seen."""
+    env = make_pong()
+    rng = np.random.default_rng(seed)
+    observation, _ = env.reset(seed=seed)
+    observations, times = [observation], []
+    for _ in range(steps):
+        action = int(rng.integers(env.action_space.n))
+        started = time.perf_counter()
+        observation, _, terminated, truncated, _ = env.step(action)
+        times.append(time.perf_counter() - started)
+        observations.append(observation)
+        if terminated or truncated:
+            observation, _ = env.reset()
+    env.close()
+    return times, np.stack(observations)
+
+
+def time_forward(logits: Callable[[np.ndarray], np.ndarray], observations: np.ndarray,
+                 calls: int, warmup: int = 200) -> list[float]:
+    """Seconds per call, cycling through real frames after a warm-up."""
+    times = []
+    for index in range(warmup + calls):
+        observation = observations[index % len(observations)]
+        started = time.perf_counter()
+        logits(observation)
+        times.append(time.perf_counter() - started)
+    return times[warmup:]
+
+
+def time_statistics(spec: ConvNetSpec, params: np.ndarray, reference: np.ndarray,
+                    repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats + 1):  # the first call allocates and warms caches; dropped
+        started = time.perf_counter()
+        vbn_statistics(spec, params, reference)
+        times.append(time.perf_counter() - started)
+    return times[1:]
+
+
+def row(measure: str, params: int | str, times: list[float], env_step_us: float | None) -> dict:
+    median_us = 1e6 * float(np.median(times))
+    return {
+        "measure": measure, "params": params, "calls": len(times), "median_us": median_us,
+        "p90_us": 1e6 * float(np.percentile(times, 90)),
+        "vs_env_step": median_us / env_step_us if env_step_us else "",
+        # OpenBLAS picks its kernels by CPU; this overrides it (e.g. SkylakeX for AVX-512)
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "auto"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="timed forward calls")
+    parser.add_argument("--env-steps", type=int, default=2000, help="timed Pong steps")
+    parser.add_argument("--reference", type=int, default=128, help="VBN reference batch size")
+    parser.add_argument("--actions", type=int, default=6, help="logits (Pong has 6 actions)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench-results/cnn.csv")
+    args = parser.parse_args()
+
+    env_times, observations = time_env_steps(args.env_steps, args.seed)
+    env_step_us = 1e6 * float(np.median(env_times))
+    rng = np.random.default_rng(args.seed)
+    reference = observations[rng.choice(len(observations), args.reference, replace=False)]
+    rows = [row("Pong step, random policy", "", env_times, env_step_us)]
+    for vbn in (True, False):
+        spec = ConvNetSpec(args.actions, vbn=vbn)
+        params = spec.initial_params(rng)
+        stats = vbn_statistics(spec, params, reference) if vbn else None
+        times = time_forward(bind(spec, params, stats), observations, args.calls)
+        rows.append(row(f"forward batch 1, vbn={vbn}", spec.num_params, times, env_step_us))
+        if vbn:
+            times = time_statistics(spec, params, reference, repeats=5)
+            rows.append(row(f"vbn_statistics, {args.reference} obs", spec.num_params, times, None))
+    emit(rows, args.out, "DQN-Nature CNN (4x84x84) vs preprocessed ALE/Pong-v5 step, one core, "
+         "OPENBLAS_NUM_THREADS=1")
+
+
+if __name__ == "__main__":
+    main()
