@@ -1,6 +1,8 @@
 """Training env-steps/s against bare environment stepping with the same policy.
 
     python scripts/bench_throughput.py --config configs/halfcheetah.toml --ranks 2
+    python scripts/bench_throughput.py --config configs/pong.toml --bare-policy random \
+        --generations 6 --seconds 30
 
 Both are measured in one script run, with the same number of processes and the same
 policies (MuJoCo steps faster or slower depending on what the policy does, so a fair bare
@@ -8,7 +10,9 @@ run must use the trained policy). First ``mpiexec -n RANKS es-train CONFIG`` run
 ``--generations``; its steps/s over the second half of the run is read from progress.csv
 (evaluation, observation statistics, updates and communication included). Then every rank
 steps the environment with the run's final policy perturbed by sigma noise, as population
-members are, and nothing else: no training, no communication.
+members are, and nothing else: no training, no communication. With ``--bare-policy random``
+the bare run takes uniformly random actions instead (the Atari yardstick: how close training
+comes to the preprocessed environment's own rate).
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ import numpy as np  # noqa: E402
 from report import BIN, emit, mpiexec  # noqa: E402
 
 
-def bare_worker(run_dir: str, seconds: float) -> None:
-    """Under mpiexec: step episodes with the run's perturbed final policy; rank 0 prints."""
+def bare_worker(run_dir: str, seconds: float, random_policy: bool) -> None:
+    """Under mpiexec: step episodes with the run's perturbed final policy (or random actions);
+    rank 0 prints."""
     from es.checkpoint import load_policy
     from es.comm import MPIComm
     from es.config import load_config
     from es.envs import env_from_config
-    from es.policies import act_fn
+    from es.policies import bind_policy
     from es.rollout import run_episode
 
     comm = MPIComm()
@@ -46,9 +51,14 @@ def bare_worker(run_dir: str, seconds: float) -> None:
     comm.barrier()
     steps, started, episode = 0, time.perf_counter(), 0
     while time.perf_counter() - started < seconds:
-        member = params + np.float32(config.es.sigma) * rng.standard_normal(
-            params.size, dtype=np.float32)
-        steps += run_episode(env, act_fn(spec, member, norm), seed=episode).length
+        if random_policy:
+            env.action_space.seed(episode)
+            act = lambda obs: env.action_space.sample()  # noqa: E731
+        else:
+            member = params + np.float32(config.es.sigma) * rng.standard_normal(
+                params.size, dtype=np.float32)
+            act = bind_policy(spec, member, norm, saved.reference)
+        steps += run_episode(env, act, seed=episode).length
         episode += 1
     rate = steps / (time.perf_counter() - started)
     rates = comm.allgather_rows(np.array([[rate, steps, 0.0]]))
@@ -75,11 +85,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="bare stepping duration")
     parser.add_argument("--repeats", type=int, default=3,
                         help="measure training then bare stepping this many times")
+    parser.add_argument("--bare-policy", choices=("trained", "random"), default="trained")
     parser.add_argument("--csv", default="bench/throughput.csv")
     parser.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_worker:
-        bare_worker(args.bare_worker, args.seconds)
+        bare_worker(args.bare_worker, args.seconds, args.bare_policy == "random")
         return
     rows = []
     for repeat in range(1, args.repeats + 1):
@@ -89,12 +100,13 @@ def main() -> None:
                                                     run_dir)
             bare = subprocess.run(
                 mpiexec(args.ranks, sys.executable, __file__, "--bare-worker", run_dir,
-                        "--seconds", str(args.seconds)),
+                        "--seconds", str(args.seconds), "--bare-policy", args.bare_policy),
                 check=True, capture_output=True, text=True,
             )
         bare_line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
         bare_rate, bare_steps = float(bare_line.split()[1]), int(bare_line.split()[2])
         rows.append({"config": args.config, "ranks": args.ranks, "repeat": repeat,
+                     "bare_policy": args.bare_policy,
                      "bare_steps_per_s": bare_rate, "bare_steps": bare_steps,
                      "train_steps_per_s": train_rate, "train_steps": train_steps,
                      "ratio": train_rate / bare_rate})
