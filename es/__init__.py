@@ -11,7 +11,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {"minimize": "es.blackbox", "OpenES": "es.blackbox", "Result": "es.blackbox",
-         "functions": "es.functions"}
+         "functions": "es.functions", "train": "es.training", "TrainingRun": "es.training"}
 
 
 def __getattr__(name: str) -> Any:

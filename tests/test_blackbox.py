@@ -105,3 +105,19 @@ def test_docstring_examples_run():
     for module in (es.blackbox, es.functions):
         outcome = doctest.testmod(module)
         assert outcome.attempted > 0 and outcome.failed == 0
+
+
+def test_train_from_python_solves_cartpole_and_returns_a_callable_policy(tmp_path):
+    import gymnasium as gym
+
+    run = es.train(REPO / "configs/cartpole.toml", overrides={"run.generations": 40},
+                   run_dir=tmp_path / "run")
+    assert run.eval_return is not None and run.eval_return >= 475
+    assert run.run_dir == tmp_path / "run" and (run.run_dir / "config.toml").is_file()
+    assert run.history[-1]["generation"] == run.generations and len(run.history) >= 1
+    observation, _ = gym.make("CartPole-v1").reset(seed=0)
+    assert run.policy(observation) in (0, 1)
+    with pytest.raises(ValueError, match="already holds a run"):
+        es.train(REPO / "configs/cartpole.toml", run_dir=tmp_path / "run")
+    with pytest.raises(ValueError, match="unknown key es.sigmaa"):
+        es.train(REPO / "configs/cartpole.toml", overrides={"es.sigmaa": 1.0})

@@ -1,0 +1,99 @@
+"""``es.train``: reinforcement-learning training from Python, the same run ``es-train`` makes.
+
+>>> import es                                                    # doctest: +SKIP
+>>> run = es.train("configs/cartpole.toml", overrides={"es.sigma": 0.05}, run_dir="runs/nb")
+>>> run.eval_return, run.run_dir, run.history[-1]["timesteps"]   # doctest: +SKIP
+>>> action = run.policy(observation)                             # doctest: +SKIP
+
+Under ``mpiexec`` every rank calls ``es.train`` and they train together, as ``es-train`` does.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from es.checkpoint import SavedPolicy, load_policy
+from es.comm import Comm, make_comm
+from es.config import Config, ConfigError, from_dict, read_toml
+
+
+@dataclass
+class TrainingRun:
+    """A finished run: the mean policy (callable on one observation), its history and folder."""
+
+    run_dir: Path
+    policy: Callable[[np.ndarray], Any]
+    saved: SavedPolicy
+    history: list[dict[str, float | None]]
+    generations: int
+    timesteps: int
+    eval_return: float | None
+
+
+def _with_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``{"es.sigma": 0.05}`` into the nested config tables."""
+    for dotted, value in overrides.items():
+        *sections, key = dotted.split(".")
+        if not sections:
+            raise ConfigError(f"override {dotted!r}: expected section.key, e.g. 'es.sigma'")
+        node = data
+        for section in sections:
+            node = node.setdefault(section, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {dotted!r}: {section} is not a table")
+        node[key] = value
+    return data
+
+
+def resolve_config(config: str | Path | Config, overrides: dict[str, Any] | None) -> Config:
+    """A config file (its stem names the run) or a ``Config``, with overrides applied."""
+    if isinstance(config, Config):
+        data = config.to_dict()
+    else:
+        data = read_toml(config)
+        data.setdefault("run", {}).setdefault("name", Path(config).stem)
+    return from_dict(_with_overrides(data, dict(overrides or {})))
+
+
+def _history(run_dir: Path) -> list[dict[str, float | None]]:
+    with (run_dir / "progress.csv").open() as handle:
+        return [{key: float(value) if value else None for key, value in row.items()}
+                for row in csv.DictReader(handle)]
+
+
+def train(
+    config: str | Path | Config,
+    overrides: dict[str, Any] | None = None,
+    *,
+    run_dir: str | Path | None = None,
+    force: bool = False,
+    quiet: bool = True,
+    comm: Comm | None = None,
+) -> TrainingRun:
+    """Train as ``es-train CONFIG --set KEY=VALUE ... --run-dir RUN_DIR`` would, and return
+    the run. Errors in the config raise ``ConfigError`` (a ``ValueError``) before anything
+    starts; an existing run folder is refused unless ``force``."""
+    from es.cli import _configure_logging, _prepare_run_dir
+    from es.envs import check_env_id
+    from es.trainer import Trainer
+
+    resolved = resolve_config(config, overrides)
+    check_env_id(resolved.env.id)
+    comm = comm or make_comm()
+    _configure_logging(comm.rank == 0 and not quiet)
+    prepared = _prepare_run_dir(None if run_dir is None else str(run_dir), resolved, force) \
+        if comm.rank == 0 else None
+    folder, error = comm.broadcast(prepared)
+    if error:
+        raise ConfigError(error)
+    result = Trainer(resolved, comm, Path(folder)).run()
+    comm.barrier()  # rank 0's files are complete before any rank reads them
+    saved = load_policy(Path(folder) / "policy.npz")
+    return TrainingRun(Path(folder), saved.act(), saved, _history(Path(folder)),
+                       result.generations, result.timesteps, result.eval_return)
