@@ -30,9 +30,10 @@ def _fail(program: str, message: str, rank: int = 0) -> int:
     return USAGE_ERROR
 
 
-def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}__{stamp}"
+def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
+                    stamped: bool = True) -> Path:
+    stamp = "__" + datetime.now().strftime("%Y%m%d-%H%M%S") if stamped else ""
+    return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}{stamp}"
 
 
 def _prepare_run_dir(requested: str | None, config, force: bool) -> tuple[str | None, str | None]:
@@ -64,7 +65,13 @@ def train_parser() -> argparse.ArgumentParser:
         description="Train a policy with OpenAI-ES. Run plainly for one process, or under "
         "mpiexec/srun for many ranks: the result is bit-identical either way.",
     )
-    parser.add_argument("config", nargs="?", help="TOML config file, e.g. configs/cartpole.toml")
+    parser.add_argument("configs", nargs="*", metavar="config",
+                        help="TOML config file, e.g. configs/cartpole.toml; several make a sweep")
+    parser.add_argument(
+        "--seeds", metavar="SPEC",
+        help="a sweep over run.seed, e.g. 0-3 or 0,2,5: one run folder per (config, seed); "
+        "under mpiexec the ranks split into groups that train the runs side by side",
+    )
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
         help="override one config value (repeatable), e.g. --set es.sigma=0.05",
@@ -128,7 +135,11 @@ def _prepare(args):
     except (ConfigError, ValueError) as error:
         return None, None, None, [], str(error)
     if run_dir is None:
-        run_dir, error = _prepare_run_dir(args.run_dir, config, args.force)
+        requested = args.run_dir
+        if args.sweep_parent is not None:  # a sweep: --run-dir is the runs' parent folder
+            requested = str(Path(args.sweep_parent) / default_run_dir(
+                "", config.env.id, config.run.name, config.run.seed, stamped=False))
+        run_dir, error = _prepare_run_dir(requested, config, args.force)
         if error:
             return None, None, None, [], error
     return config, state, run_dir, warnings, None
@@ -147,12 +158,61 @@ def _configure_logging(progress: bool) -> None:
     logger.setLevel(logging.INFO if progress else logging.WARNING)
 
 
+def parse_seeds(spec: str) -> list[int]:
+    """'0-3' -> [0, 1, 2, 3]; '0,2,5' and '1-2,7' work too."""
+    seeds: list[int] = []
+    try:
+        for part in spec.split(","):
+            low, _, high = part.partition("-")
+            seeds += range(int(low), int(high or low) + 1)
+    except ValueError:
+        seeds = []
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds {spec!r}: expected seeds >= 0 like 0-3 or 0,2,5, no repeats")
+    return seeds
+
+
+def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
+    """One namespace per run: a config file and, with --seeds, a run.seed override."""
+    if args.resume and (args.configs or args.seeds):
+        raise ValueError("--resume continues one run: drop the config files and --seeds")
+    if args.resume or (len(args.configs) <= 1 and not args.seeds):
+        return [argparse.Namespace(**vars(args), config=(args.configs or [None])[0],
+                                   sweep_parent=None)]
+    if not args.configs:
+        raise ValueError("a config file is needed, e.g. es-train configs/cartpole.toml")
+    seeds = parse_seeds(args.seeds) if args.seeds else [None]
+    runs = []
+    for config in args.configs:
+        for seed in seeds:
+            overrides = [*args.overrides, *([f"run.seed={seed}"] if seed is not None else [])]
+            runs.append(argparse.Namespace(**{**vars(args), "overrides": overrides},
+                                           config=config, sweep_parent=args.run_dir))
+    return runs
+
+
 def train_main(argv: list[str] | None = None) -> int:
+    """One run, or a sweep: the world's ranks split into groups, each training its runs."""
     args = train_parser().parse_args(argv)
     from es.comm import make_comm
 
-    comm = make_comm()
-    _configure_logging(comm.rank == 0 and not args.quiet)
+    world = make_comm()
+    try:
+        runs = planned_runs(args)
+    except ValueError as error:
+        return _fail("es-train", str(error), world.rank)
+    _configure_logging(world.rank == 0 and not args.quiet)
+    if len(runs) == 1:
+        return _train_one(runs[0], world)
+    groups = min(world.size, len(runs))
+    color = world.rank * groups // world.size  # contiguous blocks of ranks, node-friendly
+    comm = world.split(color)
+    codes = [_train_one(run, comm) for run in runs[color::groups]]
+    world.barrier()
+    return max(codes)
+
+
+def _train_one(args: argparse.Namespace, comm) -> int:
     prepared = _prepare(args) if comm.rank == 0 else None
     config, state, run_dir, warnings, error = comm.broadcast(prepared)
     if error:

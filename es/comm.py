@@ -46,6 +46,7 @@ class Comm(Protocol):
     ) -> np.ndarray: ...
     def barrier(self) -> None: ...
     def abort(self, code: int) -> None: ...
+    def split(self, color: int) -> Comm: ...
 
 
 class LocalComm:
@@ -96,15 +97,18 @@ class LocalComm:
     def abort(self, code: int) -> None:
         sys.exit(code)
 
+    def split(self, color: int) -> LocalComm:
+        return self
+
 
 class MPIComm:
-    """MPI over ``COMM_WORLD``; collectives wait without burning a core."""
+    """MPI over ``COMM_WORLD`` (or a part of it); collectives wait without burning a core."""
 
-    def __init__(self, poll_interval_s: float = 0.0005) -> None:
+    def __init__(self, poll_interval_s: float = 0.0005, world: Any = None) -> None:
         from mpi4py import MPI
 
         self._mpi = MPI
-        self.world = MPI.COMM_WORLD
+        self.world = MPI.COMM_WORLD if world is None else world
         self.rank = self.world.Get_rank()
         self.size = self.world.Get_size()
         self.poll_interval_s = poll_interval_s
@@ -240,6 +244,11 @@ class MPIComm:
 
     def barrier(self) -> None:
         self._wait(self.world.Ibarrier())
+
+    def split(self, color: int) -> MPIComm:
+        """The ranks that pass the same ``color``, as a communicator of their own (one run of
+        a sweep); ranks keep their order."""
+        return MPIComm(self.poll_interval_s, self.world.Split(color, self.rank))
 
     def abort(self, code: int) -> None:
         sys.stdout.flush()
