@@ -145,9 +145,22 @@ def _prepare(args):
     return config, state, run_dir, warnings, None
 
 
+class StatusLine(logging.StreamHandler):
+    """On a terminal, each progress line overwrites the previous one (a live status line);
+    lines with an evaluation stay, so the evaluations remain on screen as a history."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = self.format(record)
+        end = "\n" if " eval " in message else ""
+        self.stream.write(f"\r{message}\x1b[K{end}")
+        self.flush()
+
+
 def _configure_logging(progress: bool) -> None:
-    """Progress lines (INFO) to stdout, warnings and errors to stderr."""
-    to_stdout = logging.StreamHandler(sys.stdout)
+    """Progress lines (INFO) to stdout, warnings and errors to stderr. On a terminal the
+    progress is a status line rewritten in place; in a file or pipe, one line a generation."""
+    to_stdout = StatusLine(sys.stdout) if sys.stdout.isatty() else logging.StreamHandler(
+        sys.stdout)
     to_stdout.addFilter(lambda record: record.levelno < logging.WARNING)
     to_stderr = logging.StreamHandler(sys.stderr)
     to_stderr.setLevel(logging.WARNING)

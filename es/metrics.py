@@ -81,14 +81,24 @@ def _si(value: float) -> str:
     return f"{value:.0f}"
 
 
-def progress_line(row: dict[str, Any]) -> str:
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
+def progress_line(row: dict[str, Any], best_eval: float | None = None,
+                  eta_s: float | None = None) -> str:
     line = (
         f"gen {row['generation']:>5} | steps {_si(row['timesteps']):>7} | "
         f"return mean {row['return_mean']:9.2f} max {row['return_max']:9.2f}"
     )
     if row.get("eval_return") is not None:
         line += f" | eval {row['eval_return']:9.2f}"
-    return line + (
+    if best_eval is not None:
+        line += f" (best {best_eval:.2f})"
+    line += (
         f" | {_si(row['steps_per_s'])} steps/s | {row['time_s']:7.1f} s"
         f" | {row['bytes_sent']} B sent"
     )
+    return line + (f" | ETA {_clock(eta_s)}" if eta_s is not None else "")

@@ -293,13 +293,16 @@ class Trainer:
             payload = tomli_w.dumps(self.config.to_dict()).encode()
             write_atomically(self.run_dir / "config.toml", lambda handle: handle.write(payload))
         eval_return, saved_at, torn = None, self.strategy.generation, False
+        best_eval, first = None, (self.strategy.generation, self.timesteps, time.perf_counter())
         try:
             while not self._done():
                 row = self._generation()
                 io_started = time.perf_counter()
                 eval_return = row["eval_return"] if row["eval_return"] is not None else eval_return
+                if eval_return is not None:
+                    best_eval = max(eval_return, best_eval if best_eval is not None else -np.inf)
                 if self.comm.rank == 0:
-                    log.info(progress_line(row))
+                    log.info(progress_line(row, best_eval, self._eta_s(*first)))
                     if progress:
                         progress.write(row)
                 if writer and row["eval_return"] is not None:
@@ -349,6 +352,18 @@ class Trainer:
                 self.config.run.keep_checkpoints,
             )
         return self.strategy.generation
+
+    def _eta_s(self, generation0: int, timesteps0: int, started: float) -> float | None:
+        """Seconds left at this session's pace, to whichever budget ends the run first."""
+        spent, run_cfg = time.perf_counter() - started, self.config.run
+        done_generations = self.strategy.generation - generation0
+        if done_generations <= 0:
+            return None
+        estimates = [spent / done_generations * (run_cfg.generations - self.strategy.generation)]
+        if run_cfg.max_timesteps > 0 and self.timesteps > timesteps0:
+            rate = (self.timesteps - timesteps0) / spent
+            estimates.append(max(run_cfg.max_timesteps - self.timesteps, 0) / rate)
+        return max(min(estimates), 0.0)
 
     def _done(self) -> bool:
         run_cfg = self.config.run
