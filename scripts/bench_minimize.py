@@ -1,0 +1,90 @@
+"""es.minimize against CMA-ES on the standard functions, equal evaluation budgets.
+
+    python scripts/bench_minimize.py                       # d = 10, 100, 1000
+    python scripts/bench_minimize.py --dims 10,100 --evals-per-dim 500
+
+For each function and dimension both optimisers start from the same point with the same
+sigma and the default population size of their own, and stop at the same number of function
+evaluations (or earlier at f < 1e-10). The table reports the final best f and the wall time per
+generation, which for ES is its O(n d) update and for CMA-ES its O(d^2) sampling plus its
+eigendecompositions. CMA-ES comes from the optional ``cma`` package (``pip install cma``);
+without it only ES rows are written.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from report import emit  # noqa: E402
+
+import es  # noqa: E402
+
+START = {"sphere": 3.0, "ellipsoid": 3.0, "rosenbrock": 0.0, "rastrigin": 3.0, "ackley": 3.0}
+FTARGET = 1e-10
+
+
+def run_es(name: str, dim: int, budget: int, seed: int) -> dict:
+    started = time.perf_counter()
+    result = es.minimize(getattr(es.functions, name), x0=np.full(dim, START[name]), sigma0=1.0,
+                         seed=seed, max_evals=budget, ftarget=FTARGET, tolfun=None, tolx=None)
+    seconds = time.perf_counter() - started
+    return {"final_f": result.fun, "evals": result.nfev, "generations": result.ngen,
+            "ms_per_generation": 1e3 * seconds / max(result.ngen, 1), "seconds": seconds}
+
+
+def run_cma(name: str, dim: int, budget: int, seed: int) -> dict:
+    import cma
+
+    function = getattr(es.functions, name)
+    options = {"seed": seed + 1, "maxfevals": budget, "ftarget": FTARGET, "verbose": -9,
+               "tolfun": 0, "tolx": 0, "tolfunhist": 0, "tolstagnation": int(1e9)}
+    started = time.perf_counter()
+    strategy = cma.CMAEvolutionStrategy(np.full(dim, START[name]), 1.0, options)
+    while not strategy.stop():
+        candidates = strategy.ask()
+        strategy.tell(candidates, [float(function(x)) for x in candidates])
+    seconds = time.perf_counter() - started
+    return {"final_f": float(strategy.result.fbest), "evals": strategy.result.evaluations,
+            "generations": strategy.result.iterations,
+            "ms_per_generation": 1e3 * seconds / max(strategy.result.iterations, 1),
+            "seconds": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--functions", default="sphere,ellipsoid,rosenbrock,rastrigin,ackley")
+    parser.add_argument("--dims", default="10,100,1000")
+    parser.add_argument("--evals-per-dim", type=int, default=1000,
+                        help="evaluation budget = this x dimension (capped by --max-evals)")
+    parser.add_argument("--max-evals", type=int, default=200_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--csv", default="bench/minimize.csv")
+    args = parser.parse_args()
+    try:
+        import cma  # noqa: F401
+
+        optimisers = {"es.minimize": run_es, "cma": run_cma}
+    except ImportError:
+        print("cma is not installed (pip install cma): ES rows only")
+        optimisers = {"es.minimize": run_es}
+    rows = []
+    for dim in (int(d) for d in args.dims.split(",")):
+        budget = min(args.evals_per_dim * dim, args.max_evals)
+        for name in args.functions.split(","):
+            for label, run in optimisers.items():
+                measured = run(name, dim, budget, args.seed)
+                rows.append({"function": name, "dim": dim, "budget": budget,
+                             "optimiser": label, **measured})
+                print(f"{name:>10} d={dim:<5} {label:<12} f={measured['final_f']:.3g} "
+                      f"{measured['ms_per_generation']:.2f} ms/generation", flush=True)
+    emit(rows, args.csv, "es.minimize vs CMA-ES, equal evaluation budgets")
+
+
+if __name__ == "__main__":
+    main()
