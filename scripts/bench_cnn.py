@@ -1,6 +1,6 @@
 """Cost of the DQN-Nature CNN policy per environment step, beside the Atari step it serves.
 
-    python scripts/bench_cnn.py --out bench-results/cnn.csv
+    python scripts/bench_cnn.py --out bench/cnn.csv
 
 On one core: the batch-1 forward pass with and without virtual batch norm, the VBN statistics of
 a reference batch (once per episode), and one step of preprocessed Pong under a random policy,
@@ -20,21 +20,17 @@ import argparse  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
-import ale_py  # noqa: E402
 import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from report import emit  # noqa: E402
 
-from es.cnn import ConvNetSpec, bind, vbn_statistics  # noqa: E402
+from es.atari import make_atari_env  # noqa: E402
+from es.cnn import TORSOS, ConvNetSpec, bind, vbn_statistics  # noqa: E402
 
 
 def make_pong() -> gymnasium.Env:
-    """Pong with the DQN preprocessing: 4-frame skip, 84x84 grey, a stack of 4 frames."""
-    gymnasium.register_envs(ale_py)
-    env = gymnasium.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.25)
-    env = gymnasium.wrappers.AtariPreprocessing(
-        env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
-    return gymnasium.wrappers.FrameStackObservation(env, 4)
+    """Pong as es-train makes it: 4-frame skip, 84x84 grey, a stack of 4 frames."""
+    return make_atari_env("ALE/Pong-v5")
 
 
 def time_env_steps(steps: int, seed: int) -> tuple[list[float], np.ndarray]:
@@ -95,7 +91,7 @@ def main() -> None:
     parser.add_argument("--reference", type=int, default=128, help="VBN reference batch size")
     parser.add_argument("--actions", type=int, default=6, help="logits (Pong has 6 actions)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="bench-results/cnn.csv")
+    parser.add_argument("--out", default="bench/cnn.csv")
     args = parser.parse_args()
 
     env_times, observations = time_env_steps(args.env_steps, args.seed)
@@ -103,16 +99,19 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     reference = observations[rng.choice(len(observations), args.reference, replace=False)]
     rows = [row("Pong step, random policy", "", env_times, env_step_us)]
-    for vbn in (True, False):
-        spec = ConvNetSpec(args.actions, vbn=vbn)
-        params = spec.initial_params(rng)
-        stats = vbn_statistics(spec, params, reference) if vbn else None
-        times = time_forward(bind(spec, params, stats), observations, args.calls)
-        rows.append(row(f"forward batch 1, vbn={vbn}", spec.num_params, times, env_step_us))
-        if vbn:
-            times = time_statistics(spec, params, reference, repeats=5)
-            rows.append(row(f"vbn_statistics, {args.reference} obs", spec.num_params, times, None))
-    emit(rows, args.out, "DQN-Nature CNN (4x84x84) vs preprocessed ALE/Pong-v5 step, one core, "
+    for torso, (convs, dense) in TORSOS.items():
+        for vbn in (True, False):
+            spec = ConvNetSpec(args.actions, convs=convs, dense=dense, vbn=vbn)
+            params = spec.initial_params(rng)
+            stats = vbn_statistics(spec, params, reference) if vbn else None
+            times = time_forward(bind(spec, params, stats), observations, args.calls)
+            rows.append(row(f"{torso}: forward batch 1, vbn={vbn}", spec.num_params, times,
+                            env_step_us))
+            if vbn:
+                times = time_statistics(spec, params, reference, repeats=5)
+                rows.append(row(f"{torso}: vbn_statistics, {args.reference} obs",
+                                spec.num_params, times, None))
+    emit(rows, args.out, "CNN torsos (4x84x84) vs preprocessed ALE/Pong-v5 step, one core, "
          "OPENBLAS_NUM_THREADS=1")
 
 
