@@ -66,9 +66,11 @@ def bare_worker(run_dir: str, seconds: float, random_policy: bool) -> None:
         print(f"BARE {rates[:, 0].sum():.1f} {int(rates[:, 1].sum())}", flush=True)
 
 
-def training_rate(config: str, ranks: int, generations: int, run_dir: str) -> tuple[float, int]:
+def training_rate(config: str, ranks: int, generations: int, run_dir: str,
+                  overrides: list[str]) -> tuple[float, int]:
+    settings = [part for override in overrides for part in ("--set", override)]
     command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", run_dir, "--quiet",
-                      "--set", f"run.generations={generations}")
+                      "--set", f"run.generations={generations}", *settings)
     subprocess.run(command, check=True, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     with open(f"{run_dir}/progress.csv") as handle:
         rows = list(csv.DictReader(handle))
@@ -86,6 +88,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3,
                         help="measure training then bare stepping this many times")
     parser.add_argument("--bare-policy", choices=("trained", "random"), default="trained")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="SECTION.KEY=VALUE", help="config override for the training run")
     parser.add_argument("--csv", default="bench/throughput.csv")
     parser.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -97,7 +101,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = f"{tmp}/run"
             train_rate, train_steps = training_rate(args.config, args.ranks, args.generations,
-                                                    run_dir)
+                                                    run_dir, args.overrides)
             bare = subprocess.run(
                 mpiexec(args.ranks, sys.executable, __file__, "--bare-worker", run_dir,
                         "--seconds", str(args.seconds), "--bare-policy", args.bare_policy),
@@ -105,7 +109,8 @@ def main() -> None:
             )
         bare_line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
         bare_rate, bare_steps = float(bare_line.split()[1]), int(bare_line.split()[2])
-        rows.append({"config": args.config, "ranks": args.ranks, "repeat": repeat,
+        rows.append({"config": " ".join([args.config, *args.overrides]), "ranks": args.ranks,
+                     "repeat": repeat,
                      "bare_policy": args.bare_policy,
                      "bare_steps_per_s": bare_rate, "bare_steps": bare_steps,
                      "train_steps_per_s": train_rate, "train_steps": train_steps,
