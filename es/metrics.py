@@ -95,8 +95,8 @@ def progress_line(row: dict[str, Any], best_eval: float | None = None,
     )
     if row.get("eval_return") is not None:
         line += f" | eval {row['eval_return']:9.2f}"
-    if best_eval is not None:
-        line += f" (best {best_eval:.2f})"
+        if best_eval is not None:
+            line += f" (best {best_eval:.2f})"
     line += (
         f" | {_si(row['steps_per_s'])} steps/s | {row['time_s']:7.1f} s"
         f" | {row['bytes_sent']} B sent"

@@ -11,10 +11,11 @@ ROW = {"generation": 12, "timesteps": 34_500, "return_mean": -3.5, "return_max":
 
 
 def test_progress_line_shows_best_eval_and_eta():
-    line = progress_line(ROW, best_eval=9.5, eta_s=3725)
+    line = progress_line({**ROW, "eval_return": 8.0}, best_eval=9.5, eta_s=3725)
     assert line.startswith("gen    12 | steps   34.5k | return mean     -3.50 max      7.25")
-    assert "(best 9.50)" in line and line.endswith("| ETA 1:02:05")
+    assert "| eval      8.00 (best 9.50)" in line and line.endswith("| ETA 1:02:05")
     assert "ETA" not in progress_line(ROW)
+    assert "best" not in progress_line(ROW, best_eval=9.5)  # shown beside an evaluation only
 
 
 def test_status_line_rewrites_in_place_and_keeps_evaluations():
