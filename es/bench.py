@@ -137,13 +137,17 @@ def _run_mpi(ranks: int, *command: str, launcher: str | None = None) -> None:
         raise RuntimeError(f"mpiexec -n {ranks} failed: {done.stderr.strip()[-300:]}")
 
 
+def set_flags(overrides: list[str]) -> list[str]:
+    """``["a.b=1", ...]`` -> ``["--set", "a.b=1", ...]`` for es-train."""
+    return [part for override in overrides for part in ("--set", override)]
+
+
 def run_training(
     ranks: int, overrides: list[str], config: str, launcher: str | None = None
 ) -> list[dict[str, str]]:
     with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:  # seen by all nodes
-        settings = [part for override in overrides for part in ("--set", override)]
         _run_mpi(ranks, str(BIN / "es-train"), config, "--run-dir", f"{tmp}/run", "--quiet",
-                 *settings, launcher=launcher)
+                 *set_flags(overrides), launcher=launcher)
         with open(f"{tmp}/run/progress.csv") as handle:
             return list(csv.DictReader(handle))
 

@@ -193,33 +193,26 @@ def minimize(
     x0: Sequence[float] | np.ndarray,
     sigma0: float = 0.1,
     *,
-    popsize: int | None = None,
-    seed: int = 0,
     workers: int = 1,
-    max_evals: int | None = None,
-    max_generations: int | None = None,
-    ftarget: float | None = None,
-    tolfun: float | None = 1e-12,
-    tolx: float | None = 1e-12,
-    timeout_s: float | None = None,
     **options: Any,
 ) -> Result:
     """Minimise ``fun`` from ``x0`` with ``OpenES``; runs until a stopping criterion is met.
 
+    ``options`` are ``OpenES``'s keywords: ``popsize``, ``seed``, the stopping criteria
+    (``max_evals``, ``max_generations``, ``ftarget``, ``tolfun``, ``tolx``, ``timeout_s``) and
+    the update's settings. Without a budget (``max_evals``, ``max_generations`` or
+    ``timeout_s``) ``max_evals`` is 1e4 * dimension.
+
     ``workers=N`` evaluates each generation on N MPI worker processes that it spawns (the
     function is shipped with cloudpickle, so lambdas and closures from a notebook work). Under
     ``mpiexec`` (more than one rank) every rank runs this call and evaluates its share instead;
-    nothing is spawned. Either way the result is bit-identical to ``workers=1``. Without any
-    limit the run stops on ``tolfun``/``tolx``; ``max_evals`` defaults to 1e4 * dimension.
+    nothing is spawned. Either way the result is bit-identical to ``workers=1``.
     """
     from es.evaluate import make_evaluator
 
-    dim = np.asarray(x0).size
-    if max_evals is None and max_generations is None and timeout_s is None:
-        max_evals = 10_000 * dim
-    optimizer = OpenES(x0, sigma0, popsize, seed, max_evals=max_evals,
-                       max_generations=max_generations, ftarget=ftarget, tolfun=tolfun,
-                       tolx=tolx, timeout_s=timeout_s, **options)
+    if all(options.get(key) is None for key in ("max_evals", "max_generations", "timeout_s")):
+        options["max_evals"] = 10_000 * np.asarray(x0).size
+    optimizer = OpenES(x0, sigma0, **options)
     with make_evaluator(fun, workers) as evaluate:
         while not optimizer.stop():
             candidates = optimizer.ask()

@@ -308,7 +308,7 @@ def eval_main(argv: list[str] | None = None) -> int:
     from es.checkpoint import load_policy
     from es.config import ConfigError, load_config
     from es.envs import env_from_config
-    from es.rollout import run_episode
+    from es.rollout import random_policy, run_episode
 
     run_dir = Path(args.run_dir)
     policy_path = run_dir / "policy.npz"
@@ -329,7 +329,7 @@ def eval_main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             return _fail("es-eval", str(error))
     env = env_from_config(config)
-    act = random_act(env, args.seed) if args.random else policy.act()
+    act = random_policy(env, args.seed) if args.random else policy.act()
     episodes = [run_episode(env, act, args.seed + i) for i in range(args.episodes)]
     returns = np.array([e.total_return for e in episodes])
     lengths = np.array([e.length for e in episodes])
@@ -342,12 +342,6 @@ def eval_main(argv: list[str] | None = None) -> int:
     if args.video:
         return _write_video(config, act, args)
     return 0
-
-
-def random_act(env, seed: int):
-    """Uniform random actions, seeded: the baseline a trained policy must beat."""
-    env.action_space.seed(seed)
-    return lambda obs: env.action_space.sample()
 
 
 def _write_video(config, act, args: argparse.Namespace) -> int:

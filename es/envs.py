@@ -15,7 +15,7 @@ from es.policies import PolicySpec
 
 def _register_on_demand(env_id: str) -> None:
     """Make ``ALE/...`` (ale-py) and ``es/...`` (our synthetic) ids known to Gymnasium."""
-    if env_id.startswith("ALE/"):
+    if is_atari(env_id):
         import ale_py
 
         gym.register_envs(ale_py)

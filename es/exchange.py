@@ -29,6 +29,15 @@ def static_share(rank: int, size: int, population: int, mirrored: bool) -> np.nd
     return (directions[:, None] * per_direction + np.arange(per_direction)).ravel()
 
 
+def gather_in_order(comm: Comm, shares: Sequence[Sequence[int]], mine: np.ndarray) -> np.ndarray:
+    """Each rank computed the items of its share (``shares[rank]``, known to all ranks);
+    gather everyone's values and put them back in item order."""
+    gathered = comm.allgather_rows(mine, counts=[len(share) for share in shares])
+    ordered = np.empty_like(gathered)
+    ordered[np.concatenate([np.asarray(share, dtype=np.int64) for share in shares])] = gathered
+    return ordered
+
+
 @dataclass
 class GenerationResults:
     """Every member's return in member order (float32-rounded), and the merged totals."""

@@ -59,19 +59,24 @@ def run_episode(
     return Episode(total, length, stacked.sum(axis=0), np.square(stacked).sum(axis=0))
 
 
+def random_policy(env: gym.Env, seed: int) -> Callable[[np.ndarray], np.ndarray | int]:
+    """Uniform random actions from the env's action space, seeded: the baseline to beat."""
+    env.action_space.seed(seed)
+    return lambda obs: env.action_space.sample()
+
+
 def random_observations(env: gym.Env, count: int, rng: np.random.Generator,
                         keep: float = 0.1) -> np.ndarray:
     """``count`` observations of a uniformly random policy, each step's kept with probability
     ``keep`` so they spread over many episode phases, not one stretch. A pure function of the
     generator (reset seeds and actions come from it) for a deterministic environment."""
     kept: list[np.ndarray] = []
-    space = env.action_space
-    space.seed(int(rng.integers(2**31)))
+    act = random_policy(env, int(rng.integers(2**31)))
     obs, _ = env.reset(seed=int(rng.integers(2**31)))
     while len(kept) < count:
         if rng.random() < keep:
             kept.append(np.array(obs))
-        obs, _, terminated, truncated, _ = env.step(space.sample())
+        obs, _, terminated, truncated, _ = env.step(act(obs))
         if terminated or truncated:
             obs, _ = env.reset(seed=int(rng.integers(2**31)))
     return np.stack(kept)

@@ -26,7 +26,7 @@ from es.checkpoint import TrainingState, save_checkpoint, save_policy, write_ato
 from es.comm import Comm
 from es.config import Config
 from es.envs import env_from_config, policy_spec_for
-from es.exchange import GenerationResults, share_results, static_share
+from es.exchange import GenerationResults, gather_in_order, share_results, static_share
 from es.metrics import ProgressLog, progress_line
 from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.optim import make_optimizer
@@ -92,8 +92,9 @@ def make_noise(config: Config, comm: Comm) -> NoiseSource:
     return NoiseTable(table)
 
 
-def params_checksum(theta: np.ndarray) -> int:
-    return zlib.crc32(np.ascontiguousarray(theta).view(np.uint8))
+def checksum(array: np.ndarray) -> int:
+    """CRC-32 of an array's bytes: equal on two ranks only if the arrays are bit-identical."""
+    return zlib.crc32(np.ascontiguousarray(array).view(np.uint8))
 
 
 class Trainer:
@@ -204,8 +205,8 @@ class Trainer:
         rank alike (no data travels); a checksum comparison proves they are identical."""
         batch = random_observations(self.env, self.config.policy.vbn_batch,
                                     generator(self.config.run.seed, TAG_VBN))
-        checksum = zlib.crc32(np.ascontiguousarray(batch).view(np.uint8))
-        sums = self.comm.allgather_rows(np.array([float(checksum)]), counts=[1] * self.comm.size)
+        sums = self.comm.allgather_rows(np.array([float(checksum(batch))]),
+                                        counts=[1] * self.comm.size)
         if np.unique(sums).size > 1:
             raise TrainingError("the ranks collected different VBN reference batches: the "
                                 "environment is not deterministic under a seed")
@@ -242,11 +243,7 @@ class Trainer:
         shares = [range(rank, episodes, self.comm.size) for rank in range(self.comm.size)]
         mine = [self._safe_episode(act, seeds[j], False, -1 - j).total_return
                 for j in shares[self.comm.rank]]
-        gathered = self.comm.allgather_rows(np.array(mine, dtype=np.float64),
-                                            counts=[len(share) for share in shares])
-        returns = np.empty(episodes)
-        returns[np.concatenate([np.array(share, dtype=np.int64) for share in shares])] = gathered
-        return returns
+        return gather_in_order(self.comm, shares, np.array(mine, dtype=np.float64))
 
     def state(self) -> TrainingState:
         return TrainingState(
@@ -329,9 +326,9 @@ class Trainer:
         generations, a checksum of its parameters. Returns the signal to stop on, if any."""
         index = self.strategy.generation
         check = index % self.config.run.check_every == 0
-        checksum = params_checksum(self.strategy.theta) if check else 0
+        theta_sum = checksum(self.strategy.theta) if check else 0
         rows = self.comm.allgather_rows(
-            np.array([[self.comm.rank, self.stop_flag.signum, checksum]], dtype=np.float64),
+            np.array([[self.comm.rank, self.stop_flag.signum, theta_sum]], dtype=np.float64),
             counts=[1] * self.comm.size,
         )
         if check and np.unique(rows[:, 2]).size > 1:

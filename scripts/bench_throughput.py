@@ -31,8 +31,10 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from report import BIN, emit, mpiexec  # noqa: E402
 
+from es.bench import set_flags  # noqa: E402
 
-def bare_worker(run_dir: str, seconds: float, random_policy: bool) -> None:
+
+def bare_worker(run_dir: str, seconds: float, random_actions: bool) -> None:
     """Under mpiexec: step episodes with the run's perturbed final policy (or random actions);
     rank 0 prints."""
     from es.checkpoint import load_policy
@@ -40,7 +42,7 @@ def bare_worker(run_dir: str, seconds: float, random_policy: bool) -> None:
     from es.config import load_config
     from es.envs import env_from_config
     from es.policies import bind_policy
-    from es.rollout import run_episode
+    from es.rollout import random_policy, run_episode
 
     comm = MPIComm()
     config = load_config(f"{run_dir}/config.toml")
@@ -51,9 +53,8 @@ def bare_worker(run_dir: str, seconds: float, random_policy: bool) -> None:
     comm.barrier()
     steps, started, episode = 0, time.perf_counter(), 0
     while time.perf_counter() - started < seconds:
-        if random_policy:
-            env.action_space.seed(episode)
-            act = lambda obs: env.action_space.sample()  # noqa: E731
+        if random_actions:
+            act = random_policy(env, episode)
         else:
             member = params + np.float32(config.es.sigma) * rng.standard_normal(
                 params.size, dtype=np.float32)
@@ -68,9 +69,8 @@ def bare_worker(run_dir: str, seconds: float, random_policy: bool) -> None:
 
 def training_rate(config: str, ranks: int, generations: int, run_dir: str,
                   overrides: list[str]) -> tuple[float, int]:
-    settings = [part for override in overrides for part in ("--set", override)]
     command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", run_dir, "--quiet",
-                      "--set", f"run.generations={generations}", *settings)
+                      *set_flags([f"run.generations={generations}", *overrides]))
     subprocess.run(command, check=True, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     with open(f"{run_dir}/progress.csv") as handle:
         rows = list(csv.DictReader(handle))
