@@ -47,6 +47,41 @@ class Comm(Protocol):
     def barrier(self) -> None: ...
     def abort(self, code: int) -> None: ...
     def split(self, color: int) -> Comm: ...
+    def isend(self, array: np.ndarray, dest: int, tag: int) -> Pending: ...
+    def irecv(self, buffer: np.ndarray, source: int, tag: int) -> Pending: ...
+
+
+class Pending:
+    """A non-blocking send or receive in flight (point-to-point, for actor/learner set-ups
+    such as Gorila). ``done`` never blocks; ``wait`` sleeps between tests, as the
+    collectives do, so a waiting rank leaves its core to the others."""
+
+    def __init__(self, request: Any, buffer: np.ndarray, poll_interval_s: float,
+                 mpi: Any) -> None:
+        self._request, self.buffer, self._poll, self._mpi = request, buffer, poll_interval_s, mpi
+        self._status, self._finished = mpi.Status(), False
+        self.count = 0  # elements received (a receive), once done
+
+    def done(self) -> bool:
+        if not self._finished and self._request.Test(self._status):
+            self._finished = True
+            self.count = self._status.Get_count(self._mpi._typedict[self.buffer.dtype.char])
+        return self._finished
+
+    def wait(self, while_waiting: Callable[[], None] | None = None) -> None:
+        """Block until done, calling ``while_waiting`` between tests (e.g. to keep serving
+        other messages, so two ranks waiting on each other cannot deadlock)."""
+        while not self.done():
+            if while_waiting is not None:
+                while_waiting()
+            time.sleep(self._poll)
+
+    def cancel(self) -> None:
+        """Withdraw a receive nobody will match (a send is never cancelled)."""
+        if not self._finished:
+            self._request.Cancel()
+            self._request.Wait()
+            self._finished = True
 
 
 class LocalComm:
@@ -99,6 +134,12 @@ class LocalComm:
 
     def split(self, color: int) -> LocalComm:
         return self
+
+    def isend(self, array: np.ndarray, dest: int, tag: int) -> Pending:
+        raise ValueError("point-to-point messages need at least 2 ranks (mpiexec -n 2 or more)")
+
+    def irecv(self, buffer: np.ndarray, source: int, tag: int) -> Pending:
+        raise ValueError("point-to-point messages need at least 2 ranks (mpiexec -n 2 or more)")
 
 
 class MPIComm:
@@ -249,6 +290,19 @@ class MPIComm:
         """The ranks that pass the same ``color``, as a communicator of their own (one run of
         a sweep); ranks keep their order."""
         return MPIComm(self.poll_interval_s, self.world.Split(color, self.rank))
+
+    def isend(self, array: np.ndarray, dest: int, tag: int) -> Pending:
+        """Start sending ``array`` (kept alive until done) to rank ``dest``."""
+        array = np.ascontiguousarray(array)
+        self.bytes_sent += array.nbytes
+        self.world_bytes_sent += array.nbytes
+        return Pending(self.world.Isend(array, dest=dest, tag=tag), array,
+                       self.poll_interval_s, self._mpi)
+
+    def irecv(self, buffer: np.ndarray, source: int, tag: int) -> Pending:
+        """Start receiving into ``buffer`` (at most its size) from rank ``source``."""
+        return Pending(self.world.Irecv(buffer, source=source, tag=tag), buffer,
+                       self.poll_interval_s, self._mpi)
 
     def abort(self, code: int) -> None:
         sys.stdout.flush()

@@ -8,6 +8,7 @@ bad value and what is allowed. The CLI prints it and exits with code 2.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -42,6 +43,10 @@ class RunConfig:
     max_failed_fraction: float = _doc(
         "stop if more than this fraction of a generation's episodes fail", 0.1
     )
+    max_seconds: float = _doc(
+        "stop after this many seconds of training (0: no limit); es-compare gives every "
+        "method the same budget this way", 0.0
+    )
 
     def validate(self) -> None:
         _at_least("run.generations", self.generations, 1)
@@ -53,6 +58,7 @@ class RunConfig:
         _at_least("run.checkpoint_every", self.checkpoint_every, 1)
         _at_least("run.keep_checkpoints", self.keep_checkpoints, 1)
         _at_least("run.check_every", self.check_every, 1)
+        _at_least("run.max_seconds", self.max_seconds, 0)
         if not 0 <= self.max_failed_fraction <= 1:
             raise ConfigError(
                 f"run.max_failed_fraction = {self.max_failed_fraction}: must be in [0, 1]"
@@ -141,6 +147,11 @@ class ESConfig:
         "cut training episodes at this multiple of the previous generation's mean episode "
         "length (0: no cap; the paper: 2)", 0.0
     )
+    reward_shift: float = _doc(
+        "subtracted from every training step's reward, never in evaluation: ARS's 'shift' "
+        "(Mania et al. 2018), which removes the alive bonus that traps Hopper, Walker2d, Ant "
+        "and Humanoid in standing still (they used 1, and 5 for Humanoid)", 0.0
+    )
 
     def validate(self) -> None:
         _at_least("es.population", self.population, 2)
@@ -164,6 +175,87 @@ class ESConfig:
         _at_least("es.noise_table_size", self.noise_table_size, 1000)
         if self.episode_cap != 0 and not self.episode_cap >= 1:
             raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or >= 1")
+        if not math.isfinite(self.reward_shift):
+            raise ConfigError(f"es.reward_shift = {self.reward_shift}: must be a finite number")
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    """``es-baseline dqn`` and ``gorila`` (Mnih et al. 2015; cleanrl's defaults for CartPole)."""
+
+    steps_per_round: int = _doc("env steps between progress rows (a baseline 'generation')",
+                                1000)
+    buffer_size: int = _doc("transitions the replay memory holds", 10_000)
+    batch_size: int = _doc("transitions per gradient step", 128)
+    lr: float = _doc("Adam step size", 2.5e-4)
+    gamma: float = _doc("discount factor", 0.99)
+    learning_starts: int = _doc("env steps of experience before the first gradient step",
+                                1000)
+    train_every: int = _doc("env steps between training phases", 10)
+    gradient_steps: int = _doc("gradient steps in each training phase", 1)
+    target_update_every: int = _doc("env steps between target-network syncs", 500)
+    tau: float = _doc("target sync: 1 copies the online network, < 1 moves part way (Polyak)",
+                      1.0)
+    epsilon_start: float = _doc("epsilon-greedy exploration at the start", 1.0)
+    epsilon_end: float = _doc("epsilon-greedy exploration after the decay", 0.05)
+    epsilon_decay_steps: int = _doc("env steps over which epsilon falls linearly", 10_000)
+    double: bool = _doc("Double DQN: the online network picks the next action", True)
+    huber_delta: float = _doc("Huber loss: quadratic within this error, linear beyond", 1.0)
+    max_grad_norm: float = _doc("clip the gradient to this norm (0: no clipping)", 10.0)
+    gorila_sync_every: int = _doc("gorila: learner gradient steps between parameter sends",
+                                  50)
+    gorila_chunk: int = _doc("gorila: transitions an actor sends per message", 100)
+    gorila_lead: int = _doc(
+        "gorila: transitions the actors together may run ahead of the learner's replay ratio "
+        "(0: no limit, actors never wait, as in the paper)", 2000)
+
+    def validate(self) -> None:
+        for key in ("steps_per_round", "buffer_size", "batch_size", "train_every",
+                    "target_update_every", "epsilon_decay_steps", "gradient_steps",
+                    "gorila_sync_every", "gorila_chunk"):
+            _at_least(f"dqn.{key}", getattr(self, key), 1)
+        _at_least("dqn.learning_starts", self.learning_starts, 0)
+        _at_least("dqn.gorila_lead", self.gorila_lead, 0)
+        # An actor learns the learner's progress only with each parameter send: a smaller
+        # lead would have the actors wait for updates the learner cannot make yet.
+        needed = self.gorila_sync_every * self.train_every / self.gradient_steps
+        if 0 < self.gorila_lead <= needed:
+            raise ConfigError(f"dqn.gorila_lead = {self.gorila_lead}: must be 0 or more than "
+                              f"gorila_sync_every * train_every / gradient_steps = {needed:g}")
+        if self.batch_size > self.buffer_size:
+            raise ConfigError(f"dqn.batch_size = {self.batch_size}: must be <= dqn.buffer_size "
+                              f"({self.buffer_size})")
+        _positive("dqn.lr", self.lr)
+        _positive("dqn.huber_delta", self.huber_delta)
+        _at_least("dqn.max_grad_norm", self.max_grad_norm, 0)
+        for key in ("gamma", "tau", "epsilon_start", "epsilon_end"):
+            value = getattr(self, key)
+            if not 0 <= value <= 1:
+                raise ConfigError(f"dqn.{key} = {value}: must be in [0, 1]")
+        if self.tau == 0:
+            raise ConfigError("dqn.tau = 0: must be in (0, 1] (0 never updates the target)")
+
+
+@dataclass(frozen=True)
+class PGConfig:
+    """``es-baseline pg``: REINFORCE with a learned value baseline (Williams 1992)."""
+
+    episodes_per_update: int = _doc(
+        "episodes per gradient step, split over the ranks (each plays its share)", 16)
+    lr: float = _doc("Adam step size of the policy", 0.01)
+    value_lr: float = _doc("Adam step size of the value network", 0.01)
+    gamma: float = _doc("discount factor of the returns-to-go", 0.99)
+    normalize_advantages: bool = _doc("standardise advantages over the whole batch", True)
+    initial_log_std: float = _doc("Gaussian actions: initial log standard deviation", -0.5)
+    max_grad_norm: float = _doc("clip each gradient to this norm (0: no clipping)", 0.0)
+
+    def validate(self) -> None:
+        _at_least("pg.episodes_per_update", self.episodes_per_update, 1)
+        _positive("pg.lr", self.lr)
+        _positive("pg.value_lr", self.value_lr)
+        if not 0 <= self.gamma <= 1:
+            raise ConfigError(f"pg.gamma = {self.gamma}: must be in [0, 1]")
+        _at_least("pg.max_grad_norm", self.max_grad_norm, 0)
 
 
 @dataclass(frozen=True)
@@ -173,6 +265,8 @@ class Config:
     atari: AtariConfig = field(default_factory=AtariConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     es: ESConfig = field(default_factory=ESConfig)
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    pg: PGConfig = field(default_factory=PGConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         out = dataclasses.asdict(self)

@@ -144,6 +144,7 @@ class Trainer:
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.timesteps = 0
         self.mean_episode_length = 0.0  # of the last generation, for es.episode_cap
+        self.out_of_time = False  # run.max_seconds spent, as the ranks agreed
         self.rollout_s = 0.0  # this rank's own episode time in the current generation
         self.io_s = 0.0  # rank 0's file writes after the previous generation
 
@@ -174,7 +175,7 @@ class Trainer:
         norm, record = self.norm, self.config.policy.obs_norm
         increment = self.obs_stats.empty_increment() if record else np.zeros(0, np.int64)
         members, returns, steps = [], [], 0
-        cap = self.episode_cap()
+        cap, shift = self.episode_cap(), self.config.es.reward_shift
         started = time.perf_counter()
         for member in self.my_members(generation):
             direction, _ = generation.direction_of(member)
@@ -183,7 +184,7 @@ class Trainer:
             if record and not self.obs_stats.add_episode(increment, episode):
                 episode.total_return = float("nan")
             members.append(member)
-            returns.append(episode.total_return)
+            returns.append(episode.total_return - shift * episode.length)
             steps += episode.length
         self.rollout_s = time.perf_counter() - started
         return share_results(
@@ -322,18 +323,25 @@ class Trainer:
         )
 
     def _agree(self) -> int:
-        """One row per rank: the signal it received (0: none) and, every ``check_every``
-        generations, a checksum of its parameters. Returns the signal to stop on, if any."""
+        """One row per rank: the signal it received (0: none), whether its clock says
+        ``run.max_seconds`` is spent and, every ``check_every`` generations, a checksum of its
+        parameters. Returns the signal to stop on, if any; sets ``out_of_time`` alike on
+        every rank (clocks differ a little, so the ranks must agree, or some would wait
+        forever for the others)."""
         index = self.strategy.generation
         check = index % self.config.run.check_every == 0
         theta_sum = checksum(self.strategy.theta) if check else 0
+        limit = self.config.run.max_seconds
+        late = limit > 0 and self.elapsed_s >= limit
         rows = self.comm.allgather_rows(
-            np.array([[self.comm.rank, self.stop_flag.signum, theta_sum]], dtype=np.float64),
+            np.array([[self.comm.rank, self.stop_flag.signum, theta_sum, late]],
+                     dtype=np.float64),
             counts=[1] * self.comm.size,
         )
+        self.out_of_time = bool(rows[:, 3].max())
         if check and np.unique(rows[:, 2]).size > 1:
             reference = rows[0, 2]
-            odd = [int(r) for r, _, c in rows if c != reference]
+            odd = [int(r) for r, _, c, _ in rows if c != reference]
             raise TrainingError(
                 f"generation {index}: parameters differ between ranks (ranks {odd} disagree "
                 "with rank 0); the ranks run different code, libraries or hardware"
@@ -365,7 +373,7 @@ class Trainer:
     def _done(self) -> bool:
         run_cfg = self.config.run
         budget = run_cfg.max_timesteps
-        return self.strategy.generation >= run_cfg.generations or (
+        return self.out_of_time or self.strategy.generation >= run_cfg.generations or (
             budget > 0 and self.timesteps >= budget
         )
 
@@ -391,11 +399,11 @@ class Trainer:
         self.timesteps += steps
         self.mean_episode_length = steps / len(returns)
         index = self.strategy.generation
+        stop_signal = self._agree()
         evaluated = index % self.config.run.eval_every == 0 or self._done()
         eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s
         eval_returns = self.evaluate_mean(index) if evaluated else None
         eval_s = time.perf_counter() - eval_started - (self.comm.wait_s - eval_wait_before)
-        stop_signal = self._agree()
         elapsed = time.perf_counter() - started
         return {
             "generation": index,

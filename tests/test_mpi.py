@@ -48,13 +48,30 @@ def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
     num_params = load_params(run_dir).size
     assert num_params > 8000
     # A float32 return per member and a float64 one per evaluation episode, the block of step
-    # count and obs sums from each rank, and one (rank, stop signal, checksum) row per rank.
+    # count and obs sums from each rank, and one (rank, stop signal, checksum, out of time)
+    # row per rank.
     bound = (4 * population + 8 * eval_episodes + ranks * 8 * (1 + 2 * obs_dim + 1)
-             + ranks * 24)
+             + ranks * 32)
     for row in read_progress(run_dir):
         sent = int(row["bytes_sent"])
         assert 0 < sent <= bound, (sent, bound)
         assert sent < 4 * num_params / 10
+
+
+def test_time_budget_ends_every_rank_at_the_same_generation(tmp_path):
+    """run.max_seconds: the ranks agree on when time is up (no rank left waiting), the last
+    generation is evaluated and its policy saved."""
+    run_dir = tmp_path / "budget"
+    done = run_cli(["es-train", "configs/pendulum.toml", "--run-dir", str(run_dir), "--quiet",
+                    "--set", "run.generations=100000", "--set", "run.max_seconds=4",
+                    "--set", "run.eval_every=1000"], ranks=2, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = read_progress(run_dir)
+    # Each rank counts from its own start, so rank 0's clock may read a little under 4 s.
+    assert 3 <= float(rows[-1]["time_s"]) < 30
+    assert rows[-1]["eval_return"] and len(rows) < 100000
+    with np.load(run_dir / "policy.npz") as policy:
+        assert int(policy["generation"]) == int(rows[-1]["generation"])
 
 
 def test_shared_noise_table_is_one_copy_per_node_and_waits_are_idle():

@@ -51,3 +51,15 @@ def test_episode_cap_follows_the_previous_generations_mean_length():
     assert trainer.episode_cap() == 16
     episode = run_episode(trainer.env, lambda obs: np.zeros(1), seed=0, max_steps=16)
     assert episode.length == 16
+
+
+def test_reward_shift_lowers_training_returns_by_the_length_but_never_evaluation():
+    plain, shifted = (Trainer(pendulum(es={"reward_shift": shift}), LocalComm(), None)
+                      for shift in (0.0, 1.5))
+    theta = np.random.default_rng(2).standard_normal(plain.spec.num_params).astype(np.float32)
+    for trainer in (plain, shifted):
+        trainer.strategy.theta = theta.copy()
+    np.testing.assert_array_equal(plain.evaluate_mean(0), shifted.evaluate_mean(0))
+    base = plain.evaluate_population(plain.strategy.ask()).returns
+    lowered = shifted.evaluate_population(shifted.strategy.ask()).returns
+    np.testing.assert_allclose(lowered, base - 1.5 * 200, rtol=1e-6)  # Pendulum: 200 steps

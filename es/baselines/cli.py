@@ -1,0 +1,74 @@
+"""``es-baseline {dqn,pg,gorila} CONFIG``: the baselines, with es-train's run folder, ``--set``,
+``--run-dir`` and ``progress.csv``, so ``es-eval`` and ``es-plot`` work on their runs too."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from es.cli import LAUNCHED_AT, _configure_logging, _fail, _prepare  # sets BLAS threads first
+
+ALGORITHMS = ("dqn", "pg", "gorila")
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = argparse.ArgumentParser(
+        prog="es-baseline",
+        description="Train a reinforcement-learning baseline on the same envs, configs and run "
+        "folders as es-train: dqn (one process), pg (REINFORCE; under mpiexec the ranks "
+        "all-reduce gradients), gorila (under mpiexec -n N: N-1 actor ranks feed 1 learner).",
+    )
+    parse.add_argument("algorithm", choices=ALGORITHMS)
+    parse.add_argument("config", help="TOML config, e.g. configs/baselines/cartpole_dqn.toml")
+    parse.add_argument("--set", dest="overrides", action="append", default=[],
+                       metavar="SECTION.KEY=VALUE",
+                       help="override one config value (repeatable), e.g. --set dqn.lr=1e-3")
+    parse.add_argument("--run-dir", help="output folder (default: runs/{env}__{name}__{seed}"
+                       "__{time})")
+    parse.add_argument("--force", action="store_true", help="overwrite an existing run folder")
+    parse.add_argument("--quiet", action="store_true", help="no progress lines")
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from es.comm import make_comm
+
+    comm = make_comm()
+    if args.algorithm == "dqn" and comm.size > 1:
+        return _fail("es-baseline", f"dqn runs in one process, not {comm.size} ranks; for "
+                     "distributed DQN use: mpiexec -n 3 es-baseline gorila CONFIG", comm.rank)
+    if args.algorithm == "gorila" and comm.size < 2:
+        return _fail("es-baseline", "gorila needs at least 2 ranks (1 learner + actors), e.g. "
+                     "mpiexec -n 3 es-baseline gorila CONFIG", comm.rank)
+    _configure_logging(comm.rank == 0 and not args.quiet)
+    request = argparse.Namespace(resume=None, config=args.config, overrides=args.overrides,
+                                 run_dir=args.run_dir, force=args.force, sweep_parent=None)
+    prepared = _prepare(request) if comm.rank == 0 else None
+    config, _, run_dir, _, error = comm.broadcast(prepared)
+    if error:
+        return _fail("es-baseline", error, comm.rank)
+
+    from es.baselines import dqn, gorila, pg
+    from es.config import ConfigError
+
+    train = {"dqn": dqn.train, "pg": pg.train, "gorila": gorila.train}[args.algorithm]
+    try:
+        result = train(config, comm, Path(run_dir) if comm.rank == 0 else None, LAUNCHED_AT)
+    except ConfigError as error:
+        return _fail("es-baseline", str(error), comm.rank)
+    except KeyboardInterrupt:
+        print(f"es-baseline: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
+        return 130
+    except Exception as error:  # one rank's failure must not leave the others waiting
+        print(f"es-baseline: error on rank {comm.rank}: {type(error).__name__}: {error}",
+              file=sys.stderr, flush=True)
+        if comm.size > 1:
+            comm.abort(1)
+        return 1
+    if comm.rank == 0:
+        final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
+        print(f"done: {args.algorithm}, {result.rounds} rounds, {result.timesteps} steps, "
+              f"eval return {final}; run folder {run_dir}", flush=True)
+    return 0

@@ -1,0 +1,141 @@
+"""What the baselines share with ``es-train``: the run folder (``config.toml``,
+``progress.csv`` with the same columns, ``policy.npz`` that ``es-eval`` plays), evaluation of
+the greedy/mean policy on the same seeded episodes, budgets and the progress line."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tomli_w
+
+from es.checkpoint import save_policy, write_atomically
+from es.comm import Comm
+from es.config import Config, ConfigError
+from es.envs import env_from_config, policy_spec_for
+from es.exchange import gather_in_order
+from es.metrics import ProgressLog, progress_line
+from es.policies import ObsNorm, PolicySpec, bind_policy
+from es.rollout import run_episode
+from es.seeding import TAG_EVAL, episode_seeds
+
+log = logging.getLogger("es")
+
+
+def network_spec(config: Config, env: Any, program: str) -> PolicySpec:
+    """The MLP (or linear) network of ``policy.*`` for this env; baselines train dense nets
+    only (a CNN needs backprop through convolutions, which ``es.baselines.nn`` lacks)."""
+    if config.policy.kind == "cnn":
+        raise ConfigError(f"policy.kind = 'cnn': {program} trains 'mlp' or 'linear' networks; "
+                          "for ALE games use atari.obs = 'ram'")
+    return policy_spec_for(env, config.policy.kind, config.policy.hidden,
+                           config.policy.activation)
+
+
+#: Baselines feed raw observations to their networks (as cleanrl does), so ``policy.npz``
+#: stores an identity normalisation without clipping.
+RAW_OBSERVATIONS = float("inf")
+
+
+def raw_norm(spec: PolicySpec) -> ObsNorm:
+    return ObsNorm.identity(spec.obs_dim, RAW_OBSERVATIONS)
+
+
+@dataclass
+class BaselineResult:
+    rounds: int
+    timesteps: int
+    eval_return: float | None
+
+
+class BaselineRun:
+    """One baseline run's bookkeeping; every rank makes one, rank 0 writes the files."""
+
+    def __init__(self, config: Config, comm: Comm, run_dir: Path | None, spec: PolicySpec,
+                 started: float | None = None) -> None:
+        self.config, self.comm, self.run_dir, self.spec = config, comm, run_dir, spec
+        self.started = time.time() if started is None else started
+        self.env = env_from_config(config)
+        self.best_eval: float | None = None
+        self.eval_return: float | None = None
+        self.progress: ProgressLog | None = None
+        if comm.rank == 0 and run_dir is not None:
+            payload = tomli_w.dumps(config.to_dict()).encode()
+            write_atomically(run_dir / "config.toml", lambda handle: handle.write(payload))
+            self.progress = ProgressLog(run_dir / "progress.csv")
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.time() - self.started
+
+    def budget_spent(self, rounds: int, timesteps: int) -> bool:
+        """``run.generations`` (rounds here) or ``run.max_timesteps`` reached: the same
+        answer on every rank."""
+        run = self.config.run
+        return rounds >= run.generations or 0 < run.max_timesteps <= timesteps
+
+    def out_of_time(self) -> bool:
+        """``run.max_seconds`` spent by this process's clock: under MPI the ranks must agree
+        on it before acting (clocks differ a little)."""
+        return 0 < self.config.run.max_seconds <= self.elapsed_s
+
+    def due_for_eval(self, rounds: int, last: bool) -> bool:
+        return last or rounds % self.config.run.eval_every == 0
+
+    def evaluate(self, params: np.ndarray, index: int) -> np.ndarray:
+        """Returns of the greedy (discrete) or mean (continuous) policy on the same seeded
+        evaluation episodes es-train uses; the episodes are spread over the ranks."""
+        episodes = self.config.run.eval_episodes
+        seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
+        act = bind_policy(self.spec, params.astype(np.float32), raw_norm(self.spec))
+        shares = [range(rank, episodes, self.comm.size) for rank in range(self.comm.size)]
+        mine = [run_episode(self.env, act, seeds[j]).total_return
+                for j in shares[self.comm.rank]]
+        return gather_in_order(self.comm, shares, np.array(mine, dtype=np.float64))
+
+    def record(self, row: dict[str, Any], params: np.ndarray,
+               eval_returns: np.ndarray | None) -> None:
+        """Fill the evaluation columns, print the progress line, append to progress.csv and
+        save ``policy.npz`` after each evaluation (rank 0)."""
+        if eval_returns is not None:
+            self.eval_return = float(np.mean(eval_returns))
+            row["eval_return"], row["eval_std"] = self.eval_return, float(np.std(eval_returns))
+            self.best_eval = max(self.eval_return, self.best_eval or -np.inf)
+        row.setdefault("time_s", self.elapsed_s)
+        if self.comm.rank != 0:
+            return
+        printable = {**row}
+        for key in ("return_mean", "return_max"):
+            if printable.get(key) is None:
+                printable[key] = float("nan")
+        log.info(progress_line(printable, self.best_eval if eval_returns is not None else None))
+        if self.progress is not None:
+            self.progress.write(row)
+            if eval_returns is not None:
+                save_policy(self.run_dir / "policy.npz", self.spec, params.astype(np.float32),
+                            raw_norm(self.spec), self.config.env.id, int(row["generation"]))
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close()
+
+
+def episode_stats(returns: list[float]) -> dict[str, float | None]:
+    """The ``return_*`` columns for the training episodes a round finished (none: empty)."""
+    if not returns:
+        return {"return_mean": None, "return_min": None, "return_max": None, "episodes": 0}
+    values = np.asarray(returns, dtype=np.float64)
+    return {"return_mean": float(values.mean()), "return_min": float(values.min()),
+            "return_max": float(values.max()), "episodes": len(returns)}
+
+
+def clip_by_norm(grad: np.ndarray, max_norm: float) -> tuple[np.ndarray, float]:
+    """``grad`` scaled down to ``max_norm`` if longer (0: unchanged), and its original norm."""
+    norm = float(np.linalg.norm(grad))
+    if max_norm > 0 and norm > max_norm:
+        grad = grad * (max_norm / norm)
+    return grad, norm

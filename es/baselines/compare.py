@@ -1,0 +1,249 @@
+"""``es-compare``: ES against the baselines on one env, equal wall-clock budgets, same seeds.
+
+    es-compare --env CartPole-v1 --budget-s 120 --seeds 3
+    es-compare --env Pendulum-v1 --budget-s 120 --seeds 3      # continuous: ES and PG only
+
+Every (method, seed) is a real ``es-train`` / ``es-baseline`` run in its own folder under
+``--out`` (``run.max_seconds`` = the budget, counted from process start, so start-up costs
+count too). Afterwards every run's final ``policy.npz`` plays the same ``--eval-episodes``
+seeded episodes. Written: ``compare.csv`` (one row per run), ``compare.md`` (per method: final
+eval return mean ± std over seeds, how many seeds reached the threshold, median env steps and
+wall seconds to it, bytes communicated per update) and ``compare.png`` (eval return against
+wall time, mean ± std over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+METHODS = ("es", "pg", "dqn")
+#: The shipped configs each method starts from; other envs get these with env.id replaced.
+DEFAULT_CONFIGS = {
+    "CartPole-v1": {"es": "configs/cartpole.toml", "pg": "configs/baselines/cartpole_pg.toml",
+                    "dqn": "configs/baselines/cartpole_dqn.toml"},
+    "Pendulum-v1": {"es": "configs/pendulum.toml", "pg": "configs/baselines/pendulum_pg.toml"},
+}
+#: The usual "solved" scores (Gymnasium's reward_threshold where it has one).
+THRESHOLDS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0}
+
+
+@dataclass
+class RunSummary:
+    method: str
+    seed: int
+    run_dir: str
+    final_mean: float
+    final_std: float
+    timesteps: int
+    rounds: int
+    steps_to_threshold: float  # nan: not reached
+    seconds_to_threshold: float
+    bytes_per_update: float
+
+
+def is_discrete(env_id: str) -> bool:
+    import gymnasium as gym
+
+    from es.envs import make_env
+
+    env = make_env(env_id, None, {})
+    return isinstance(env.action_space, gym.spaces.Discrete)
+
+
+def config_for(method: str, env_id: str, discrete: bool, given: dict[str, str]) -> tuple[str,
+                                                                                        list[str]]:
+    """(config path, extra overrides) of one method on ``env_id``."""
+    if method in given:
+        return given[method], []
+    if env_id in DEFAULT_CONFIGS and method in DEFAULT_CONFIGS[env_id]:
+        return DEFAULT_CONFIGS[env_id][method], []
+    template = DEFAULT_CONFIGS["CartPole-v1" if discrete else "Pendulum-v1"][method]
+    return template, [f"env.id={env_id}"]
+
+
+def executable(name: str) -> str:
+    """A console script of this installation (beside the running Python), else from PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+def command(method: str, config: str, overrides: list[str], run_dir: Path, seed: int,
+            budget_s: float, ranks: int) -> list[str]:
+    """The command line of one run, as a user would type it."""
+    program = [executable("es-train")] if method == "es" else [executable("es-baseline"), method]
+    sets = [*overrides, f"run.name={method}", f"run.seed={seed}", f"run.max_seconds={budget_s}",
+            "run.generations=1000000000", "run.max_timesteps=0"]
+    line = [*program, config, "--run-dir", str(run_dir), "--force", "--quiet"]
+    for value in sets:
+        line += ["--set", value]
+    if ranks > 1 and method in ("es", "pg"):  # DQN is one process by design
+        line = [executable("mpiexec"), "-n", str(ranks), *line]
+    return line
+
+
+def summarise(method: str, seed: int, run_dir: Path, threshold: float | None,
+              episodes: int) -> RunSummary:
+    from es.checkpoint import load_policy
+    from es.config import load_config
+    from es.envs import env_from_config
+    from es.rollout import run_episode
+
+    with (run_dir / "progress.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    policy = load_policy(run_dir / "policy.npz")
+    env = env_from_config(load_config(run_dir / "config.toml"))
+    act = policy.act()
+    returns = np.array([run_episode(env, act, 10_000 + i).total_return for i in range(episodes)])
+    reached = [r for r in rows if threshold is not None and r["eval_return"]
+               and float(r["eval_return"]) >= threshold]
+    first = reached[0] if reached else None
+    sent = [float(r["bytes_sent"]) for r in rows if r["bytes_sent"]]
+    return RunSummary(
+        method, seed, str(run_dir), float(returns.mean()), float(returns.std()),
+        int(rows[-1]["timesteps"]) if rows else 0, len(rows),
+        float(first["timesteps"]) if first else float("nan"),
+        float(first["time_s"]) if first else float("nan"),
+        float(np.median(sent)) if sent else 0.0,
+    )
+
+
+def _fmt(value: float, digits: int = 0) -> str:
+    return "—" if np.isnan(value) else f"{value:,.{digits}f}"
+
+
+def markdown_table(summaries: list[RunSummary], threshold: float | None,
+                   budget_s: float) -> str:
+    """One line per method, the seeds aggregated."""
+    goal = f"≥ {threshold:g}" if threshold is not None else "(no threshold)"
+    lines = [
+        f"| method | final eval return (mean ± std over seeds) | seeds reaching {goal} | "
+        "env steps to it (median) | wall s to it (median) | bytes per update |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method in METHODS:
+        runs = [s for s in summaries if s.method == method]
+        if not runs:
+            continue
+        finals = np.array([s.final_mean for s in runs])
+        steps = np.array([s.steps_to_threshold for s in runs])
+        seconds = np.array([s.seconds_to_threshold for s in runs])
+        hit = ~np.isnan(steps)
+        lines.append(
+            f"| {method} | {finals.mean():.1f} ± {finals.std():.1f} | {hit.sum()}/{len(runs)} | "
+            f"{_fmt(np.median(steps[hit]) if hit.any() else np.nan)} | "
+            f"{_fmt(np.median(seconds[hit]) if hit.any() else np.nan, 1)} | "
+            f"{_fmt(float(np.median([s.bytes_per_update for s in runs])))} |")
+    lines.append(f"\nBudget {budget_s:g} s of wall time per run; final eval: the last saved "
+                 "policy on the same seeded episodes for every run.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="es-compare", description=__doc__.splitlines()[0])
+    parser.add_argument("--env", required=True, help="a Gymnasium id, e.g. CartPole-v1")
+    parser.add_argument("--budget-s", type=float, default=120.0,
+                        help="wall seconds per run (default 120)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--methods", default="es,pg,dqn",
+                        help="comma-separated subset of es,pg,dqn (dqn: discrete envs only)")
+    parser.add_argument("--config", action="append", default=[], metavar="METHOD=PATH",
+                        help="the config of one method (default: the shipped one for the env)")
+    parser.add_argument("--ranks", type=int, default=1,
+                        help="MPI ranks for es and pg runs (dqn is one process)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs side by side (each with --ranks ranks)")
+    parser.add_argument("--threshold", type=float, help="eval return that counts as solved")
+    parser.add_argument("--eval-episodes", type=int, default=20,
+                        help="episodes of each run's final policy (default 20)")
+    parser.add_argument("--out", type=Path, help="output folder (default: compare/{env})")
+    args = parser.parse_args(argv)
+
+    def fail(message: str) -> int:
+        print(f"es-compare: error: {message}", file=sys.stderr)
+        return 2
+
+    from es.envs import check_env_id
+
+    try:
+        check_env_id(args.env)
+    except ValueError as error:
+        return fail(str(error))
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        return fail(f"--methods {args.methods!r}: allowed are {', '.join(METHODS)}")
+    for name, value, low in (("--budget-s", args.budget_s, 1), ("--seeds", args.seeds, 1),
+                             ("--ranks", args.ranks, 1), ("--jobs", args.jobs, 1),
+                             ("--eval-episodes", args.eval_episodes, 1)):
+        if value < low:
+            return fail(f"{name} {value}: must be >= {low}")
+    given = {}
+    for text in args.config:
+        method, sep, path = text.partition("=")
+        if not sep or method not in METHODS:
+            return fail(f"--config {text!r}: expected METHOD=PATH with METHOD in "
+                        f"{', '.join(METHODS)}")
+        given[method] = path
+    discrete = is_discrete(args.env)
+    if "dqn" in methods and not discrete:
+        print(f"es-compare: {args.env} has continuous actions: DQN left out", file=sys.stderr)
+        methods.remove("dqn")
+    threshold = args.threshold if args.threshold is not None else THRESHOLDS.get(args.env)
+    out = args.out or Path("compare") / args.env.replace("/", "_")
+    jobs = []
+    for method in methods:
+        config, overrides = config_for(method, args.env, discrete, given)
+        if not Path(config).is_file():
+            return fail(f"config {config!r} of {method}: not found (run from the project folder "
+                        "or pass --config METHOD=PATH)")
+        for seed in range(args.seeds):
+            run_dir = out / method / f"seed{seed}"
+            jobs.append((method, seed, run_dir, command(method, config, overrides, run_dir, seed,
+                                                        args.budget_s, args.ranks)))
+    missing = sorted({job[3][0] for job in jobs if shutil.which(job[3][0]) is None})
+    if missing:
+        return fail(f"{', '.join(missing)}: not found; install the package (pip install -e .)")
+    out.mkdir(parents=True, exist_ok=True)
+
+    def launch(job) -> tuple[str, int, Path, int]:
+        method, seed, run_dir, line = job
+        print(f"es-compare: {method} seed {seed}: {' '.join(line)}", flush=True)
+        with (out / f"{method}-seed{seed}.log").open("w") as log_file:
+            code = subprocess.run(line, stdout=log_file, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+        return method, seed, run_dir, code
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        finished = list(pool.map(launch, jobs))
+    failed = [f"{m} seed {s} (exit {c}, see {out / f'{m}-seed{s}.log'})"
+              for m, s, _, c in finished if c != 0]
+    if failed:
+        print(f"es-compare: error: runs failed: {'; '.join(failed)}", file=sys.stderr)
+        return 1
+    summaries = [summarise(m, s, d, threshold, args.eval_episodes) for m, s, d, _ in finished]
+    with (out / "compare.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(asdict(summaries[0])))
+        writer.writeheader()
+        writer.writerows(asdict(s) for s in summaries)
+    table = markdown_table(summaries, threshold, args.budget_s)
+    (out / "compare.md").write_text(f"## {args.env}\n\n{table}")
+    print(table)
+    try:
+        from es.plot import plot
+
+        plot([d for _, _, d, _ in finished], out / "compare.png", "time_s", "eval_return",
+             f"{args.env}: {', '.join(methods)}, {args.seeds} seeds, {args.budget_s:g} s each")
+        print(f"wrote {out / 'compare.csv'}, {out / 'compare.md'}, {out / 'compare.png'}")
+    except RuntimeError as error:  # no matplotlib: the table and CSV still stand
+        print(f"es-compare: no plot: {error}", file=sys.stderr)
+    return 0

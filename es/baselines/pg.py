@@ -1,0 +1,206 @@
+"""REINFORCE with a learned value baseline (Williams 1992; Karpathy's "Pong from pixels"),
+data-parallel over MPI ranks.
+
+Each update, ``pg.episodes_per_update`` episodes are split over the ranks. Every episode's
+reset seed and action draws are a pure function of (run seed, update, episode), never of the
+rank, so any number of ranks plays the same episodes. Each rank sums the gradients of its own
+episodes; one ``Allreduce`` adds them up, and every rank takes the same Adam step: the
+gradients travel, unlike ES where only returns do (``bytes_sent`` in ``progress.csv`` shows
+the difference). Discrete actions use a softmax policy; continuous ones a Gaussian with a
+learned, state-independent log standard deviation. ``policy.npz`` holds the greedy/mean
+policy, which ``es-eval`` plays.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from es.baselines import nn
+from es.baselines.common import BaselineResult, BaselineRun, clip_by_norm, network_spec
+from es.comm import Comm
+from es.config import Config, PGConfig
+from es.optim import Adam
+from es.policies import PolicySpec
+from es.seeding import TAG_ENV, TAG_INIT, episode_seeds, generator
+
+TAG_PG_ACTIONS = 0x9A7  # an episode's action sampling
+
+
+@dataclass
+class Trajectory:
+    obs: np.ndarray  # (T, obs_dim)
+    actions: np.ndarray  # (T,) discrete or (T, act_dim) continuous
+    rewards: np.ndarray  # (T,)
+
+    @property
+    def total_return(self) -> float:
+        return float(self.rewards.sum())
+
+
+def returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    """``G_t = r_t + gamma * G_{t+1}`` (0 after the last step)."""
+    out = np.empty(len(rewards), dtype=np.float64)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out
+
+
+class PolicyGradient:
+    """Policy and value networks (float64, so sums over ranks stay close to exact)."""
+
+    def __init__(self, spec: PolicySpec, cfg: PGConfig, seed: int) -> None:
+        self.spec, self.cfg = spec, cfg
+        self.value_spec = PolicySpec("mlp" if spec.hidden else "linear", spec.obs_dim, 1,
+                                     False, spec.hidden, spec.activation)
+        rng = generator(seed, TAG_INIT)
+        self.policy = nn.initial_params(spec, rng).astype(np.float64)
+        if not spec.discrete:  # the Gaussian's log std rides at the end of the policy vector
+            self.policy = np.concatenate([self.policy, np.full(spec.act_dim, cfg.initial_log_std)])
+        self.value = nn.initial_params(self.value_spec, rng).astype(np.float64)
+        self.policy_optimizer = Adam(self.policy.size, cfg.lr)
+        self.value_optimizer = Adam(self.value.size, cfg.value_lr)
+
+    @property
+    def network(self) -> np.ndarray:
+        """The policy network's parameters (without the log std): what ``policy.npz`` holds."""
+        return self.policy[: self.spec.num_params]
+
+    def play(self, env, seed: int, max_steps: int | None = None) -> Trajectory:
+        """One episode with actions sampled from the policy (draws seeded by the episode)."""
+        rng = generator(seed, TAG_PG_ACTIONS)
+        observations, actions, rewards = [], [], []
+        obs, _ = env.reset(seed=seed)
+        log_std = self.policy[self.spec.num_params:]
+        while True:
+            x = np.asarray(obs, dtype=np.float64).ravel()
+            out, _ = nn.forward(self.spec, self.network, x[None, :])
+            if self.spec.discrete:
+                probs = np.exp(nn.log_softmax(out)[0])
+                action = int(min(np.searchsorted(np.cumsum(probs), rng.random() * probs.sum()),
+                                 len(probs) - 1))
+                step_action = action
+            else:
+                action = out[0] + np.exp(log_std) * rng.standard_normal(self.spec.act_dim)
+                step_action = np.clip(action, self.spec.action_low, self.spec.action_high)
+            observations.append(x)
+            actions.append(action)
+            obs, reward, terminated, truncated, _ = env.step(step_action)
+            rewards.append(float(reward))
+            if terminated or truncated or len(rewards) == max_steps:
+                break
+        return Trajectory(np.asarray(observations), np.asarray(actions),
+                          np.asarray(rewards, dtype=np.float64))
+
+    def advantages(self, trajectories: list[Trajectory]) -> tuple[np.ndarray, np.ndarray,
+                                                                    np.ndarray]:
+        """Observations, returns-to-go and raw advantages ``G - V(s)`` of a batch."""
+        obs = np.concatenate([t.obs for t in trajectories])
+        returns = np.concatenate([returns_to_go(t.rewards, self.cfg.gamma) for t in trajectories])
+        values, _ = nn.forward(self.value_spec, self.value, obs)
+        return obs, returns, returns - values[:, 0]
+
+    def gradient_sums(self, trajectories: list[Trajectory], adv_mean: float, adv_std: float,
+                      total_steps: int) -> np.ndarray:
+        """This batch's share of the loss gradients, [policy, value], each a sum over steps
+        divided by the *global* step count: adding every rank's shares gives the gradient
+        of the whole batch."""
+        obs, returns, advantages = self.advantages(trajectories)
+        if self.cfg.normalize_advantages:
+            advantages = (advantages - adv_mean) / (adv_std + 1e-8)
+        weights = advantages / total_steps
+        out, trace = nn.forward(self.spec, self.network, obs)
+        if self.spec.discrete:
+            actions = np.concatenate([t.actions for t in trajectories]).astype(np.int64)
+            _, grad_out = nn.categorical_log_prob(out, actions, weights)
+            policy_grad = -nn.backward(self.spec, self.network, trace, grad_out)
+        else:
+            actions = np.concatenate([t.actions for t in trajectories])
+            log_std = self.policy[self.spec.num_params:]
+            _, grad_mean, grad_log_std = nn.gaussian_log_prob(out, log_std, actions, weights)
+            policy_grad = -np.concatenate([nn.backward(self.spec, self.network, trace, grad_mean),
+                                           grad_log_std])
+        values, value_trace = nn.forward(self.value_spec, self.value, obs)
+        value_grad = nn.backward(self.value_spec, self.value, value_trace,
+                                 (values - returns[:, None]) / total_steps)
+        return np.concatenate([policy_grad, value_grad])
+
+    def apply(self, gradient: np.ndarray) -> float:
+        """One Adam step on each network from the summed gradient; returns the policy
+        gradient's norm."""
+        policy_grad, value_grad = gradient[: self.policy.size], gradient[self.policy.size:]
+        policy_grad, norm = clip_by_norm(policy_grad, self.cfg.max_grad_norm)
+        value_grad, _ = clip_by_norm(value_grad, self.cfg.max_grad_norm)
+        self.policy += self.policy_optimizer.step(policy_grad)
+        self.value += self.value_optimizer.step(value_grad)
+        return norm
+
+
+def batch_statistics(learner: PolicyGradient, trajectories: list[Trajectory]) -> np.ndarray:
+    """[sum of advantages, sum of squares, steps]: what the ranks add up to standardise
+    advantages over the whole batch."""
+    if not trajectories:
+        return np.zeros(3)
+    _, _, advantages = learner.advantages(trajectories)
+    return np.array([advantages.sum(), np.square(advantages).sum(), advantages.size])
+
+
+def train(config: Config, comm: Comm, run_dir: Path | None,
+          started: float | None = None) -> BaselineResult:
+    from es.envs import env_from_config
+
+    cfg, seed = config.pg, config.run.seed
+    env = env_from_config(config)
+    spec = network_spec(config, env, "es-baseline pg")
+    run = BaselineRun(config, comm, run_dir, spec, started)
+    learner = PolicyGradient(spec, cfg, seed)
+    count = cfg.episodes_per_update
+    shares = [range(rank, count, comm.size) for rank in range(comm.size)]
+    updates, timesteps, last = 0, 0, False
+    try:
+        while not last:
+            round_started, bytes_before = time.perf_counter(), comm.world_bytes_sent
+            wait_before = comm.wait_s
+            seeds = episode_seeds(seed, updates, count, TAG_ENV)
+            mine = [learner.play(env, seeds[e]) for e in shares[comm.rank]]
+            rollout_s = time.perf_counter() - round_started
+            update_started = time.perf_counter()
+            # One small all-reduce: advantage statistics, and whether any rank's clock says
+            # the time budget is spent (all ranks must stop at the same update).
+            late = float(run.out_of_time())
+            stats = comm.allreduce_sum(np.append(batch_statistics(learner, mine), late))
+            steps = int(stats[2])
+            adv_mean = stats[0] / steps
+            adv_std = float(np.sqrt(max(stats[1] / steps - adv_mean**2, 0.0)))
+            local = (learner.gradient_sums(mine, adv_mean, adv_std, steps) if mine
+                     else np.zeros(learner.policy.size + learner.value.size))
+            grad_norm = learner.apply(comm.allreduce_sum(local))
+            update_s = time.perf_counter() - update_started
+            returns = np.array([t.total_return for t in mine])
+            all_returns = comm.allgather_rows(returns, counts=[len(s) for s in shares])
+            updates += 1
+            timesteps += steps
+            last = stats[3] > 0 or run.budget_spent(updates, timesteps)
+            eval_started = time.perf_counter()
+            evals = (run.evaluate(learner.network, updates)
+                     if run.due_for_eval(updates, last) else None)
+            elapsed = time.perf_counter() - round_started
+            row = {"generation": updates, "timesteps": timesteps,
+                   "return_mean": float(all_returns.mean()),
+                   "return_min": float(all_returns.min()),
+                   "return_max": float(all_returns.max()), "episodes": count,
+                   "failed_episodes": 0, "evals_per_s": count / elapsed,
+                   "steps_per_s": steps / elapsed,
+                   "bytes_sent": comm.world_bytes_sent - bytes_before,
+                   "rollout_s": rollout_s, "wait_s": comm.wait_s - wait_before,
+                   "update_s": update_s, "eval_s": time.perf_counter() - eval_started,
+                   "io_s": 0.0, "grad_norm": grad_norm}
+            run.record(row, learner.network, evals)
+    finally:
+        run.close()
+    return BaselineResult(updates, timesteps, run.eval_return)

@@ -1,0 +1,244 @@
+"""The baselines: replay memory, target network, DQN/PG gradients, the MPI all-reduce PG,
+Gorila under mpiexec, es-compare, and the CLI as a user types it."""
+
+import numpy as np
+import pytest
+
+from conftest import load_params, read_progress, run_cli
+from es.baselines import nn
+from es.baselines.dqn import QLearner, ReplayBuffer, epsilon_at, pack_transition
+from es.baselines.pg import PolicyGradient, Trajectory, batch_statistics, returns_to_go
+from es.config import DQNConfig, PGConfig
+from es.envs import make_env
+from es.metrics import COLUMNS
+from es.policies import PolicySpec
+
+from test_baselines_nn import numeric_grad
+
+
+def test_replay_buffer_overwrites_the_oldest_and_samples_only_what_it_holds():
+    memory = ReplayBuffer(capacity=3, obs_dim=2)
+    for i in range(5):
+        memory.add(np.full(2, i), i % 2, float(i), np.full(2, i + 1), terminated=i == 4)
+    assert memory.size == 3
+    assert sorted(memory.rewards.tolist()) == [2.0, 3.0, 4.0]  # 0 and 1 were overwritten
+    batch = memory.sample(200, np.random.default_rng(0))
+    assert set(batch["rewards"].tolist()) == {2.0, 3.0, 4.0}
+    np.testing.assert_array_equal(batch["next_obs"][:, 0], batch["obs"][:, 0] + 1)
+    assert batch["terminated"].tolist() == (batch["rewards"] == 4.0).tolist()
+
+    partial = ReplayBuffer(capacity=10, obs_dim=2)
+    partial.add(np.zeros(2), 1, 7.0, np.ones(2), False)
+    assert set(partial.sample(50, np.random.default_rng(1))["rewards"].tolist()) == {7.0}
+    with pytest.raises(ValueError, match="empty"):
+        ReplayBuffer(4, 2).sample(1, np.random.default_rng(0))
+
+
+def test_packed_transitions_round_trip_through_the_buffer():
+    memory = ReplayBuffer(capacity=4, obs_dim=3)
+    rows = np.array([pack_transition(np.arange(3) + k, k % 2, -k, np.arange(3) * 2, k == 1)
+                     for k in range(2)])
+    memory.add_rows(rows)
+    assert memory.size == 2
+    np.testing.assert_array_equal(memory.obs[1], [1, 2, 3])
+    assert memory.actions.tolist()[:2] == [0, 1] and memory.rewards[1] == -1
+    assert memory.terminated.tolist()[:2] == [False, True]
+
+
+def test_epsilon_falls_linearly_then_stays():
+    cfg = DQNConfig(epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=100)
+    assert [epsilon_at(s, cfg) for s in (0, 50, 100, 10_000)] == pytest.approx(
+        [1.0, 0.55, 0.1, 0.1])
+
+
+def small_learner(**options) -> QLearner:
+    spec = PolicySpec("mlp", 3, 2, True, (5,), "tanh")
+    learner = QLearner(spec, DQNConfig(lr=0.01, **options), seed=0)
+    learner.online = learner.online.astype(np.float64)
+    learner.target = learner.target.astype(np.float64)
+    return learner
+
+
+def random_batch(rng, size=8):
+    return {"obs": rng.standard_normal((size, 3)), "actions": rng.integers(0, 2, size),
+            "rewards": rng.standard_normal(size), "next_obs": rng.standard_normal((size, 3)),
+            "terminated": rng.random(size) < 0.3}
+
+
+def test_target_network_stays_until_synced_and_tau_blends():
+    learner = small_learner()
+    before = learner.target.copy()
+    for _ in range(3):
+        learner.learn(random_batch(np.random.default_rng(0)))
+    np.testing.assert_array_equal(learner.target, before)  # learning leaves it alone
+    assert not np.array_equal(learner.online, before)
+    learner.sync_target()
+    np.testing.assert_array_equal(learner.target, learner.online)
+
+    soft = small_learner(tau=0.25)
+    start = soft.target.copy()
+    soft.learn(random_batch(np.random.default_rng(1)))
+    soft.sync_target()
+    np.testing.assert_allclose(soft.target, 0.25 * soft.online + 0.75 * start)
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_td_targets_bootstrap_from_the_target_network(double):
+    learner = small_learner(double=double, gamma=0.9)
+    learner.target = learner.target + 0.3  # make the two networks disagree
+    batch = random_batch(np.random.default_rng(2), size=16)
+    next_online, _ = nn.forward(learner.spec, learner.online, batch["next_obs"])
+    next_target, _ = nn.forward(learner.spec, learner.target, batch["next_obs"])
+    chooser = next_online if double else next_target
+    chosen = next_target[np.arange(16), chooser.argmax(axis=1)]
+    expected = batch["rewards"] + 0.9 * chosen * ~batch["terminated"]
+    np.testing.assert_allclose(learner.td_targets(batch), expected)
+    terminal = batch["terminated"]
+    np.testing.assert_array_equal(learner.td_targets(batch)[terminal], batch["rewards"][terminal])
+
+
+def test_dqn_loss_gradient_matches_finite_differences():
+    learner = small_learner(huber_delta=0.5)
+    batch = random_batch(np.random.default_rng(3))
+    targets = learner.td_targets(batch)
+
+    def loss(params):
+        q, _ = nn.forward(learner.spec, params, batch["obs"])
+        return nn.huber(q[np.arange(len(targets)), batch["actions"]], targets, 0.5)[0]
+
+    _, grad = learner.loss_and_grad(batch)
+    np.testing.assert_allclose(grad, numeric_grad(loss, learner.online), rtol=1e-5, atol=1e-8)
+
+
+def test_returns_to_go_discount():
+    np.testing.assert_allclose(returns_to_go(np.array([1.0, 2.0, 3.0]), 0.5),
+                               [1 + 0.5 * 2 + 0.25 * 3, 2 + 0.5 * 3, 3])
+
+
+def pg_learner(discrete: bool) -> tuple[PolicyGradient, list[Trajectory]]:
+    env = make_env("CartPole-v1" if discrete else "Pendulum-v1", 30, {})
+    from es.envs import policy_spec_for
+
+    spec = policy_spec_for(env, "mlp", (6,), "tanh")
+    learner = PolicyGradient(spec, PGConfig(), seed=0)
+    return learner, [learner.play(env, seed) for seed in range(4)]
+
+
+@pytest.mark.parametrize("discrete", [True, False])
+def test_policy_gradient_matches_finite_differences_of_the_surrogate(discrete):
+    learner, episodes = pg_learner(discrete)
+    stats = batch_statistics(learner, episodes)
+    steps = int(stats[2])
+    mean = stats[0] / steps
+    std = float(np.sqrt(stats[1] / steps - mean**2))
+    _, _, advantages = learner.advantages(episodes)
+    weights = (advantages - mean) / (std + 1e-8) / steps
+    obs = np.concatenate([t.obs for t in episodes])
+    actions = np.concatenate([t.actions for t in episodes])
+    n = learner.spec.num_params
+
+    def surrogate(policy):  # -(1/N) sum_t A_t log pi(a_t | s_t), advantages held fixed
+        out, _ = nn.forward(learner.spec, policy[:n], obs)
+        if discrete:
+            return -nn.categorical_log_prob(out, actions.astype(int), weights)[0]
+        return -nn.gaussian_log_prob(out, policy[n:], actions, weights)[0]
+
+    gradient = learner.gradient_sums(episodes, mean, std, steps)
+    np.testing.assert_allclose(gradient[: learner.policy.size],
+                               numeric_grad(surrogate, learner.policy), rtol=1e-5, atol=1e-8)
+
+
+def test_gradients_of_two_halves_add_up_to_the_whole_batch():
+    """What the all-reduce relies on: each rank's share, summed, is the batch gradient."""
+    learner, episodes = pg_learner(discrete=True)
+    stats = batch_statistics(learner, episodes)
+    steps, mean = int(stats[2]), stats[0] / stats[2]
+    std = float(np.sqrt(stats[1] / steps - mean**2))
+    halves = batch_statistics(learner, episodes[:1]) + batch_statistics(learner, episodes[1:])
+    np.testing.assert_allclose(halves, stats)
+    whole = learner.gradient_sums(episodes, mean, std, steps)
+    split = (learner.gradient_sums(episodes[::2], mean, std, steps)
+             + learner.gradient_sums(episodes[1::2], mean, std, steps))
+    np.testing.assert_allclose(split, whole, rtol=1e-10, atol=1e-14)
+
+
+PG_SHORT = ["--set", "run.generations=4", "--set", "run.eval_every=2",
+            "--set", "run.eval_episodes=2", "--set", "run.max_seconds=0", "--quiet"]
+
+
+def test_allreduce_pg_on_two_ranks_makes_the_single_process_update(tmp_path):
+    config = "configs/baselines/cartpole_pg.toml"
+    one = run_cli(["es-baseline", "pg", config, "--run-dir", str(tmp_path / "one"), *PG_SHORT])
+    two = run_cli(["es-baseline", "pg", config, "--run-dir", str(tmp_path / "two"), *PG_SHORT],
+                  ranks=2)
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    # Same episodes, same summed gradient up to the order of float64 additions.
+    np.testing.assert_allclose(load_params(tmp_path / "two"), load_params(tmp_path / "one"),
+                               rtol=1e-5, atol=1e-7)
+    rows_one, rows_two = read_progress(tmp_path / "one"), read_progress(tmp_path / "two")
+    assert [r["return_mean"] for r in rows_one] == [r["return_mean"] for r in rows_two]
+    assert [r["timesteps"] for r in rows_one] == [r["timesteps"] for r in rows_two]
+    # The gradient travels: two float64 vectors of the networks' size per update.
+    assert int(rows_two[0]["bytes_sent"]) > int(rows_one[0]["bytes_sent"]) > 8 * 2 * 4000
+
+
+def test_dqn_run_folder_matches_es_train_and_es_eval_plays_it(tmp_path):
+    run_dir = tmp_path / "dqn"
+    result = run_cli(["es-baseline", "dqn", "configs/baselines/cartpole_dqn.toml",
+                      "--run-dir", str(run_dir), "--set", "run.generations=3",
+                      "--set", "dqn.steps_per_round=500", "--set", "dqn.learning_starts=200",
+                      "--set", "run.eval_every=1", "--set", "run.eval_episodes=2"])
+    assert result.returncode == 0, result.stderr
+    assert "done: dqn, 3 rounds, 1500 steps" in result.stdout
+    rows = read_progress(run_dir)
+    assert list(rows[0]) == list(COLUMNS) and len(rows) == 3
+    assert all(r["eval_return"] for r in rows) and rows[-1]["grad_norm"]
+    played = run_cli(["es-eval", str(run_dir), "--episodes", "2"])
+    assert played.returncode == 0, played.stderr
+    assert "CartPole-v1, mean policy (generation 3)" in played.stdout
+
+
+def test_gorila_smoke_two_actors_one_learner(tmp_path):
+    run_dir = tmp_path / "gorila"
+    result = run_cli(["es-baseline", "gorila", "configs/baselines/cartpole_dqn.toml",
+                      "--run-dir", str(run_dir), "--set", "run.generations=4",
+                      "--set", "dqn.steps_per_round=500", "--set", "dqn.learning_starts=200",
+                      "--set", "dqn.gorila_chunk=50", "--set", "run.eval_every=2",
+                      "--set", "run.eval_episodes=2"], ranks=3, timeout=180)
+    assert result.returncode == 0, result.stderr
+    rows = read_progress(run_dir)
+    assert [int(r["generation"]) for r in rows] == [1, 2, 3, 4]
+    assert int(rows[-1]["timesteps"]) >= 2000  # transitions the learner received
+    assert all(int(r["bytes_sent"]) > 0 for r in rows)
+    assert "B of parameters to 2 actors" in result.stdout
+    assert load_params(run_dir).size == 4 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2
+
+
+@pytest.mark.parametrize("args, ranks, message", [
+    (["dqn", "configs/pendulum.toml"], None, "needs discrete actions"),
+    (["gorila", "configs/baselines/cartpole_dqn.toml"], None, "at least 2 ranks"),
+    (["dqn", "configs/baselines/cartpole_dqn.toml"], 2, "one process"),
+    (["pg", "configs/pong.toml"], None, "policy.kind = 'cnn'"),
+    (["pg", "configs/baselines/cartpole_pg.toml", "--set", "pg.lr=-1"], None, "pg.lr = -1"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, ranks, message):
+    result = run_cli(["es-baseline", *args, "--run-dir", str(tmp_path / "run")], ranks=ranks)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_es_compare_writes_table_csv_and_plot(tmp_path):
+    out = tmp_path / "cmp"
+    result = run_cli(["es-compare", "--env", "CartPole-v1", "--budget-s", "4", "--seeds", "1",
+                      "--methods", "es,pg", "--eval-episodes", "2", "--out", str(out)],
+                     timeout=120)
+    assert result.returncode == 0, result.stderr
+    table = (out / "compare.md").read_text()
+    assert "| es |" in table and "| pg |" in table and "bytes per update" in table
+    rows = (out / "compare.csv").read_text().splitlines()
+    assert rows[0].startswith("method,seed,run_dir,final_mean") and len(rows) == 3
+    assert (out / "compare.png").stat().st_size > 1000
+    for method in ("es", "pg"):
+        progress = read_progress(out / method / "seed0")
+        assert 3.0 <= float(progress[-1]["time_s"]) < 30  # the budget ended the run

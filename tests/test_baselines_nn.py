@@ -1,0 +1,92 @@
+"""The baselines' NumPy network core against central finite differences."""
+
+import numpy as np
+import pytest
+
+from es.baselines import nn
+from es.policies import PolicySpec
+
+
+def numeric_grad(f, x, h=1e-6):
+    grad = np.zeros_like(x)
+    for i in range(x.size):
+        up, down = x.copy(), x.copy()
+        up[i] += h
+        down[i] -= h
+        grad[i] = (f(up) - f(down)) / (2 * h)
+    return grad
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("hidden", [(), (7,), (6, 5)])
+def test_backward_matches_finite_differences(activation, hidden):
+    rng = np.random.default_rng(0)
+    spec = PolicySpec("mlp" if hidden else "linear", 4, 3, True, hidden, activation)
+    params = rng.standard_normal(spec.num_params)
+    x = rng.standard_normal((9, 4))
+    weights = rng.standard_normal((9, 3))
+
+    def loss(p):
+        out, _ = nn.forward(spec, p, x)
+        return float(np.sum(weights * out))
+
+    _, trace = nn.forward(spec, params, x)
+    analytic = nn.backward(spec, params, trace, weights)
+    np.testing.assert_allclose(analytic, numeric_grad(loss, params), rtol=1e-6, atol=1e-7)
+
+
+def test_forward_equals_the_es_policy_on_one_observation():
+    from es.policies import ObsNorm, act_fn
+
+    rng = np.random.default_rng(1)
+    spec = PolicySpec("mlp", 5, 2, False, (8,), "tanh", (-10.0,) * 2, (10.0,) * 2)
+    params = rng.standard_normal(spec.num_params).astype(np.float32)
+    obs = rng.standard_normal(5)
+    act = act_fn(spec, params, ObsNorm.identity(5, float("inf")))
+    out, _ = nn.forward(spec, params.astype(np.float64), obs[None])
+    np.testing.assert_allclose(act(obs), out[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss_fn", [nn.mse, nn.huber])
+def test_regression_losses_gradients(loss_fn):
+    rng = np.random.default_rng(2)
+    prediction, target = 3 * rng.standard_normal(11), rng.standard_normal(11)
+    _, grad = loss_fn(prediction, target)
+    numeric = numeric_grad(lambda p: loss_fn(p, target)[0], prediction)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_huber_is_quadratic_inside_and_linear_outside():
+    loss, _ = nn.huber(np.array([0.5, 3.0]), np.zeros(2), delta=1.0)
+    assert loss == pytest.approx((0.125 + 2.5) / 2)
+
+
+def test_categorical_log_prob_gradient():
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((6, 4))
+    actions = rng.integers(0, 4, size=6)
+    weights = rng.standard_normal(6)
+    value, grad = nn.categorical_log_prob(logits, actions, weights)
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    assert value == pytest.approx(float(np.dot(weights, np.log(probs[np.arange(6), actions]))))
+    numeric = numeric_grad(
+        lambda flat: nn.categorical_log_prob(flat.reshape(6, 4), actions, weights)[0],
+        logits.ravel())
+    np.testing.assert_allclose(grad.ravel(), numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_gaussian_log_prob_gradients():
+    rng = np.random.default_rng(4)
+    mean, actions = rng.standard_normal((5, 2)), rng.standard_normal((5, 2))
+    log_std, weights = np.array([-0.3, 0.2]), rng.standard_normal(5)
+    value, grad_mean, grad_log_std = nn.gaussian_log_prob(mean, log_std, actions, weights)
+    std = np.exp(log_std)
+    density = np.exp(-0.5 * ((actions - mean) / std) ** 2) / (std * np.sqrt(2 * np.pi))
+    assert value == pytest.approx(float(np.dot(weights, np.log(density).sum(axis=1))))
+    numeric_mean = numeric_grad(
+        lambda flat: nn.gaussian_log_prob(flat.reshape(5, 2), log_std, actions, weights)[0],
+        mean.ravel())
+    numeric_std = numeric_grad(
+        lambda s: nn.gaussian_log_prob(mean, s, actions, weights)[0], log_std)
+    np.testing.assert_allclose(grad_mean.ravel(), numeric_mean, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(grad_log_std, numeric_std, rtol=1e-5, atol=1e-8)
