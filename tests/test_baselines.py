@@ -242,3 +242,28 @@ def test_es_compare_writes_table_csv_and_plot(tmp_path):
     for method in ("es", "pg"):
         progress = read_progress(out / method / "seed0")
         assert 3.0 <= float(progress[-1]["time_s"]) < 30  # the budget ended the run
+
+
+def test_input_scaling_maps_bounded_dimensions_to_unit_range():
+    import gymnasium as gym
+
+    from es.baselines.common import input_scaling
+
+    ram = input_scaling(gym.spaces.Box(0, 255, (128,), np.uint8))
+    np.testing.assert_allclose((np.array([0.0, 255.0]) - ram.mean[:2]) / ram.std[:2], [-1, 1])
+    cartpole = input_scaling(make_env("CartPole-v1", None, {}).observation_space)
+    np.testing.assert_allclose(cartpole.std, [4.8, 1.0, 0.41887903, 1.0], rtol=1e-6)
+    np.testing.assert_array_equal(cartpole.mean, np.zeros(4))
+
+
+def test_dqn_trains_on_atari_ram_and_es_eval_plays_it(tmp_path):
+    run_dir = tmp_path / "breakout"
+    result = run_cli(["es-baseline", "dqn", "configs/breakout_ram.toml", "--run-dir",
+                      str(run_dir), "--set", "run.generations=2", "--set",
+                      "dqn.steps_per_round=300", "--set", "dqn.learning_starts=200",
+                      "--set", "env.max_episode_steps=200", "--set", "run.eval_episodes=1"])
+    assert result.returncode == 0, result.stderr
+    with np.load(run_dir / "policy.npz") as policy:
+        assert policy["obs_mean"].shape == (128,) and float(policy["obs_std"][0]) == 127.5
+    played = run_cli(["es-eval", str(run_dir), "--episodes", "1"])
+    assert played.returncode == 0 and "ALE/Breakout-v5" in played.stdout, played.stderr

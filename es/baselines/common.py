@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import tomli_w
 
@@ -36,13 +37,28 @@ def network_spec(config: Config, env: Any, program: str) -> PolicySpec:
                            config.policy.activation)
 
 
-#: Baselines feed raw observations to their networks (as cleanrl does), so ``policy.npz``
-#: stores an identity normalisation without clipping.
-RAW_OBSERVATIONS = float("inf")
+def input_scaling(space: gym.spaces.Box) -> ObsNorm:
+    """A fixed input scaling from the observation space's bounds: a dimension with finite
+    bounds maps onto [-1, 1] (Atari RAM bytes, angles), an unbounded one passes through. The
+    baselines keep no running statistics (as cleanrl), yet bytes of 0..255 would saturate a
+    tanh network. ``policy.npz`` stores it (no clipping), so es-eval scales alike."""
+    low = np.asarray(space.low, dtype=np.float64).ravel()
+    high = np.asarray(space.high, dtype=np.float64).ravel()
+    bounded = np.isfinite(low) & np.isfinite(high) & (high > low)
+    low, high = np.where(bounded, low, -1.0), np.where(bounded, high, 1.0)
+    mean, std = (low + high) / 2, (high - low) / 2
+    return ObsNorm(mean.astype(np.float32), std.astype(np.float32), float("inf"))
 
 
-def raw_norm(spec: PolicySpec) -> ObsNorm:
-    return ObsNorm.identity(spec.obs_dim, RAW_OBSERVATIONS)
+def scaled_env(config: Config) -> tuple[gym.Env, ObsNorm]:
+    """The config's environment with ``input_scaling`` applied to its observations."""
+    env = env_from_config(config)
+    norm = input_scaling(env.observation_space)
+    mean, std = norm.mean.astype(np.float64), norm.std.astype(np.float64)
+    wrapped = gym.wrappers.TransformObservation(
+        env, lambda obs: (np.ravel(obs) - mean) / std,
+        gym.spaces.Box(-np.inf, np.inf, (mean.size,), np.float64))
+    return wrapped, norm
 
 
 @dataclass
@@ -56,8 +72,9 @@ class BaselineRun:
     """One baseline run's bookkeeping; every rank makes one, rank 0 writes the files."""
 
     def __init__(self, config: Config, comm: Comm, run_dir: Path | None, spec: PolicySpec,
-                 started: float | None = None) -> None:
+                 norm: ObsNorm, started: float | None = None) -> None:
         self.config, self.comm, self.run_dir, self.spec = config, comm, run_dir, spec
+        self.norm = norm
         self.started = time.time() if started is None else started
         self.env = env_from_config(config)
         self.best_eval: float | None = None
@@ -88,10 +105,11 @@ class BaselineRun:
 
     def evaluate(self, params: np.ndarray, index: int) -> np.ndarray:
         """Returns of the greedy (discrete) or mean (continuous) policy on the same seeded
-        evaluation episodes es-train uses; the episodes are spread over the ranks."""
+        evaluation episodes es-train uses (the unscaled env and ``policy.npz``'s scaling, as
+        es-eval plays it); the episodes are spread over the ranks."""
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
-        act = bind_policy(self.spec, params.astype(np.float32), raw_norm(self.spec))
+        act = bind_policy(self.spec, params.astype(np.float32), self.norm)
         shares = [range(rank, episodes, self.comm.size) for rank in range(self.comm.size)]
         mine = [run_episode(self.env, act, seeds[j]).total_return
                 for j in shares[self.comm.rank]]
@@ -117,7 +135,7 @@ class BaselineRun:
             self.progress.write(row)
             if eval_returns is not None:
                 save_policy(self.run_dir / "policy.npz", self.spec, params.astype(np.float32),
-                            raw_norm(self.spec), self.config.env.id, int(row["generation"]))
+                            self.norm, self.config.env.id, int(row["generation"]))
 
     def close(self) -> None:
         if self.progress is not None:

@@ -145,14 +145,12 @@ def check_discrete(spec: PolicySpec, program: str) -> None:
 def train(config: Config, comm: Comm, run_dir: Path | None,
           started: float | None = None) -> BaselineResult:
     """DQN in this process (rank 0 of ``comm``; other ranks would duplicate the work)."""
-    from es.baselines.common import network_spec
-    from es.envs import env_from_config
-
+    from es.baselines.common import network_spec, scaled_env
     cfg, seed = config.dqn, config.run.seed
-    env = env_from_config(config)
+    env, norm = scaled_env(config)
     spec = network_spec(config, env, "es-baseline dqn")
     check_discrete(spec, "es-baseline dqn")
-    run = BaselineRun(config, comm, run_dir, spec, started)
+    run = BaselineRun(config, comm, run_dir, spec, norm, started)
     learner = QLearner(spec, cfg, seed)
     memory = ReplayBuffer(cfg.buffer_size, spec.obs_dim)
     rng = generator(seed, TAG_REPLAY)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from es.baselines.common import BaselineResult, BaselineRun, episode_stats, network_spec
+from es.baselines.common import BaselineResult, BaselineRun, episode_stats, network_spec, scaled_env
 from es.baselines.dqn import (
     TAG_REPLAY,
     QLearner,
@@ -37,8 +37,7 @@ from es.baselines.dqn import (
 )
 from es.comm import Comm, LocalComm, Pending
 from es.config import Config
-from es.envs import env_from_config
-from es.policies import PolicySpec
+from es.policies import ObsNorm, PolicySpec
 from es.seeding import TAG_ENV, generator
 
 log = logging.getLogger("es")
@@ -54,11 +53,11 @@ def row_width(obs_dim: int) -> int:
 
 def train(config: Config, comm: Comm, run_dir: Path | None,
           started: float | None = None) -> BaselineResult:
-    env = env_from_config(config)
+    env, norm = scaled_env(config)
     spec = network_spec(config, env, "es-baseline gorila")
     check_discrete(spec, "es-baseline gorila")
     if comm.rank == 0:
-        result = Learner(config, comm, run_dir, spec, started).run()
+        result = Learner(config, comm, run_dir, spec, norm, started).run()
     else:
         Actor(config, comm, spec, env).run()
         result = None
@@ -68,10 +67,10 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
 
 class Learner:
     def __init__(self, config: Config, comm: Comm, run_dir: Path | None, spec: PolicySpec,
-                 started: float | None) -> None:
+                 norm: ObsNorm, started: float | None) -> None:
         self.config, self.comm, self.spec, self.cfg = config, comm, spec, config.dqn
         # The learner evaluates on its own: the actors keep acting meanwhile.
-        self.run_log = BaselineRun(config, LocalComm(), run_dir, spec, started)
+        self.run_log = BaselineRun(config, LocalComm(), run_dir, spec, norm, started)
         self.learner = QLearner(spec, self.cfg, config.run.seed)
         self.memory = ReplayBuffer(self.cfg.buffer_size, spec.obs_dim)
         self.rng = generator(config.run.seed, TAG_REPLAY, 0)

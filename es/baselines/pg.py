@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from es.baselines import nn
-from es.baselines.common import BaselineResult, BaselineRun, clip_by_norm, network_spec
+from es.baselines.common import BaselineResult, BaselineRun, clip_by_norm, network_spec, scaled_env
 from es.comm import Comm
 from es.config import Config, PGConfig
 from es.optim import Adam
@@ -152,12 +152,10 @@ def batch_statistics(learner: PolicyGradient, trajectories: list[Trajectory]) ->
 
 def train(config: Config, comm: Comm, run_dir: Path | None,
           started: float | None = None) -> BaselineResult:
-    from es.envs import env_from_config
-
     cfg, seed = config.pg, config.run.seed
-    env = env_from_config(config)
+    env, norm = scaled_env(config)
     spec = network_spec(config, env, "es-baseline pg")
-    run = BaselineRun(config, comm, run_dir, spec, started)
+    run = BaselineRun(config, comm, run_dir, spec, norm, started)
     learner = PolicyGradient(spec, cfg, seed)
     count = cfg.episodes_per_update
     shares = [range(rank, count, comm.size) for rank in range(comm.size)]
