@@ -219,7 +219,8 @@ def test_gorila_smoke_two_actors_one_learner(tmp_path):
     (["dqn", "configs/pendulum.toml"], None, "needs discrete actions"),
     (["gorila", "configs/baselines/cartpole_dqn.toml"], None, "at least 2 ranks"),
     (["dqn", "configs/baselines/cartpole_dqn.toml"], 2, "one process"),
-    (["pg", "configs/pong.toml"], None, "policy.kind = 'cnn'"),
+    (["pg", "configs/pong.toml"], None, "--set policy.vbn=false"),
+    (["gorila", "configs/pong.toml", "--set", "policy.vbn=false"], 2, "policy.kind = 'cnn'"),
     (["pg", "configs/baselines/cartpole_pg.toml", "--set", "pg.lr=-1"], None, "pg.lr = -1"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, ranks, message):
@@ -267,3 +268,18 @@ def test_dqn_trains_on_atari_ram_and_es_eval_plays_it(tmp_path):
         assert policy["obs_mean"].shape == (128,) and float(policy["obs_std"][0]) == 127.5
     played = run_cli(["es-eval", str(run_dir), "--episodes", "1"])
     assert played.returncode == 0 and "ALE/Breakout-v5" in played.stdout, played.stderr
+
+
+def test_dqn_from_pixels_trains_the_cnn_and_es_eval_plays_it(tmp_path):
+    run_dir = tmp_path / "pong"
+    result = run_cli(["es-baseline", "dqn", "configs/pong.toml", "--run-dir", str(run_dir),
+                      "--set", "policy.vbn=false", "--set", "dqn.buffer_size=300",
+                      "--set", "dqn.batch_size=4", "--set", "dqn.steps_per_round=60",
+                      "--set", "dqn.learning_starts=30", "--set", "dqn.train_every=8",
+                      "--set", "dqn.gradient_steps=1", "--set", "run.generations=2",
+                      "--set", "run.eval_episodes=1", "--set", "env.max_episode_steps=40"])
+    assert result.returncode == 0, result.stderr
+    rows = read_progress(run_dir)
+    assert len(rows) == 2 and float(rows[-1]["grad_norm"]) > 0
+    played = run_cli(["es-eval", str(run_dir), "--episodes", "1"])
+    assert played.returncode == 0 and "ALE/Pong-v5" in played.stdout, played.stderr

@@ -90,3 +90,48 @@ def test_gaussian_log_prob_gradients():
         lambda s: nn.gaussian_log_prob(mean, s, actions, weights)[0], log_std)
     np.testing.assert_allclose(grad_mean.ravel(), numeric_mean, rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(grad_log_std, numeric_std, rtol=1e-5, atol=1e-8)
+
+
+def tiny_cnn():
+    from es.cnn import ConvNetSpec
+
+    return ConvNetSpec(n_outputs=3, input_shape=(2, 13, 11), convs=((3, 4, 2), (4, 3, 1)),
+                       dense=5, vbn=False)
+
+
+def test_cnn_forward_equals_the_es_policy_network():
+    from es.cnn import DQN_CONVS, ConvNetSpec
+    from es.cnn import forward as es_forward
+
+    rng = np.random.default_rng(5)
+    for spec in (tiny_cnn(), ConvNetSpec(4, (4, 84, 84), DQN_CONVS, 512, vbn=False)):
+        params = spec.initial_params(rng)
+        params[:] = rng.standard_normal(params.size).astype(np.float32) * 0.05
+        frames = rng.integers(0, 256, size=(3, *spec.input_shape)).astype(np.uint8)
+        ours, _ = nn.forward(spec, params.astype(np.float64), frames)
+        np.testing.assert_allclose(ours, es_forward(spec, params, frames), rtol=1e-4,
+                                   atol=1e-5)
+
+
+def test_cnn_backward_matches_finite_differences():
+    spec = tiny_cnn()
+    rng = np.random.default_rng(6)
+    params = rng.standard_normal(spec.num_params) * 0.3
+    frames = rng.integers(0, 256, size=(2, *spec.input_shape)).astype(np.float64)
+    weights = rng.standard_normal((2, 3))
+
+    def loss(p):
+        out, _ = nn.forward(spec, p, frames)
+        return float(np.sum(weights * out))
+
+    _, trace = nn.forward(spec, params, frames)
+    analytic = nn.backward(spec, params, trace, weights)
+    np.testing.assert_allclose(analytic, numeric_grad(loss, params), rtol=1e-5, atol=1e-7)
+
+
+def test_cnn_with_vbn_is_refused():
+    from es.cnn import ConvNetSpec
+
+    spec = ConvNetSpec(2, (1, 8, 8), ((2, 4, 2),), 3, vbn=True)
+    with pytest.raises(ValueError, match="policy.vbn = false"):
+        nn.forward(spec, spec.initial_params(np.random.default_rng(0)), np.zeros((1, 1, 8, 8)))

@@ -29,12 +29,18 @@ def pendulum(**es_and_policy):
                              **es_and_policy.get("es", {})}})
 
 
+def twin_trainers(section: str, key: str, values: tuple) -> list[Trainer]:
+    """Pendulum trainers that differ only in one option, starting from the same parameters."""
+    trainers = [Trainer(pendulum(**{section: {key: value}}), LocalComm(), None)
+                for value in values]
+    theta = np.random.default_rng(1).standard_normal(trainers[0].spec.num_params)
+    for trainer in trainers:
+        trainer.strategy.theta = theta.astype(np.float32)
+    return trainers
+
+
 def test_action_noise_changes_training_episodes_but_never_evaluation(tmp_path):
-    quiet, noisy = (Trainer(pendulum(policy={"action_noise": std}), LocalComm(), None)
-                    for std in (0.0, 0.5))
-    theta = np.random.default_rng(1).standard_normal(quiet.spec.num_params).astype(np.float32)
-    for trainer in (quiet, noisy):
-        trainer.strategy.theta = theta.copy()
+    quiet, noisy = twin_trainers("policy", "action_noise", (0.0, 0.5))
     np.testing.assert_array_equal(quiet.evaluate_mean(0), noisy.evaluate_mean(0))
     generation = quiet.strategy.ask()
     assert not np.array_equal(quiet.evaluate_population(generation).returns,
@@ -54,11 +60,7 @@ def test_episode_cap_follows_the_previous_generations_mean_length():
 
 
 def test_reward_shift_lowers_training_returns_by_the_length_but_never_evaluation():
-    plain, shifted = (Trainer(pendulum(es={"reward_shift": shift}), LocalComm(), None)
-                      for shift in (0.0, 1.5))
-    theta = np.random.default_rng(2).standard_normal(plain.spec.num_params).astype(np.float32)
-    for trainer in (plain, shifted):
-        trainer.strategy.theta = theta.copy()
+    plain, shifted = twin_trainers("es", "reward_shift", (0.0, 1.5))
     np.testing.assert_array_equal(plain.evaluate_mean(0), shifted.evaluate_mean(0))
     base = plain.evaluate_population(plain.strategy.ask()).returns
     lowered = shifted.evaluate_population(shifted.strategy.ask()).returns

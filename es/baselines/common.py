@@ -15,6 +15,7 @@ import numpy as np
 import tomli_w
 
 from es.checkpoint import save_policy, write_atomically
+from es.cnn import ConvNetSpec
 from es.comm import Comm
 from es.config import Config, ConfigError
 from es.envs import env_from_config, policy_spec_for
@@ -27,14 +28,15 @@ from es.seeding import TAG_EVAL, episode_seeds
 log = logging.getLogger("es")
 
 
-def network_spec(config: Config, env: Any, program: str) -> PolicySpec:
-    """The MLP (or linear) network of ``policy.*`` for this env; baselines train dense nets
-    only (a CNN needs backprop through convolutions, which ``es.baselines.nn`` lacks)."""
-    if config.policy.kind == "cnn":
-        raise ConfigError(f"policy.kind = 'cnn': {program} trains 'mlp' or 'linear' networks; "
-                          "for ALE games use atari.obs = 'ram'")
-    return policy_spec_for(env, config.policy.kind, config.policy.hidden,
-                           config.policy.activation)
+def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNetSpec:
+    """The network of ``policy.*`` for this env: an MLP (or linear), or for pixels the CNN
+    torso without VBN (``es.baselines.nn`` has no backward pass through VBN)."""
+    policy = config.policy
+    if policy.kind == "cnn" and policy.vbn:
+        raise ConfigError(f"policy.vbn = true: {program} trains CNNs without virtual batch "
+                          "norm; add --set policy.vbn=false")
+    return policy_spec_for(env, policy.kind, policy.hidden, policy.activation, policy.torso,
+                           vbn=False)
 
 
 def input_scaling(space: gym.spaces.Box) -> ObsNorm:
@@ -51,9 +53,12 @@ def input_scaling(space: gym.spaces.Box) -> ObsNorm:
 
 
 def scaled_env(config: Config) -> tuple[gym.Env, ObsNorm]:
-    """The config's environment with ``input_scaling`` applied to its observations."""
+    """The config's environment with ``input_scaling`` applied to its observations; pixels
+    stay as they are (the CNN scales them by 1/255 itself)."""
     env = env_from_config(config)
     norm = input_scaling(env.observation_space)
+    if config.policy.kind == "cnn":
+        return env, ObsNorm.identity(norm.mean.size, float("inf"))
     mean, std = norm.mean.astype(np.float64), norm.std.astype(np.float64)
     wrapped = gym.wrappers.TransformObservation(
         env, lambda obs: (np.ravel(obs) - mean) / std,

@@ -20,7 +20,6 @@ from es.baselines.common import BaselineResult, BaselineRun, clip_by_norm, episo
 from es.comm import Comm
 from es.config import Config, ConfigError, DQNConfig
 from es.optim import Adam
-from es.policies import PolicySpec
 from es.seeding import TAG_ENV, TAG_INIT, generator
 
 TAG_REPLAY = 0xDE1A  # replay sampling and epsilon-greedy draws
@@ -29,10 +28,11 @@ TAG_REPLAY = 0xDE1A  # replay sampling and epsilon-greedy draws
 class ReplayBuffer:
     """A circular memory of transitions; the oldest is overwritten once it is full."""
 
-    def __init__(self, capacity: int, obs_dim: int) -> None:
+    def __init__(self, capacity: int, obs_dim: int, dtype: np.dtype = np.float32) -> None:
+        """``dtype``: float32 for scaled vectors, uint8 for frames (a quarter of the memory)."""
         self.capacity = capacity
-        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
-        self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.obs = np.zeros((capacity, obs_dim), dtype=dtype)
+        self.next_obs = np.zeros((capacity, obs_dim), dtype=dtype)
         self.actions = np.zeros(capacity, dtype=np.int64)
         self.rewards = np.zeros(capacity, dtype=np.float64)
         # Terminated (not truncated): a time limit does not make the next state worthless.
@@ -77,12 +77,12 @@ def epsilon_at(step: int, cfg: DQNConfig) -> float:
     return cfg.epsilon_start + fraction * (cfg.epsilon_end - cfg.epsilon_start)
 
 
-def greedy_action(spec: PolicySpec, params: np.ndarray, obs: np.ndarray) -> int:
+def greedy_action(spec: nn.Network, params: np.ndarray, obs: np.ndarray) -> int:
     q, _ = nn.forward(spec, params, np.ravel(obs)[None, :])
     return int(np.argmax(q[0]))
 
 
-def epsilon_greedy(spec: PolicySpec, params: np.ndarray, obs: np.ndarray, epsilon: float,
+def epsilon_greedy(spec: nn.Network, params: np.ndarray, obs: np.ndarray, epsilon: float,
                    rng: np.random.Generator) -> int:
     if rng.random() < epsilon:
         return int(rng.integers(spec.act_dim))
@@ -92,7 +92,7 @@ def epsilon_greedy(spec: PolicySpec, params: np.ndarray, obs: np.ndarray, epsilo
 class QLearner:
     """The online and target Q-networks and the TD update."""
 
-    def __init__(self, spec: PolicySpec, cfg: DQNConfig, seed: int) -> None:
+    def __init__(self, spec: nn.Network, cfg: DQNConfig, seed: int) -> None:
         self.spec, self.cfg = spec, cfg
         self.online = nn.initial_params(spec, generator(seed, TAG_INIT))
         self.target = self.online.copy()
@@ -136,7 +136,7 @@ class QLearner:
             tau * self.online + (1 - tau) * self.target)
 
 
-def check_discrete(spec: PolicySpec, program: str) -> None:
+def check_discrete(spec: nn.Network, program: str) -> None:
     if not spec.discrete:
         raise ConfigError(f"{program} needs discrete actions; this env's are continuous "
                           "(use es-baseline pg)")
@@ -152,7 +152,8 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
     check_discrete(spec, "es-baseline dqn")
     run = BaselineRun(config, comm, run_dir, spec, norm, started)
     learner = QLearner(spec, cfg, seed)
-    memory = ReplayBuffer(cfg.buffer_size, spec.obs_dim)
+    pixels = env.observation_space.dtype == np.uint8 and config.policy.kind == "cnn"
+    memory = ReplayBuffer(cfg.buffer_size, spec.obs_dim, np.uint8 if pixels else np.float32)
     rng = generator(seed, TAG_REPLAY)
     env_seeds = generator(seed, TAG_ENV)
     obs, _ = env.reset(seed=int(env_seeds.integers(2**31 - 1)))

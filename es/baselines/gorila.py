@@ -36,7 +36,7 @@ from es.baselines.dqn import (
     pack_transition,
 )
 from es.comm import Comm, LocalComm, Pending
-from es.config import Config
+from es.config import Config, ConfigError
 from es.policies import ObsNorm, PolicySpec
 from es.seeding import TAG_ENV, generator
 
@@ -53,6 +53,9 @@ def row_width(obs_dim: int) -> int:
 
 def train(config: Config, comm: Comm, run_dir: Path | None,
           started: float | None = None) -> BaselineResult:
+    if config.policy.kind == "cnn":
+        raise ConfigError("policy.kind = 'cnn': gorila sends transitions as float64 rows (450 "
+                          "KB per Atari frame pair); train pixels with es-baseline dqn")
     env, norm = scaled_env(config)
     spec = network_spec(config, env, "es-baseline gorila")
     check_discrete(spec, "es-baseline gorila")

@@ -13,6 +13,7 @@ policy, which ``es-eval`` plays.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 
 from es.baselines import nn
 from es.baselines.common import BaselineResult, BaselineRun, clip_by_norm, network_spec, scaled_env
+from es.cnn import ConvNetSpec
 from es.comm import Comm
 from es.config import Config, PGConfig
 from es.optim import Adam
@@ -54,10 +56,13 @@ def returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
 class PolicyGradient:
     """Policy and value networks (float64, so sums over ranks stay close to exact)."""
 
-    def __init__(self, spec: PolicySpec, cfg: PGConfig, seed: int) -> None:
+    def __init__(self, spec: PolicySpec | ConvNetSpec, cfg: PGConfig, seed: int) -> None:
         self.spec, self.cfg = spec, cfg
-        self.value_spec = PolicySpec("mlp" if spec.hidden else "linear", spec.obs_dim, 1,
-                                     False, spec.hidden, spec.activation)
+        if isinstance(spec, ConvNetSpec):  # the same torso, one output
+            self.value_spec = dataclasses.replace(spec, n_outputs=1)
+        else:
+            self.value_spec = PolicySpec("mlp" if spec.hidden else "linear", spec.obs_dim, 1,
+                                         False, spec.hidden, spec.activation)
         rng = generator(seed, TAG_INIT)
         self.policy = nn.initial_params(spec, rng).astype(np.float64)
         if not spec.discrete:  # the Gaussian's log std rides at the end of the policy vector
@@ -78,7 +83,7 @@ class PolicyGradient:
         obs, _ = env.reset(seed=seed)
         log_std = self.policy[self.spec.num_params:]
         while True:
-            x = np.asarray(obs, dtype=np.float64).ravel()
+            x = np.ravel(obs)  # its own dtype: uint8 frames stay small
             out, _ = nn.forward(self.spec, self.network, x[None, :])
             if self.spec.discrete:
                 probs = np.exp(nn.log_softmax(out)[0])
