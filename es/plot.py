@@ -51,19 +51,26 @@ def group_runs(run_dirs: list[Path]) -> dict[str, list[Path]]:
     return dict(groups)
 
 
-def mean_and_std(curves: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+def mean_and_std(curves: list[tuple[np.ndarray, np.ndarray, np.ndarray]], log_grid: bool = False
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One curve per group: the single run's own, or the mean ± std over seeds on a grid."""
+    """One curve per group: the single run's own, or the mean ± std over seeds on a grid
+    (spaced evenly, or evenly on a log scale for a log axis)."""
     if len(curves) == 1:
         return curves[0]
     end = min(x[-1] for x, _, _ in curves)
     start = max(x[0] for x, _, _ in curves)
-    grid = np.linspace(start, end, 200) if end > start else np.array([end])
+    if end <= start:
+        grid = np.array([end])
+    elif log_grid and start > 0:
+        grid = np.geomspace(start, end, 200)
+    else:
+        grid = np.linspace(start, end, 200)
     values = np.array([np.interp(grid, x, y) for x, y, _ in curves])
     return grid, values.mean(axis=0), values.std(axis=0)
 
 
-def plot(run_dirs: list[Path], out: Path, x: str, y: str, title: str | None) -> int:
+def plot(run_dirs: list[Path], out: Path, x: str, y: str, title: str | None,
+         log_x: bool = False) -> int:
     """Draw every group into ``out`` (PNG, SVG or PDF by suffix); returns the group count."""
     try:
         import matplotlib
@@ -75,11 +82,13 @@ def plot(run_dirs: list[Path], out: Path, x: str, y: str, title: str | None) -> 
     groups = group_runs(run_dirs)
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for label, members in sorted(groups.items()):
-        grid, mean, std = mean_and_std([read_curve(run, x, y) for run in members])
+        grid, mean, std = mean_and_std([read_curve(run, x, y) for run in members], log_x)
         seeds = f" ({len(members)} seeds)" if len(members) > 1 else ""
         (line,) = axes.plot(grid, mean, label=label + seeds)
         axes.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
     axes.set(xlabel=X_LABELS[x], ylabel=y.replace("_", " "), title=title or "")
+    if log_x:
+        axes.set_xscale("log")
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
@@ -97,13 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--x", choices=X_COLUMNS, default="timesteps")
     parser.add_argument("--y", choices=Y_COLUMNS, default="eval_return")
     parser.add_argument("--title")
+    parser.add_argument("--log-x", action="store_true",
+                        help="logarithmic x axis (learning that happens early in a long run)")
     args = parser.parse_args(argv)
     if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
         print(f"es-plot: error: -o {str(args.out)!r}: allowed suffixes are .png, .svg, .pdf",
               file=sys.stderr)
         return 2
     try:
-        groups = plot(args.run_dirs, args.out, args.x, args.y, args.title)
+        groups = plot(args.run_dirs, args.out, args.x, args.y, args.title, args.log_x)
     except (ValueError, RuntimeError, OSError, KeyError) as error:
         print(f"es-plot: error: {error}", file=sys.stderr)
         return 2

@@ -3,8 +3,9 @@ Gorila under mpiexec, es-compare, and the CLI as a user types it."""
 
 import numpy as np
 import pytest
+from conftest import REPO, load_params, read_progress, run_cli
+from test_baselines_nn import numeric_grad
 
-from conftest import load_params, read_progress, run_cli
 from es.baselines import nn
 from es.baselines.dqn import QLearner, ReplayBuffer, epsilon_at, pack_transition
 from es.baselines.pg import PolicyGradient, Trajectory, batch_statistics, returns_to_go
@@ -12,8 +13,6 @@ from es.config import DQNConfig, PGConfig
 from es.envs import make_env
 from es.metrics import COLUMNS
 from es.policies import PolicySpec
-
-from test_baselines_nn import numeric_grad
 
 
 def test_replay_buffer_overwrites_the_oldest_and_samples_only_what_it_holds():
@@ -283,3 +282,23 @@ def test_dqn_from_pixels_trains_the_cnn_and_es_eval_plays_it(tmp_path):
     assert len(rows) == 2 and float(rows[-1]["grad_norm"]) > 0
     played = run_cli(["es-eval", str(run_dir), "--episodes", "1"])
     assert played.returncode == 0 and "ALE/Pong-v5" in played.stdout, played.stderr
+
+
+BASELINE_CONFIGS = sorted(p.name for p in (REPO / "configs" / "baselines").glob("*.toml"))
+
+
+@pytest.mark.parametrize("name", BASELINE_CONFIGS)
+def test_every_baseline_config_runs_a_tiny_round(name):
+    from es.baselines import dqn, pg
+    from es.comm import LocalComm
+    from es.config import apply_overrides, from_dict, read_toml
+
+    algorithm = name.removesuffix(".toml").rsplit("_", 1)[-1]
+    tiny = ["run.generations=1", "run.max_seconds=0", "run.eval_episodes=1",
+            "env.max_episode_steps=20", "dqn.steps_per_round=60", "dqn.learning_starts=20",
+            "dqn.batch_size=8", "dqn.train_every=10", "dqn.gradient_steps=1",
+            "pg.episodes_per_update=2"]
+    config = from_dict(apply_overrides(read_toml(REPO / "configs" / "baselines" / name), tiny))
+    result = {"dqn": dqn.train, "pg": pg.train}[algorithm](config, LocalComm(), None)
+    assert result.rounds == 1 and result.timesteps > 0
+    assert result.eval_return is not None and np.isfinite(result.eval_return)

@@ -33,6 +33,10 @@ def test_seeds_are_grouped_and_averaged(tmp_path):
     assert grid[0] == 100.0 and grid[-1] == 200.0
     assert mean[0] == pytest.approx(20.0) and mean[-1] == pytest.approx(40.0)
     assert std[0] == pytest.approx(10.0) and std[-1] == pytest.approx(20.0)
+    log_grid, _, _ = mean_and_std([(np.array([1.0, 100.0]), np.array([0.0, 1.0]), None)] * 2,
+                                  log_grid=True)
+    assert log_grid[0] == 1.0 and log_grid[-1] == pytest.approx(100.0)
+    assert log_grid[100] == pytest.approx(10.0, rel=0.03)  # halfway on a log scale
 
 
 def test_es_plot_writes_an_image_and_rejects_bad_input(tmp_path, capsys):
@@ -41,6 +45,8 @@ def test_es_plot_writes_an_image_and_rejects_bad_input(tmp_path, capsys):
     out = tmp_path / "curve.png"
     assert main([*map(str, runs), "-o", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+    assert main([*map(str, runs), "-o", str(tmp_path / "log.svg"), "--log-x"]) == 0
+    assert (tmp_path / "log.svg").read_text().lstrip().startswith("<?xml")
     assert main([str(runs[0]), "-o", str(tmp_path / "curve.jpg")]) == 2
     assert main([str(tmp_path), "-o", str(out)]) == 2
     assert "not a run folder" in capsys.readouterr().err

@@ -9,7 +9,7 @@ count too). Afterwards every run's final ``policy.npz`` plays the same ``--eval-
 seeded episodes. Written: ``compare.csv`` (one row per run), ``compare.md`` (per method: final
 eval return mean ± std over seeds, how many seeds reached the threshold, median env steps and
 wall seconds to it, bytes communicated per update) and ``compare.png`` (eval return against
-wall time, mean ± std over seeds).
+wall time on a log axis, mean ± std over seeds).
 """
 
 from __future__ import annotations
@@ -217,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def launch(job) -> tuple[str, int, Path, int]:
         method, seed, run_dir, line = job
-        print(f"es-compare: {method} seed {seed}: {' '.join(line)}", flush=True)
+        sys.stdout.write(f"es-compare: {method} seed {seed}: {' '.join(line)}\n")  # one write:
+        sys.stdout.flush()  # lines of jobs started side by side do not interleave
         with (out / f"{method}-seed{seed}.log").open("w") as log_file:
             code = subprocess.run(line, stdout=log_file, stderr=subprocess.STDOUT,
                                   env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
@@ -242,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         from es.plot import plot
 
         plot([d for _, _, d, _ in finished], out / "compare.png", "time_s", "eval_return",
-             f"{args.env}: {', '.join(methods)}, {args.seeds} seeds, {args.budget_s:g} s each")
+             f"{args.env}: {', '.join(methods)}, {args.seeds} seeds, {args.budget_s:g} s each",
+             log_x=True)
         print(f"wrote {out / 'compare.csv'}, {out / 'compare.md'}, {out / 'compare.png'}")
     except RuntimeError as error:  # no matplotlib: the table and CSV still stand
         print(f"es-compare: no plot: {error}", file=sys.stderr)
