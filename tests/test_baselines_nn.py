@@ -22,17 +22,21 @@ def numeric_grad(f, x, h=1e-6):
 def test_backward_matches_finite_differences(activation, hidden):
     rng = np.random.default_rng(0)
     spec = PolicySpec("mlp" if hidden else "linear", 4, 3, True, hidden, activation)
-    params = rng.standard_normal(spec.num_params)
-    x = rng.standard_normal((9, 4))
-    weights = rng.standard_normal((9, 3))
+    assert_backward_matches(spec, rng.standard_normal(spec.num_params),
+                            rng.standard_normal((9, 4)), rng, rtol=1e-6)
+
+
+def assert_backward_matches(spec, params, inputs, rng, rtol):
+    """backward() of ``sum(weights * forward(params))`` against central differences."""
+    weights = rng.standard_normal((len(inputs), spec.act_dim))
 
     def loss(p):
-        out, _ = nn.forward(spec, p, x)
+        out, _ = nn.forward(spec, p, inputs)
         return float(np.sum(weights * out))
 
-    _, trace = nn.forward(spec, params, x)
+    _, trace = nn.forward(spec, params, inputs)
     analytic = nn.backward(spec, params, trace, weights)
-    np.testing.assert_allclose(analytic, numeric_grad(loss, params), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(analytic, numeric_grad(loss, params), rtol=rtol, atol=1e-7)
 
 
 def test_forward_equals_the_es_policy_on_one_observation():
@@ -116,17 +120,9 @@ def test_cnn_forward_equals_the_es_policy_network():
 def test_cnn_backward_matches_finite_differences():
     spec = tiny_cnn()
     rng = np.random.default_rng(6)
-    params = rng.standard_normal(spec.num_params) * 0.3
     frames = rng.integers(0, 256, size=(2, *spec.input_shape)).astype(np.float64)
-    weights = rng.standard_normal((2, 3))
-
-    def loss(p):
-        out, _ = nn.forward(spec, p, frames)
-        return float(np.sum(weights * out))
-
-    _, trace = nn.forward(spec, params, frames)
-    analytic = nn.backward(spec, params, trace, weights)
-    np.testing.assert_allclose(analytic, numeric_grad(loss, params), rtol=1e-5, atol=1e-7)
+    assert_backward_matches(spec, rng.standard_normal(spec.num_params) * 0.3, frames, rng,
+                            rtol=1e-5)
 
 
 def test_cnn_with_vbn_is_refused():
