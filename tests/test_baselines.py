@@ -8,7 +8,7 @@ from test_baselines_nn import numeric_grad
 
 from es.baselines import nn
 from es.baselines.dqn import QLearner, ReplayBuffer, epsilon_at, pack_transition
-from es.baselines.pg import PolicyGradient, Trajectory, batch_statistics, returns_to_go
+from es.baselines.pg import PolicyGradient, Trajectory, returns_to_go
 from es.config import DQNConfig, PGConfig
 from es.envs import make_env
 from es.metrics import COLUMNS
@@ -126,15 +126,13 @@ def pg_learner(discrete: bool) -> tuple[PolicyGradient, list[Trajectory]]:
 @pytest.mark.parametrize("discrete", [True, False])
 def test_policy_gradient_matches_finite_differences_of_the_surrogate(discrete):
     learner, episodes = pg_learner(discrete)
-    stats = batch_statistics(learner, episodes)
+    batch = learner.prepare(episodes)
+    stats = batch.statistics()
     steps = int(stats[2])
     mean = stats[0] / steps
     std = float(np.sqrt(stats[1] / steps - mean**2))
-    _, _, advantages = learner.advantages(episodes)
-    weights = (advantages - mean) / (std + 1e-8) / steps
-    obs = np.concatenate([t.obs for t in episodes])
-    actions = np.concatenate([t.actions for t in episodes])
-    n = learner.spec.num_params
+    weights = (batch.advantages - mean) / (std + 1e-8) / steps
+    obs, actions, n = batch.obs, batch.actions, learner.spec.num_params
 
     def surrogate(policy):  # -(1/N) sum_t A_t log pi(a_t | s_t), advantages held fixed
         out, _ = nn.forward(learner.spec, policy[:n], obs)
@@ -142,7 +140,7 @@ def test_policy_gradient_matches_finite_differences_of_the_surrogate(discrete):
             return -nn.categorical_log_prob(out, actions.astype(int), weights)[0]
         return -nn.gaussian_log_prob(out, policy[n:], actions, weights)[0]
 
-    gradient = learner.gradient_sums(episodes, mean, std, steps)
+    gradient = learner.gradient_sums(batch, mean, std, steps)
     np.testing.assert_allclose(gradient[: learner.policy.size],
                                numeric_grad(surrogate, learner.policy), rtol=1e-5, atol=1e-8)
 
@@ -150,14 +148,14 @@ def test_policy_gradient_matches_finite_differences_of_the_surrogate(discrete):
 def test_gradients_of_two_halves_add_up_to_the_whole_batch():
     """What the all-reduce relies on: each rank's share, summed, is the batch gradient."""
     learner, episodes = pg_learner(discrete=True)
-    stats = batch_statistics(learner, episodes)
+    stats = learner.prepare(episodes).statistics()
     steps, mean = int(stats[2]), stats[0] / stats[2]
     std = float(np.sqrt(stats[1] / steps - mean**2))
-    halves = batch_statistics(learner, episodes[:1]) + batch_statistics(learner, episodes[1:])
+    halves = learner.prepare(episodes[:1]).statistics() + learner.prepare(episodes[1:]).statistics()
     np.testing.assert_allclose(halves, stats)
-    whole = learner.gradient_sums(episodes, mean, std, steps)
-    split = (learner.gradient_sums(episodes[::2], mean, std, steps)
-             + learner.gradient_sums(episodes[1::2], mean, std, steps))
+    whole = learner.gradient_sums(learner.prepare(episodes), mean, std, steps)
+    split = (learner.gradient_sums(learner.prepare(episodes[::2]), mean, std, steps)
+             + learner.gradient_sums(learner.prepare(episodes[1::2]), mean, std, steps))
     np.testing.assert_allclose(split, whole, rtol=1e-10, atol=1e-14)
 
 

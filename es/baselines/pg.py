@@ -43,6 +43,25 @@ class Trajectory:
         return float(self.rewards.sum())
 
 
+@dataclass
+class Batch:
+    """One rank's episodes of an update, prepared once for both the advantage statistics
+    and the gradients."""
+
+    obs: np.ndarray  # (N, obs_dim)
+    actions: np.ndarray  # (N,) or (N, act_dim)
+    returns: np.ndarray  # (N,) returns-to-go
+    values: np.ndarray  # (N, 1) the value network's estimates
+    value_trace: nn.Trace  # for the value network's backward pass
+    advantages: np.ndarray  # (N,) returns - values, before standardisation
+
+    def statistics(self) -> np.ndarray:
+        """[sum of advantages, sum of squares, steps]: what the ranks add up to standardise
+        advantages over the whole batch."""
+        return np.array([self.advantages.sum(), np.square(self.advantages).sum(),
+                         self.advantages.size])
+
+
 def returns_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """``G_t = r_t + gamma * G_{t+1}`` (0 after the last step)."""
     out = np.empty(len(rewards), dtype=np.float64)
@@ -102,37 +121,35 @@ class PolicyGradient:
         return Trajectory(np.asarray(observations), np.asarray(actions),
                           np.asarray(rewards, dtype=np.float64))
 
-    def advantages(self, trajectories: list[Trajectory]) -> tuple[np.ndarray, np.ndarray,
-                                                                    np.ndarray]:
-        """Observations, returns-to-go and raw advantages ``G - V(s)`` of a batch."""
+    def prepare(self, trajectories: list[Trajectory]) -> Batch:
+        """This rank's episodes as one batch, with its value-network pass done once."""
         obs = np.concatenate([t.obs for t in trajectories])
         returns = np.concatenate([returns_to_go(t.rewards, self.cfg.gamma) for t in trajectories])
-        values, _ = nn.forward(self.value_spec, self.value, obs)
-        return obs, returns, returns - values[:, 0]
+        values, value_trace = nn.forward(self.value_spec, self.value, obs)
+        return Batch(obs, np.concatenate([t.actions for t in trajectories]), returns, values,
+                     value_trace, returns - values[:, 0])
 
-    def gradient_sums(self, trajectories: list[Trajectory], adv_mean: float, adv_std: float,
+    def gradient_sums(self, batch: Batch, adv_mean: float, adv_std: float,
                       total_steps: int) -> np.ndarray:
         """This batch's share of the loss gradients, [policy, value], each a sum over steps
         divided by the *global* step count: adding every rank's shares gives the gradient
         of the whole batch."""
-        obs, returns, advantages = self.advantages(trajectories)
+        advantages = batch.advantages
         if self.cfg.normalize_advantages:
             advantages = (advantages - adv_mean) / (adv_std + 1e-8)
         weights = advantages / total_steps
-        out, trace = nn.forward(self.spec, self.network, obs)
+        out, trace = nn.forward(self.spec, self.network, batch.obs)
         if self.spec.discrete:
-            actions = np.concatenate([t.actions for t in trajectories]).astype(np.int64)
-            _, grad_out = nn.categorical_log_prob(out, actions, weights)
+            _, grad_out = nn.categorical_log_prob(out, batch.actions.astype(np.int64), weights)
             policy_grad = -nn.backward(self.spec, self.network, trace, grad_out)
         else:
-            actions = np.concatenate([t.actions for t in trajectories])
             log_std = self.policy[self.spec.num_params:]
-            _, grad_mean, grad_log_std = nn.gaussian_log_prob(out, log_std, actions, weights)
+            _, grad_mean, grad_log_std = nn.gaussian_log_prob(out, log_std, batch.actions,
+                                                              weights)
             policy_grad = -np.concatenate([nn.backward(self.spec, self.network, trace, grad_mean),
                                            grad_log_std])
-        values, value_trace = nn.forward(self.value_spec, self.value, obs)
-        value_grad = nn.backward(self.value_spec, self.value, value_trace,
-                                 (values - returns[:, None]) / total_steps)
+        value_grad = nn.backward(self.value_spec, self.value, batch.value_trace,
+                                 (batch.values - batch.returns[:, None]) / total_steps)
         return np.concatenate([policy_grad, value_grad])
 
     def apply(self, gradient: np.ndarray) -> float:
@@ -144,15 +161,6 @@ class PolicyGradient:
         self.policy += self.policy_optimizer.step(policy_grad)
         self.value += self.value_optimizer.step(value_grad)
         return norm
-
-
-def batch_statistics(learner: PolicyGradient, trajectories: list[Trajectory]) -> np.ndarray:
-    """[sum of advantages, sum of squares, steps]: what the ranks add up to standardise
-    advantages over the whole batch."""
-    if not trajectories:
-        return np.zeros(3)
-    _, _, advantages = learner.advantages(trajectories)
-    return np.array([advantages.sum(), np.square(advantages).sum(), advantages.size])
 
 
 def train(config: Config, comm: Comm, run_dir: Path | None,
@@ -173,14 +181,16 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
             mine = [learner.play(env, seeds[e]) for e in shares[comm.rank]]
             rollout_s = time.perf_counter() - round_started
             update_started = time.perf_counter()
+            batch = learner.prepare(mine) if mine else None  # a rank may have no episode
             # One small all-reduce: advantage statistics, and whether any rank's clock says
             # the time budget is spent (all ranks must stop at the same update).
             late = float(run.out_of_time())
-            stats = comm.allreduce_sum(np.append(batch_statistics(learner, mine), late))
+            local_stats = batch.statistics() if batch else np.zeros(3)
+            stats = comm.allreduce_sum(np.append(local_stats, late))
             steps = int(stats[2])
             adv_mean = stats[0] / steps
             adv_std = float(np.sqrt(max(stats[1] / steps - adv_mean**2, 0.0)))
-            local = (learner.gradient_sums(mine, adv_mean, adv_std, steps) if mine
+            local = (learner.gradient_sums(batch, adv_mean, adv_std, steps) if batch
                      else np.zeros(learner.policy.size + learner.value.size))
             grad_norm = learner.apply(comm.allreduce_sum(local))
             update_s = time.perf_counter() - update_started
