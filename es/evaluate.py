@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from es.comm import MPIComm, under_mpi_launcher
-from es.exchange import gather_in_order
+from es.exchange import spread
 
 Evaluate = Callable[[np.ndarray], np.ndarray]
 _LOADED: dict[bytes, Callable[[np.ndarray], float]] = {}  # per worker: functions by digest
@@ -37,9 +37,7 @@ def _ranks(fun: Callable[[np.ndarray], float], comm: MPIComm) -> Evaluate:
     """Under mpiexec: rank r evaluates rows r, r + size, ...; one gather of the values."""
 
     def evaluate(rows: np.ndarray) -> np.ndarray:
-        shares = [range(rank, len(rows), comm.size) for rank in range(comm.size)]
-        mine = np.array([float(fun(rows[i])) for i in shares[comm.rank]], dtype=np.float64)
-        return gather_in_order(comm, shares, mine)
+        return spread(comm, len(rows), lambda i: fun(rows[i]))
 
     return evaluate
 

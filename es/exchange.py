@@ -13,7 +13,7 @@ only need the order, which float32 keeps for any two returns that differ in thei
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,19 @@ def static_share(rank: int, size: int, population: int, mirrored: bool) -> np.nd
     per_direction = 2 if mirrored else 1
     directions = np.arange(rank, population // per_direction, size)
     return (directions[:, None] * per_direction + np.arange(per_direction)).ravel()
+
+
+def round_robin(count: int, size: int) -> list[range]:
+    """Items ``0..count-1`` dealt to ``size`` ranks in turn: rank r gets r, r + size, ..."""
+    return [range(rank, count, size) for rank in range(size)]
+
+
+def spread(comm: Comm, count: int, value_of: Callable[[int], float]) -> np.ndarray:
+    """``value_of(i)`` for every item ``i < count``, each rank computing its round-robin
+    share; every rank gets all the values, in item order, from one gather."""
+    shares = round_robin(count, comm.size)
+    mine = np.array([float(value_of(i)) for i in shares[comm.rank]], dtype=np.float64)
+    return gather_in_order(comm, shares, mine)
 
 
 def gather_in_order(comm: Comm, shares: Sequence[Sequence[int]], mine: np.ndarray) -> np.ndarray:

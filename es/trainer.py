@@ -26,7 +26,7 @@ from es.checkpoint import TrainingState, save_checkpoint, save_policy, write_ato
 from es.comm import Comm
 from es.config import Config
 from es.envs import env_from_config, policy_spec_for
-from es.exchange import GenerationResults, gather_in_order, share_results, static_share
+from es.exchange import GenerationResults, share_results, spread, static_share
 from es.metrics import ProgressLog, progress_line
 from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.optim import make_optimizer
@@ -241,10 +241,8 @@ class Trainer:
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
         act = bind_policy(self.spec, self.strategy.theta, self.norm, self.reference)
-        shares = [range(rank, episodes, self.comm.size) for rank in range(self.comm.size)]
-        mine = [self._safe_episode(act, seeds[j], False, -1 - j).total_return
-                for j in shares[self.comm.rank]]
-        return gather_in_order(self.comm, shares, np.array(mine, dtype=np.float64))
+        return spread(self.comm, episodes,
+                      lambda j: self._safe_episode(act, seeds[j], False, -1 - j).total_return)
 
     def state(self) -> TrainingState:
         return TrainingState(

@@ -19,7 +19,7 @@ from es.cnn import ConvNetSpec
 from es.comm import Comm
 from es.config import Config, ConfigError
 from es.envs import env_from_config, policy_spec_for
-from es.exchange import gather_in_order
+from es.exchange import spread
 from es.metrics import ProgressLog, progress_line
 from es.policies import ObsNorm, PolicySpec, bind_policy
 from es.rollout import run_episode
@@ -115,10 +115,8 @@ class BaselineRun:
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
         act = bind_policy(self.spec, params.astype(np.float32), self.norm)
-        shares = [range(rank, episodes, self.comm.size) for rank in range(self.comm.size)]
-        mine = [run_episode(self.env, act, seeds[j]).total_return
-                for j in shares[self.comm.rank]]
-        return gather_in_order(self.comm, shares, np.array(mine, dtype=np.float64))
+        return spread(self.comm, episodes,
+                      lambda j: run_episode(self.env, act, seeds[j]).total_return)
 
     def record(self, row: dict[str, Any], params: np.ndarray,
                eval_returns: np.ndarray | None) -> None:

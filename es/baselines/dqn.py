@@ -16,7 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from es.baselines import nn
-from es.baselines.common import BaselineResult, BaselineRun, clip_by_norm, episode_stats
+from es.baselines.common import (
+    BaselineResult,
+    BaselineRun,
+    clip_by_norm,
+    episode_stats,
+    network_spec,
+    scaled_env,
+)
 from es.comm import Comm
 from es.config import Config, ConfigError, DQNConfig
 from es.optim import Adam
@@ -145,7 +152,6 @@ def check_discrete(spec: nn.Network, program: str) -> None:
 def train(config: Config, comm: Comm, run_dir: Path | None,
           started: float | None = None) -> BaselineResult:
     """DQN in this process (rank 0 of ``comm``; other ranks would duplicate the work)."""
-    from es.baselines.common import network_spec, scaled_env
     cfg, seed = config.dqn, config.run.seed
     env, norm = scaled_env(config)
     spec = network_spec(config, env, "es-baseline dqn")

@@ -25,6 +25,7 @@ from es.baselines.common import BaselineResult, BaselineRun, clip_by_norm, netwo
 from es.cnn import ConvNetSpec
 from es.comm import Comm
 from es.config import Config, PGConfig
+from es.exchange import round_robin
 from es.optim import Adam
 from es.policies import PolicySpec
 from es.seeding import TAG_ENV, TAG_INIT, episode_seeds, generator
@@ -171,7 +172,7 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
     run = BaselineRun(config, comm, run_dir, spec, norm, started)
     learner = PolicyGradient(spec, cfg, seed)
     count = cfg.episodes_per_update
-    shares = [range(rank, count, comm.size) for rank in range(comm.size)]
+    shares = round_robin(count, comm.size)
     updates, timesteps, last = 0, 0, False
     try:
         while not last:
