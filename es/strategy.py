@@ -7,7 +7,12 @@ optimizer step along
     g = 1 / (n sigma) * sum_i F_i eps_i,    F = centered ranks of the fitness,
 
 with mirrored sampling (member 2k is theta + sigma eps_k, member 2k+1 is theta - sigma eps_k)
-and L2 weight decay added to the gradient the optimizer minimises: ``-g + l2 * theta``.
+and L2 weight decay as the authors' released code applies it (``l2coeff``): the optimizer
+minimises ``-g + (l2 / sigma) * theta``. Their code leaves out the ``1 / sigma`` of ``g`` and
+steps along ``-sigma g + l2 theta``; this is the same vector divided by ``sigma``, so ``l2``
+means what the paper's ``l2coeff`` means (Adam, which the paper used, ignores the common
+scale), while ``g`` stays the gradient estimate of the smoothed objective that SGD's step
+size refers to.
 Every random draw is a pure function of ``(seed, generation, direction)``. Optional
 exponential decay of sigma and of the step size (as in evosax's OpenES) is a pure function of
 the generation too, so the whole state stays (theta, optimizer state, generation).
@@ -165,7 +170,7 @@ class OpenES:
         ascent = generation.directions.weighted_sum(weights) / np.float32(
             self.population * generation.sigma
         )
-        gradient = -ascent + np.float32(self.l2) * self.theta
+        gradient = -ascent + np.float32(self.l2 / generation.sigma) * self.theta
         self.optimizer.lr = self.lr
         step = self.optimizer.step(gradient)
         self.theta = self.theta + step

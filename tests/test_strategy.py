@@ -93,7 +93,7 @@ def test_optimizer_state_round_trips():
 
 
 def test_tell_steps_along_the_paper_estimate(table):
-    """One step by hand: g = sum_i F_i eps_i / (n sigma), grad = -g + l2 theta, SGD step."""
+    """One step by hand: g = sum_i F_i eps_i / (n sigma), grad = -g + (l2 / sigma) theta, SGD."""
     theta0 = np.linspace(-1, 1, 8)
     es = OpenES(theta0, population=4, sigma=0.5, noise=table, optimizer=SGD(8, 1.0, 0.0), l2=0.1)
     generation = es.ask()
@@ -104,9 +104,36 @@ def test_tell_steps_along_the_paper_estimate(table):
     g = (shaped[0] * eps[0] - shaped[1] * eps[0] + shaped[2] * eps[1] - shaped[3] * eps[1]) / (
         4 * 0.5
     )
-    expected = theta0 - 1.0 * (-g + 0.1 * theta0.astype(np.float32))
+    expected = theta0 - 1.0 * (-g + 0.1 / 0.5 * theta0.astype(np.float32))
     np.testing.assert_allclose(es.theta, expected, rtol=1e-5, atol=1e-6)
     assert es.generation == 1
+
+
+def test_weight_decay_means_the_released_codes_l2coeff_under_adam(table):
+    """OpenAI's released es.py steps Adam along ``-g' + l2coeff * theta`` with
+    ``g' = sum_i F_i eps_i / n`` (no 1/sigma). Our update is that vector over sigma, and
+    Adam ignores a common scale, so ``es.l2 = 0.005`` is the paper's humanoid.json value."""
+    theta0 = np.linspace(-1, 1, 8).astype(np.float32)
+    sigma, l2 = 0.02, 0.005
+    es = OpenES(theta0, population=4, sigma=sigma, noise=table, optimizer=Adam(8, 0.01), l2=l2)
+    reference = Adam(8, 0.01)
+    theta = theta0.copy()
+    for fitness in ([3.0, 1.0, 0.0, 2.0], [0.5, 2.0, 1.0, -1.0], [1.0, 0.0, 2.0, 3.0]):
+        generation = es.ask()
+        shaped = centered_ranks(np.array(fitness))
+        weights = shaped[0::2] - shaped[1::2]
+        released = sum(w * generation.directions.vector(k).astype(np.float64)
+                       for k, w in enumerate(weights)) / 4
+        theta = theta + reference.step((-released + l2 * theta).astype(np.float32))
+        es.tell(np.array(fitness))
+        np.testing.assert_allclose(es.theta, theta, rtol=1e-4, atol=1e-6)
+    # The old reading (decay added to g with its 1/sigma, i.e. sigma times weaker) is far off.
+    weaker = OpenES(theta0, population=4, sigma=sigma, noise=table, optimizer=Adam(8, 0.01),
+                    l2=l2 * sigma)
+    for fitness in ([3.0, 1.0, 0.0, 2.0], [0.5, 2.0, 1.0, -1.0], [1.0, 0.0, 2.0, 3.0]):
+        weaker.ask()
+        weaker.tell(np.array(fitness))
+    assert np.abs(weaker.theta - theta).max() > 100 * np.abs(es.theta - theta).max()
 
 
 def test_tell_refuses_the_wrong_number_of_fitness_values(table):
