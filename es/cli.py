@@ -249,7 +249,8 @@ def _train_one(args: argparse.Namespace, comm) -> int:
     except ValueError as error:
         return _fail("es-train", str(error), comm.rank)
     try:
-        result = trainer.run()
+        with trainer:
+            result = trainer.run()
     except Stopped as stop:
         if comm.rank == 0:
             print(f"es-train: {stop}; checkpoint saved. Resume with: es-train --resume "

@@ -44,6 +44,7 @@ class Comm(Protocol):
     def node_shared_array(
         self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
     ) -> np.ndarray: ...
+    def release_shared(self, array: np.ndarray) -> None: ...
     def barrier(self) -> None: ...
     def abort(self, code: int) -> None: ...
     def split(self, color: int) -> Comm: ...
@@ -126,6 +127,9 @@ class LocalComm:
         fill(array)
         return array
 
+    def release_shared(self, array: np.ndarray) -> None:
+        """Nothing to do: a plain array is freed with its last reference."""
+
     def barrier(self) -> None:
         pass
 
@@ -159,7 +163,7 @@ class MPIComm:
         self._node = None
         self._scheduler = None  # a private communicator for work_units
         self._rounds = itertools.count()
-        self._windows: list[Any] = []  # shared windows must outlive the arrays on them
+        self._windows: list[tuple[np.ndarray, Any]] = []  # (array, the window it lives on)
 
     def _wait(self, request: Any) -> None:
         started = time.perf_counter()
@@ -275,13 +279,26 @@ class MPIComm:
         window = MPI.Win.Allocate_shared(
             size * dtype.itemsize if leader else 0, dtype.itemsize, comm=self.node
         )
-        self._windows.append(window)
         buffer, _ = window.Shared_query(0)
         array = np.ndarray(buffer=buffer, dtype=dtype, shape=(size,))
+        self._windows.append((array, window))
         if leader:
             fill(array)
         self._wait(self.node.Ibarrier())
         return array
+
+    def release_shared(self, array: np.ndarray) -> None:
+        """Free the window under ``array`` (every rank of the node calls this, together).
+        Without it a sweep that trains runs in turn would keep one table per run. The array
+        must not be used afterwards: its memory is gone."""
+        for index, (held, window) in enumerate(self._windows):
+            if held is array:
+                del self._windows[index]
+                # The ranks arrive together, so Free's own (busy-polling) barrier is short.
+                self._wait(self.node.Ibarrier())
+                window.Free()
+                return
+        raise ValueError("release_shared: this array is not a shared window of this comm")
 
     def barrier(self) -> None:
         self._wait(self.world.Ibarrier())

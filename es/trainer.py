@@ -148,6 +148,23 @@ class Trainer:
         self.rollout_s = 0.0  # this rank's own episode time in the current generation
         self.io_s = 0.0  # rank 0's file writes after the previous generation
 
+    def close(self) -> None:
+        """Free the noise table (an MPI shared window, not freed by garbage collection) and
+        the environment. Every rank calls it; the trainer cannot train afterwards."""
+        noise = self.strategy.noise
+        if isinstance(noise, NoiseTable):
+            self.strategy.noise = None
+            self.comm.release_shared(noise.table)
+        self.env.close()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        # Freeing the table is collective: only on the ways out that every rank takes alike.
+        if kind is None or issubclass(kind, Stopped | TrainingError):
+            self.close()
+
     @property
     def norm(self) -> ObsNorm:
         if not self.config.policy.obs_norm:

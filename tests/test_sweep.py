@@ -43,3 +43,34 @@ def test_more_runs_than_ranks_run_in_turn_and_configs_combine_with_seeds(tmp_pat
         "Pendulum-v1__pendulum__3", "Pendulum-v1__pendulum__4"]
     bad = run_cli(["es-train", "configs/cartpole.toml", "--seeds", "x"])
     assert bad.returncode == 2 and "--seeds 'x'" in bad.stderr
+
+
+def peak_rss_mb(args: list[str], ranks: int) -> float:
+    """Largest resident set of any process of the job, measured in a fresh interpreter so no
+    earlier child counts (shared-memory pages a rank touched are part of its resident set)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, tool
+
+    measure = ("import resource, subprocess, sys; "
+               "done = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+               "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    command = [tool("mpiexec"), "-n", str(ranks), tool("es-train"), *args]
+    out = subprocess.run([sys.executable, "-c", measure, *command], capture_output=True,
+                         text=True, cwd=REPO, timeout=300).stdout.split()
+    assert out[0] == "0", out
+    return int(out[1]) / 1024
+
+
+def test_a_group_training_runs_in_turn_frees_each_noise_table(tmp_path):
+    """A 160 MB shared table per run: three runs in turn on one rank must not hold three."""
+    table = ["--set", "es.noise_table_size=40000000", "--set", "run.generations=1",
+             "--set", "es.population=4", "--quiet"]
+    one = peak_rss_mb(["configs/cartpole.toml", "--seeds", "0", "--run-dir",
+                       str(tmp_path / "one"), *table], ranks=1)
+    three = peak_rss_mb(["configs/cartpole.toml", "--seeds", "0-2", "--run-dir",
+                         str(tmp_path / "three"), *table], ranks=1)
+    assert len(list((tmp_path / "three").iterdir())) == 3
+    assert one > 160  # the table is resident while it trains
+    assert three < one + 40, f"3 runs in turn peaked at {three:.0f} MB, one run at {one:.0f} MB"
