@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 COLUMNS = (
     "generation",
     "timesteps",
@@ -16,6 +18,7 @@ COLUMNS = (
     "return_max",
     "eval_return",
     "eval_std",
+    "eval_failed",
     "episodes",
     "failed_episodes",
     "evals_per_s",
@@ -58,6 +61,19 @@ class ProgressLog:
         self._file.close()
 
 
+def evaluation_columns(returns: np.ndarray | None) -> dict[str, float | int | None]:
+    """``eval_return`` and ``eval_std`` over the evaluation episodes that finished, and
+    ``eval_failed``, how many did not (return NaN): a mean over the survivors alone would
+    hide them. All None when there was no evaluation; the mean is None if every one failed."""
+    if returns is None:
+        return {"eval_return": None, "eval_std": None, "eval_failed": None}
+    returns = np.asarray(returns, dtype=np.float64)
+    finished = returns[np.isfinite(returns)]
+    return {"eval_return": float(finished.mean()) if finished.size else None,
+            "eval_std": float(finished.std()) if finished.size else None,
+            "eval_failed": int(returns.size - finished.size)}
+
+
 def _complete(row: dict[str, str | None], keep_through: int) -> bool:
     """A whole row (a kill can cut the last line short) of a generation up to the given one."""
     if None in row.values() or None in row:
@@ -93,10 +109,14 @@ def progress_line(row: dict[str, Any], best_eval: float | None = None,
         f"gen {row['generation']:>5} | steps {_si(row['timesteps']):>7} | "
         f"return mean {row['return_mean']:9.2f} max {row['return_max']:9.2f}"
     )
+    if row.get("failed_episodes"):
+        line += f" ({row['failed_episodes']} failed)"
     if row.get("eval_return") is not None:
         line += f" | eval {row['eval_return']:9.2f}"
         if best_eval is not None:
             line += f" (best {best_eval:.2f})"
+    if row.get("eval_failed"):
+        line += f" | {row['eval_failed']} eval episodes failed"
     line += (
         f" | {_si(row['steps_per_s'])} steps/s | {row['time_s']:7.1f} s"
         f" | {row['bytes_sent']} B sent"

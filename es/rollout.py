@@ -9,6 +9,7 @@ merged statistics, and hence the parameters, are bit-identical at any rank count
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ import gymnasium as gym
 import numpy as np
 
 from es.policies import ObsNorm
+
+log = logging.getLogger("es")
 
 FIXED_POINT_SCALE = 2.0**8
 #: Largest per-episode |sum| or |sumsq| taken (5.5e11): 2**15 such episodes fit in an int64.
@@ -57,6 +60,22 @@ def run_episode(
         return Episode(total if finite else float("nan"), length)
     stacked = np.asarray(seen).reshape(len(seen), -1)
     return Episode(total, length, stacked.sum(axis=0), np.square(stacked).sum(axis=0))
+
+
+def safe_episode(env: gym.Env, act: Callable[[np.ndarray], np.ndarray | int], seed: int,
+                 label: str, record_obs: bool = False, max_steps: int | None = None) -> Episode:
+    """``run_episode``, but a broken environment (it raises, or gives a non-finite reward or
+    observation) does not end the run: the episode is failed, with return NaN and a warning
+    naming ``label``. Callers count the NaNs; nobody may drop them silently."""
+    try:
+        episode = run_episode(env, act, seed, record_obs=record_obs, max_steps=max_steps)
+    except Exception as error:  # a broken environment must not end the run
+        log.warning("%s: episode raised %s: %s", label, type(error).__name__, error)
+        return Episode(float("nan"), 0)
+    if not np.isfinite(episode.total_return):
+        log.warning("%s: non-finite return", label)
+        episode.total_return = float("nan")
+    return episode
 
 
 def random_policy(env: gym.Env, seed: int) -> Callable[[np.ndarray], np.ndarray | int]:

@@ -27,11 +27,11 @@ from es.comm import Comm
 from es.config import Config
 from es.envs import env_from_config, policy_spec_for
 from es.exchange import GenerationResults, share_results, spread, static_share
-from es.metrics import ProgressLog, progress_line
+from es.metrics import ProgressLog, evaluation_columns, progress_line
 from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.optim import make_optimizer
 from es.policies import ObsNorm, bind_policy, with_action_noise
-from es.rollout import Episode, ObsStats, random_observations, run_episode
+from es.rollout import ObsStats, random_observations, safe_episode
 from es.seeding import (
     TAG_ACTION_NOISE,
     TAG_ENV,
@@ -197,7 +197,8 @@ class Trainer:
         for member in self.my_members(generation):
             direction, _ = generation.direction_of(member)
             act = self._training_act(generation.params(member), norm, seeds[direction])
-            episode = self._safe_episode(act, seeds[direction], record, member, cap)
+            episode = safe_episode(self.env, act, seeds[direction],
+                                   f"rank {self.comm.rank}: member {member}", record, cap)
             if record and not self.obs_stats.add_episode(increment, episode):
                 episode.total_return = float("nan")
             members.append(member)
@@ -238,28 +239,14 @@ class Trainer:
             return None
         return max(1, int(np.ceil(factor * self.mean_episode_length)))
 
-    def _safe_episode(
-        self, act, seed: int, record: bool, member: int, max_steps: int | None = None
-    ) -> Episode:
-        """Run an episode; a failure gives return NaN and a warning (member < 0: evaluation)."""
-        try:
-            episode = run_episode(self.env, act, seed, record_obs=record, max_steps=max_steps)
-        except Exception as error:  # a broken environment must not end the run
-            log.warning("rank %d: member %d: episode raised %s: %s",
-                        self.comm.rank, member, type(error).__name__, error)
-            return Episode(float("nan"), 0)
-        if not np.isfinite(episode.total_return):
-            log.warning("rank %d: member %d: non-finite return", self.comm.rank, member)
-            episode.total_return = float("nan")
-        return episode
-
     def evaluate_mean(self, index: int) -> np.ndarray:
         """Noise-free returns of the current mean policy; episodes spread over the ranks."""
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
         act = bind_policy(self.spec, self.strategy.theta, self.norm, self.reference)
-        return spread(self.comm, episodes,
-                      lambda j: self._safe_episode(act, seeds[j], False, -1 - j).total_return)
+        return spread(self.comm, episodes, lambda j: safe_episode(
+            self.env, act, seeds[j], f"rank {self.comm.rank}: evaluation episode {j}"
+        ).total_return)
 
     def state(self) -> TrainingState:
         return TrainingState(
@@ -318,7 +305,7 @@ class Trainer:
                     log.info(progress_line(row, best_eval, self._eta_s(*first)))
                     if progress:
                         progress.write(row)
-                if writer and row["eval_return"] is not None:
+                if writer and row["evaluated"]:
                     self._save_policy()
                 if self.strategy.generation % self.config.run.checkpoint_every == 0:
                     saved_at = self._checkpoint()
@@ -428,8 +415,8 @@ class Trainer:
             "return_min": float(np.nanmin(returns)),
             "return_max": float(np.nanmax(returns)),
             "failed_episodes": failed,
-            "eval_return": None if eval_returns is None else float(np.nanmean(eval_returns)),
-            "eval_std": None if eval_returns is None else float(np.nanstd(eval_returns)),
+            **evaluation_columns(eval_returns),
+            "evaluated": evaluated,
             "episodes": len(returns),
             "evals_per_s": len(returns) / elapsed,
             "steps_per_s": steps / elapsed,

@@ -40,3 +40,22 @@ class FlakyEnv(gym.Env):
 
 
 gym.register("Flaky-v0", entry_point=FlakyEnv)
+
+
+
+class FlakyDiscreteEnv(FlakyEnv):
+    """FlakyEnv with two actions (left, right), for DQN and Gorila."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def step(self, action):
+        return super().step(2.0 * int(action) - 1.0)
+
+
+def fails(seed: int, fail_every: int = 4) -> bool:
+    """Whether the episode reset with ``seed`` goes wrong (at its 5th step): the same draw
+    ``FlakyEnv.reset`` makes."""
+    return int(np.random.default_rng(seed).integers(0, 3 * fail_every)) < 3
+
+
+gym.register("FlakyDiscrete-v0", entry_point=FlakyDiscreteEnv)

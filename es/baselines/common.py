@@ -20,9 +20,9 @@ from es.comm import Comm
 from es.config import Config, ConfigError
 from es.envs import env_from_config, policy_spec_for
 from es.exchange import spread
-from es.metrics import ProgressLog, progress_line
+from es.metrics import ProgressLog, evaluation_columns, progress_line
 from es.policies import ObsNorm, PolicySpec, bind_policy
-from es.rollout import run_episode
+from es.rollout import safe_episode
 from es.seeding import TAG_EVAL, episode_seeds
 
 log = logging.getLogger("es")
@@ -115,16 +115,17 @@ class BaselineRun:
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
         act = bind_policy(self.spec, params.astype(np.float32), self.norm)
-        return spread(self.comm, episodes,
-                      lambda j: run_episode(self.env, act, seeds[j]).total_return)
+        return spread(self.comm, episodes, lambda j: safe_episode(
+            self.env, act, seeds[j], f"rank {self.comm.rank}: evaluation episode {j}"
+        ).total_return)
 
     def record(self, row: dict[str, Any], params: np.ndarray,
                eval_returns: np.ndarray | None) -> None:
         """Fill the evaluation columns, print the progress line, append to progress.csv and
         save ``policy.npz`` after each evaluation (rank 0)."""
-        if eval_returns is not None:
-            self.eval_return = float(np.mean(eval_returns))
-            row["eval_return"], row["eval_std"] = self.eval_return, float(np.std(eval_returns))
+        row |= evaluation_columns(eval_returns)
+        if row["eval_return"] is not None:
+            self.eval_return = row["eval_return"]
             self.best_eval = max(self.eval_return, self.best_eval or -np.inf)
         row.setdefault("time_s", self.elapsed_s)
         if self.comm.rank != 0:
@@ -145,13 +146,32 @@ class BaselineRun:
             self.progress.close()
 
 
-def episode_stats(returns: list[float]) -> dict[str, float | None]:
-    """The ``return_*`` columns for the training episodes a round finished (none: empty)."""
+def episode_stats(returns: list[float], failed: int = 0) -> dict[str, float | None]:
+    """The ``return_*`` columns for the training episodes a round finished (none: empty),
+    and how many more ended because the environment broke (``checked_step``)."""
+    counts = {"episodes": len(returns) + failed, "failed_episodes": failed}
     if not returns:
-        return {"return_mean": None, "return_min": None, "return_max": None, "episodes": 0}
+        return {"return_mean": None, "return_min": None, "return_max": None, **counts}
     values = np.asarray(returns, dtype=np.float64)
     return {"return_mean": float(values.mean()), "return_min": float(values.min()),
-            "return_max": float(values.max()), "episodes": len(returns)}
+            "return_max": float(values.max()), **counts}
+
+
+def checked_step(env: gym.Env, action: Any, label: str
+                 ) -> tuple[np.ndarray, float, bool, bool] | None:
+    """``env.step``, or None when the environment broke: it raised, or gave a non-finite
+    reward or observation. The transition is then unusable (it would poison the replay or
+    the batch) and the episode is over, failed; the caller counts it (``failed_episodes``)."""
+    try:
+        obs, reward, terminated, truncated, _ = env.step(action)
+    except Exception as error:  # a broken environment must not end the run
+        log.warning("%s: env.step raised %s: %s", label, type(error).__name__, error)
+        return None
+    floating = np.issubdtype(np.asarray(obs).dtype, np.floating)
+    if not np.isfinite(reward) or (floating and not np.all(np.isfinite(obs))):
+        log.warning("%s: non-finite reward or observation", label)
+        return None
+    return obs, float(reward), bool(terminated), bool(truncated)
 
 
 def clip_by_norm(grad: np.ndarray, max_norm: float) -> tuple[np.ndarray, float]:

@@ -19,6 +19,7 @@ from es.baselines import nn
 from es.baselines.common import (
     BaselineResult,
     BaselineRun,
+    checked_step,
     clip_by_norm,
     episode_stats,
     network_spec,
@@ -163,20 +164,25 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
     rng = generator(seed, TAG_REPLAY)
     env_seeds = generator(seed, TAG_ENV)
     obs, _ = env.reset(seed=int(env_seeds.integers(2**31 - 1)))
-    episode_return, finished = 0.0, []
+    episode_return, finished, failed = 0.0, [], 0
     steps, rounds, grad_norm = 0, 0, None
     round_started, update_s = time.perf_counter(), 0.0
     try:
         last = False
         while not last:  # budgets are checked between rounds
             action = epsilon_greedy(spec, learner.online, obs, epsilon_at(steps, cfg), rng)
-            next_obs, reward, terminated, truncated, _ = env.step(action)
-            memory.add(obs, action, float(reward), next_obs, bool(terminated))
-            episode_return += float(reward)
+            step = checked_step(env, action, f"step {steps}")
+            if step is not None:
+                next_obs, reward, terminated, truncated = step
+                memory.add(obs, action, reward, next_obs, terminated)
+                episode_return += reward
+                obs = next_obs
             steps += 1
-            obs = next_obs
-            if terminated or truncated:
-                finished.append(episode_return)
+            if step is None or terminated or truncated:
+                if step is None:
+                    failed += 1
+                else:
+                    finished.append(episode_return)
                 episode_return = 0.0
                 obs, _ = env.reset(seed=int(env_seeds.integers(2**31 - 1)))
             if steps > cfg.learning_starts and steps % cfg.train_every == 0:
@@ -193,14 +199,16 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
                 eval_started = time.perf_counter()
                 evals = (run.evaluate(learner.online, rounds)
                          if run.due_for_eval(rounds, last) else None)
-                row = {"generation": rounds, "timesteps": steps, **episode_stats(finished),
-                       "failed_episodes": 0, "evals_per_s": len(finished) / elapsed,
+                row = {"generation": rounds, "timesteps": steps,
+                       **episode_stats(finished, failed),
+                       "evals_per_s": (len(finished) + failed) / elapsed,
                        "steps_per_s": cfg.steps_per_round / elapsed, "bytes_sent": 0,
                        "rollout_s": elapsed - update_s, "wait_s": 0.0, "update_s": update_s,
                        "eval_s": time.perf_counter() - eval_started, "io_s": 0.0,
                        "grad_norm": grad_norm}
                 run.record(row, learner.online, evals)
-                finished, update_s, round_started = [], 0.0, time.perf_counter()
+                finished, failed, update_s = [], 0, 0.0
+                round_started = time.perf_counter()
     finally:
         run.close()
     return BaselineResult(rounds, steps, run.eval_return)

@@ -25,7 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from es.baselines.common import BaselineResult, BaselineRun, episode_stats, network_spec, scaled_env
+from es.baselines.common import (
+    BaselineResult,
+    BaselineRun,
+    checked_step,
+    episode_stats,
+    network_spec,
+    scaled_env,
+)
 from es.baselines.dqn import (
     TAG_REPLAY,
     QLearner,
@@ -84,6 +91,7 @@ class Learner:
         self.param_sends: dict[int, Pending | None] = dict.fromkeys(self.actors)
         self.finished: set[int] = set()
         self.received, self.received_bytes, self.episode_returns = 0, 0, []
+        self.failed = 0  # episodes the actors' environments broke, since the last row
 
     def _receive(self, actor: int) -> Pending:
         return self.comm.irecv(self.buffers[actor], actor, TAG_CHUNK)
@@ -100,6 +108,7 @@ class Learner:
             dim = self.spec.obs_dim
             self.memory.add_rows(rows[:, : 2 * dim + 3])
             self.episode_returns += [float(r) for r in rows[:, -1] if not np.isnan(r)]
+            self.failed += int(header[2])
             self.received += len(rows)
             if header[1]:  # the actor's last chunk
                 self.finished.add(actor)
@@ -148,8 +157,8 @@ class Learner:
                 evals = (run_log.evaluate(self.learner.online, rounds)
                          if run_log.due_for_eval(rounds, last) else None)
                 row = {"generation": rounds, "timesteps": self.received,
-                       **episode_stats(self.episode_returns), "failed_episodes": 0,
-                       "evals_per_s": len(self.episode_returns) / elapsed,
+                       **episode_stats(self.episode_returns, self.failed),
+                       "evals_per_s": (len(self.episode_returns) + self.failed) / elapsed,
                        "steps_per_s": cfg.steps_per_round / elapsed,
                        "bytes_sent": sent + received, "rollout_s": 0.0, "wait_s": 0.0,
                        "update_s": update_s, "eval_s": time.perf_counter() - eval_started,
@@ -157,7 +166,7 @@ class Learner:
                 log.info("round %d: %d B of parameters to %d actors, %d B of transitions in",
                          rounds, sent, len(self.actors), received)
                 run_log.record(row, self.learner.online, evals)
-                self.episode_returns, update_s = [], 0.0
+                self.episode_returns, self.failed, update_s = [], 0, 0.0
                 round_started, bytes_before = time.perf_counter(), self.comm.bytes_sent
                 received_before = self.received_bytes
             self.stop_actors()
@@ -193,6 +202,7 @@ class Actor:
         self.stop = comm.irecv(np.empty(1), 0, TAG_STOP)
         self.send: Pending | None = None
         self.rows: list[np.ndarray] = []
+        self.failed = 0  # episodes the environment broke since the last chunk
 
     def refresh(self) -> None:
         """Take the newest parameters (and the learner's update count) if a copy has arrived,
@@ -203,14 +213,15 @@ class Actor:
             self.params_in = self.comm.irecv(self.param_buffer, 0, TAG_PARAMS)
 
     def flush(self, final: bool) -> None:
-        """Send the collected rows (header: count, final); the previous send must be done."""
+        """Send the collected rows (header: count, final, episodes failed since the last
+        send); the previous send must be done."""
         if self.send is not None:
             self.send.wait(self.refresh)
         header = np.zeros((1, row_width(self.spec.obs_dim)))
-        header[0, :2] = len(self.rows), final
+        header[0, :3] = len(self.rows), final, self.failed
         chunk = np.vstack([header, *self.rows]) if self.rows else header
         self.send = self.comm.isend(chunk, 0, TAG_CHUNK)
-        self.rows = []
+        self.rows, self.failed = [], 0
 
     def run(self) -> None:
         cfg, rank, actors = self.cfg, self.comm.rank, self.comm.size - 1
@@ -230,13 +241,18 @@ class Actor:
             # Each actor follows the schedule at the pace of all actors together.
             action = epsilon_greedy(self.spec, self.params, obs,
                                     epsilon_at(steps * actors, cfg), rng)
-            next_obs, reward, terminated, truncated, _ = self.env.step(action)
-            episode_return += float(reward)
+            step = checked_step(self.env, action, f"actor {rank}: step {steps}")
             steps += 1
-            ended = terminated or truncated
-            row = pack_transition(obs, action, float(reward), next_obs, bool(terminated))
-            self.rows.append(np.append(row, episode_return if ended else np.nan))
-            obs = next_obs
+            if step is None:  # the environment broke: no transition, the episode failed
+                self.failed += 1
+                ended = True
+            else:
+                next_obs, reward, terminated, truncated = step
+                episode_return += reward
+                ended = terminated or truncated
+                row = pack_transition(obs, action, reward, next_obs, terminated)
+                self.rows.append(np.append(row, episode_return if ended else np.nan))
+                obs = next_obs
             if ended:
                 episode_return = 0.0
                 obs, _ = self.env.reset(seed=int(env_seeds.integers(2**31 - 1)))

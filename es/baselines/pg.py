@@ -21,7 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from es.baselines import nn
-from es.baselines.common import BaselineResult, BaselineRun, clip_by_norm, network_spec, scaled_env
+from es.baselines.common import (
+    BaselineResult,
+    BaselineRun,
+    checked_step,
+    clip_by_norm,
+    episode_stats,
+    network_spec,
+    scaled_env,
+)
 from es.cnn import ConvNetSpec
 from es.comm import Comm
 from es.config import Config, PGConfig
@@ -96,8 +104,9 @@ class PolicyGradient:
         """The policy network's parameters (without the log std): what ``policy.npz`` holds."""
         return self.policy[: self.spec.num_params]
 
-    def play(self, env, seed: int, max_steps: int | None = None) -> Trajectory:
-        """One episode with actions sampled from the policy (draws seeded by the episode)."""
+    def play(self, env, seed: int, max_steps: int | None = None) -> Trajectory | None:
+        """One episode with actions sampled from the policy (draws seeded by the episode);
+        None if the environment broke (``checked_step``): the episode failed."""
         rng = generator(seed, TAG_PG_ACTIONS)
         observations, actions, rewards = [], [], []
         obs, _ = env.reset(seed=seed)
@@ -115,8 +124,11 @@ class PolicyGradient:
                 step_action = np.clip(action, self.spec.action_low, self.spec.action_high)
             observations.append(x)
             actions.append(action)
-            obs, reward, terminated, truncated, _ = env.step(step_action)
-            rewards.append(float(reward))
+            step = checked_step(env, step_action, f"episode seed {seed}")
+            if step is None:
+                return None
+            obs, reward, terminated, truncated = step
+            rewards.append(reward)
             if terminated or truncated or len(rewards) == max_steps:
                 break
         return Trajectory(np.asarray(observations), np.asarray(actions),
@@ -179,7 +191,8 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
             round_started, bytes_before = time.perf_counter(), comm.world_bytes_sent
             wait_before = comm.wait_s
             seeds = episode_seeds(seed, updates, count, TAG_ENV)
-            mine = [learner.play(env, seeds[e]) for e in shares[comm.rank]]
+            played = [learner.play(env, seeds[e]) for e in shares[comm.rank]]
+            mine = [t for t in played if t is not None]  # failed episodes teach nothing
             rollout_s = time.perf_counter() - round_started
             update_started = time.perf_counter()
             batch = learner.prepare(mine) if mine else None  # a rank may have no episode
@@ -189,14 +202,17 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
             local_stats = batch.statistics() if batch else np.zeros(3)
             stats = comm.allreduce_sum(np.append(local_stats, late))
             steps = int(stats[2])
-            adv_mean = stats[0] / steps
-            adv_std = float(np.sqrt(max(stats[1] / steps - adv_mean**2, 0.0)))
-            local = (learner.gradient_sums(batch, adv_mean, adv_std, steps) if batch
-                     else np.zeros(learner.policy.size + learner.value.size))
-            grad_norm = learner.apply(comm.allreduce_sum(local))
+            grad_norm = None
+            if steps:  # every episode of the batch failed: no update (Adam would still move)
+                adv_mean = stats[0] / steps
+                adv_std = float(np.sqrt(max(stats[1] / steps - adv_mean**2, 0.0)))
+                local = (learner.gradient_sums(batch, adv_mean, adv_std, steps) if batch
+                         else np.zeros(learner.policy.size + learner.value.size))
+                grad_norm = learner.apply(comm.allreduce_sum(local))
             update_s = time.perf_counter() - update_started
-            returns = np.array([t.total_return for t in mine])
+            returns = np.array([np.nan if t is None else t.total_return for t in played])
             all_returns = comm.allgather_rows(returns, counts=[len(s) for s in shares])
+            finished = all_returns[np.isfinite(all_returns)]
             updates += 1
             timesteps += steps
             last = stats[3] > 0 or run.budget_spent(updates, timesteps)
@@ -205,10 +221,8 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
                      if run.due_for_eval(updates, last) else None)
             elapsed = time.perf_counter() - round_started
             row = {"generation": updates, "timesteps": timesteps,
-                   "return_mean": float(all_returns.mean()),
-                   "return_min": float(all_returns.min()),
-                   "return_max": float(all_returns.max()), "episodes": count,
-                   "failed_episodes": 0, "evals_per_s": count / elapsed,
+                   **episode_stats(finished.tolist(), count - finished.size),
+                   "evals_per_s": count / elapsed,
                    "steps_per_s": steps / elapsed,
                    "bytes_sent": comm.world_bytes_sent - bytes_before,
                    "rollout_s": rollout_s, "wait_s": comm.wait_s - wait_before,

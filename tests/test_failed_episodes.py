@@ -1,0 +1,74 @@
+"""Failed episodes are counted, never silently dropped: evaluation of the mean policy in
+es-train, and the training and evaluation episodes of the baselines (tests/fault_envs.py
+decides from each episode's reset seed whether it breaks, so the count is known exactly)."""
+
+import numpy as np
+from conftest import REPO, load_params, read_progress, run_cli
+from fault_envs import fails
+
+from es.seeding import TAG_ENV, TAG_EVAL, episode_seeds
+
+FAULTS = {"PYTHONPATH": str(REPO / "tests")}
+
+
+def expected_failures(seed: int, index: int, count: int, tag: int) -> int:
+    return sum(fails(int(s)) for s in episode_seeds(seed, index, count, tag))
+
+
+def test_es_train_counts_and_shows_failed_evaluation_episodes(tmp_path):
+    run_dir = tmp_path / "eval"
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=fault_envs:Flaky-v0",
+                    "--set", "policy.kind=linear", "--set", "es.population=8", "--set",
+                    "run.generations=4", "--set", "run.eval_every=1", "--set",
+                    "run.eval_episodes=8", "--set", "run.max_failed_fraction=1",
+                    "--run-dir", str(run_dir)], extra_env=FAULTS)
+    assert done.returncode == 0, done.stderr
+    rows = read_progress(run_dir)
+    failed = [int(row["eval_failed"]) for row in rows]
+    assert failed == [expected_failures(0, g, 8, TAG_EVAL) for g in (1, 2, 3, 4)]
+    assert sum(failed) > 0
+    shown = [line for line in done.stdout.splitlines() if "eval episodes failed" in line]
+    assert len(shown) == sum(1 for f in failed if f)
+    assert "evaluation episode" in done.stderr  # each failure is also a warning
+    for row, count in zip(rows, failed, strict=True):
+        assert row["eval_return"] != "" or count == 8  # the mean of the episodes that finished
+
+
+def test_baseline_pg_measures_its_failed_training_episodes(tmp_path):
+    run_dir = tmp_path / "pg"
+    done = run_cli(["es-baseline", "pg", "configs/baselines/pendulum_pg.toml", "--set",
+                    "env.id=fault_envs:Flaky-v0", "--set", "policy.kind=linear", "--set",
+                    "pg.episodes_per_update=8", "--set", "run.generations=3", "--set",
+                    "run.eval_every=1", "--set", "run.eval_episodes=8", "--quiet",
+                    "--run-dir", str(run_dir)], extra_env=FAULTS, ranks=2)
+    assert done.returncode == 0, done.stderr
+    rows = read_progress(run_dir)
+    assert [int(r["failed_episodes"]) for r in rows] == [
+        expected_failures(0, update, 8, TAG_ENV) for update in (0, 1, 2)]
+    assert [int(r["eval_failed"]) for r in rows] == [
+        expected_failures(0, update, 8, TAG_EVAL) for update in (1, 2, 3)]
+    assert all(int(r["episodes"]) == 8 for r in rows)
+    assert sum(int(r["failed_episodes"]) for r in rows) > 0
+    assert np.isfinite(load_params(run_dir)).all()
+
+
+def test_baseline_dqn_and_gorila_keep_broken_steps_out_of_replay(tmp_path):
+    common = ["configs/baselines/cartpole_dqn.toml", "--set",
+              "env.id=fault_envs:FlakyDiscrete-v0", "--set", "policy.kind=linear", "--set",
+              "dqn.steps_per_round=400", "--set", "dqn.learning_starts=100", "--set",
+              "dqn.train_every=50", "--set", "dqn.gradient_steps=10", "--set",
+              "run.generations=3", "--set", "run.eval_every=3", "--quiet"]
+    for algorithm, ranks in (("dqn", None), ("gorila", 3)):
+        run_dir = tmp_path / algorithm
+        extra = ["--set", "dqn.gorila_lead=0"] if algorithm == "gorila" else []
+        done = run_cli(["es-baseline", algorithm, *common, *extra, "--run-dir", str(run_dir)],
+                       extra_env=FAULTS, ranks=ranks)
+        assert done.returncode == 0, done.stderr
+        rows = read_progress(run_dir)
+        failed = sum(int(r["failed_episodes"]) for r in rows)
+        # 400 steps of 20-step episodes a round, one in four breaks at its 5th step.
+        assert failed >= 5, (algorithm, [r["failed_episodes"] for r in rows])
+        for row in rows:
+            finished = int(row["episodes"]) - int(row["failed_episodes"])
+            assert finished >= 0 and (finished == 0) == (row["return_mean"] == "")
+        assert np.isfinite(load_params(run_dir)).all()  # no NaN reached the Q-network
