@@ -204,9 +204,15 @@ def minimize(
     ``timeout_s``) ``max_evals`` is 1e4 * dimension.
 
     ``workers=N`` evaluates each generation on N MPI worker processes that it spawns (the
-    function is shipped with cloudpickle, so lambdas and closures from a notebook work). Under
-    ``mpiexec`` (more than one rank) every rank runs this call and evaluates its share instead;
-    nothing is spawned. Either way the result is bit-identical to ``workers=1``.
+    function is shipped with cloudpickle, so lambdas and closures from a notebook work). The
+    workers do not run the caller's main script again, so scripts without an
+    ``if __name__ == "__main__":`` guard, ``python - < script.py`` and Jupyter kernels work;
+    they run BLAS on one thread. Spawning needs MPI's ``mpiexec``: from PATH, or else the one
+    beside the Python interpreter (a venv that is not activated); with neither it raises
+    ``es.evaluate.WorkerStartError`` (a ``RuntimeError``) at once, and workers that do not
+    start within a minute raise it too, never hang. Under ``mpiexec`` (more than one rank)
+    every rank runs this call and evaluates its share instead; nothing is spawned. Either way
+    the result is bit-identical to ``workers=1``.
     """
     from es.evaluate import make_evaluator
 

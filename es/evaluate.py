@@ -1,21 +1,44 @@
 """Evaluating a generation of candidates with a Python callable: here, on spawned MPI
 workers, or on the ranks of an ``mpiexec`` job. Every way returns the values in candidate
 order, so the optimiser sees the same numbers whichever is used.
+
+Spawned workers must start wherever users call ``minimize``: a Jupyter kernel or an IDE that
+runs the venv's Python without activating the venv, a script read from stdin, a script with
+no ``if __name__ == "__main__":`` guard. They must also never hang the caller.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import shutil
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from es.comm import MPIComm, under_mpi_launcher
 from es.exchange import spread
 
+if TYPE_CHECKING:
+    from mpi4py.futures import MPIPoolExecutor
+
 Evaluate = Callable[[np.ndarray], np.ndarray]
 _LOADED: dict[bytes, Callable[[np.ndarray], float]] = {}  # per worker: functions by digest
+
+LAUNCHER = "mpiexec"
+#: Workers start in ~0.5 s; a spawn still waiting after this long has failed (MPICH's
+#: MPI_Comm_spawn waits forever for a worker whose interpreter died before MPI_Init).
+SPAWN_TIMEOUT_S = 60.0
+#: One BLAS thread per worker, as ``es.cli`` does for ranks: parallelism comes from workers.
+BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class WorkerStartError(RuntimeError):
+    """Spawned workers could not start; the message says what to do instead."""
 
 
 def _evaluate_rows(blob: bytes, rows: np.ndarray) -> list[float]:
@@ -43,6 +66,69 @@ def _ranks(fun: Callable[[np.ndarray], float], comm: MPIComm) -> Evaluate:
 
 
 @contextlib.contextmanager
+def _launcher_on_path(workers: int) -> Iterator[None]:
+    """A process that ``mpiexec`` did not start spawns through MPICH's singleton init, which
+    execs ``mpiexec`` found on PATH (once; later spawns reuse it). A venv's Python run without
+    activating the venv has the mpich wheel's ``mpiexec`` beside it but not on PATH: put that
+    folder first on PATH while the workers start. With no launcher anywhere, MPICH would abort
+    inside the spawn and hang: fail now instead, saying what to do."""
+    if under_mpi_launcher() or shutil.which(LAUNCHER) is not None:
+        yield
+        return
+    beside = dict.fromkeys((Path(sys.executable).parent, Path(sys.prefix) / "bin"))
+    folder = next((str(f) for f in beside if shutil.which(LAUNCHER, path=str(f))), None)
+    if folder is None:
+        raise WorkerStartError(
+            f"workers={workers} needs {LAUNCHER}, which is neither on PATH nor beside "
+            f"{sys.executable}: activate the environment (or put the folder holding "
+            f"{LAUNCHER} on PATH), or use workers=1, or run the script under "
+            f"{LAUNCHER} -n N python script.py")
+    before = os.environ.get("PATH")
+    os.environ["PATH"] = os.pathsep.join(filter(None, (folder, before)))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = before
+
+
+def _worker_options() -> dict[str, Any]:
+    """The workers do not import the caller's ``__main__``: it may be ``<stdin>``, a kernel,
+    or a script without a ``__main__`` guard whose top level would run again in every worker
+    (cloudpickle ships ``__main__``'s functions by value anyway). They see the caller's
+    modules (its ``sys.path`` and working folder) and run BLAS on one thread (set before
+    they load NumPy)."""
+    path = [entry or os.getcwd() for entry in sys.path]
+    env = {name: os.environ.get(name, "1") for name in BLAS_VARIABLES}
+    return {"main": False, "path": path, "wdir": os.getcwd(), "env": env}
+
+
+def _start(workers: int) -> MPIPoolExecutor:
+    """An ``MPIPoolExecutor`` whose workers are up, or ``WorkerStartError`` within
+    ``SPAWN_TIMEOUT_S``."""
+    from mpi4py.futures import MPIPoolExecutor
+
+    with _launcher_on_path(workers):
+        pool = MPIPoolExecutor(max_workers=workers, **_worker_options())
+        try:
+            pool.submit(os.getpid).result(timeout=SPAWN_TIMEOUT_S)
+        except BaseException as error:
+            pool.shutdown(wait=False, cancel_futures=True)
+            if isinstance(error, TimeoutError):
+                raise WorkerStartError(
+                    f"the {workers} MPI workers did not start within {SPAWN_TIMEOUT_S:g} s "
+                    f"({sys.executable} -m mpi4py.futures.server); this process's MPI is "
+                    "stuck: restart it, then use workers=1 or run under mpiexec -n N") from None
+            if isinstance(error, Exception):
+                raise WorkerStartError(
+                    f"the {workers} MPI workers could not start: {error}") from error
+            raise
+    return pool
+
+
+@contextlib.contextmanager
 def make_evaluator(fun: Callable[[np.ndarray], float], workers: int = 1) -> Iterator[Evaluate]:
     """The evaluator for ``workers`` (spawned worker processes; 1: this process), or the
     ranks of the enclosing ``mpiexec`` job when there is one."""
@@ -57,10 +143,9 @@ def make_evaluator(fun: Callable[[np.ndarray], float], workers: int = 1) -> Iter
         yield _serial(fun)
         return
     import cloudpickle
-    from mpi4py.futures import MPIPoolExecutor
 
     blob = cloudpickle.dumps(fun)
-    with MPIPoolExecutor(max_workers=workers) as pool:
+    with _start(workers) as pool:
 
         def evaluate(rows: np.ndarray) -> np.ndarray:
             chunks = np.array_split(rows, min(workers, len(rows)))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from es.checkpoint import SavedPolicy, load_policy
 from es.comm import Comm, make_comm
@@ -78,7 +79,8 @@ def train(
 ) -> TrainingRun:
     """Train as ``es-train CONFIG --set KEY=VALUE ... --run-dir RUN_DIR`` would, and return
     the run. Errors in the config raise ``ConfigError`` (a ``ValueError``) before anything
-    starts; an existing run folder is refused unless ``force``."""
+    starts; an existing run folder is refused unless ``force``. BLAS runs on one thread
+    during the call (restored after), as under ``es-train``."""
     from es.cli import _configure_logging, _prepare_run_dir
     from es.envs import check_env_id
     from es.trainer import Trainer
@@ -92,7 +94,11 @@ def train(
     folder, error = comm.broadcast(prepared)
     if error:
         raise ConfigError(error)
-    result = Trainer(resolved, comm, Path(folder)).run()
+    # One BLAS thread, as es-train pins it: the parallelism is the ranks'. NumPy is loaded
+    # already (a notebook), so environment variables such as es.cli sets would be too late.
+    # The trainer is closed after the run: its shared noise table is an MPI window.
+    with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder)) as trainer:
+        result = trainer.run()
     comm.barrier()  # rank 0's files are complete before any rank reads them
     saved = load_policy(Path(folder) / "policy.npz")
     return TrainingRun(Path(folder), saved.act(), saved, _history(Path(folder)),

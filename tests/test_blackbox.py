@@ -51,6 +51,27 @@ def test_spawned_workers_evaluate_a_lambda_to_the_same_bits():
     assert single.fun < 0.05
 
 
+
+
+def blas_threads() -> float:
+    """The number of threads BLAS uses in this process."""
+    from threadpoolctl import threadpool_info
+
+    return float(max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"))
+
+
+def test_spawned_workers_run_blas_on_one_thread():
+    # Workers import NumPy themselves, after the pool sets their environment: OpenBLAS
+    # would otherwise start one thread per core in each worker, and they thrash.
+    def threads_in_worker(x):  # a local function travels by value
+        from threadpoolctl import threadpool_info
+
+        return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+
+    result = es.minimize(threads_in_worker, x0=np.zeros(2), sigma0=1.0, popsize=4,
+                         max_generations=1, workers=2)
+    assert result.fun == 1.0 and result.history[-1]["f_median"] == 1.0
+
 def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
     offset = 0.5
     reference = es.minimize(lambda x: float(np.sum((x - offset) ** 2)), x0=np.zeros(6),
@@ -121,3 +142,21 @@ def test_train_from_python_solves_cartpole_and_returns_a_callable_policy(tmp_pat
         es.train(REPO / "configs/cartpole.toml", run_dir=tmp_path / "run")
     with pytest.raises(ValueError, match="unknown key es.sigmaa"):
         es.train(REPO / "configs/cartpole.toml", overrides={"es.sigmaa": 1.0})
+
+
+def test_train_runs_blas_on_one_thread_and_restores_it(tmp_path, monkeypatch):
+    import es.trainer
+
+    before = blas_threads()
+    seen = []
+    run = es.trainer.Trainer.run
+
+    def spy(trainer):
+        seen.append(blas_threads())
+        return run(trainer)
+
+    monkeypatch.setattr(es.trainer.Trainer, "run", spy)
+    es.train(REPO / "configs/cartpole.toml", overrides={"run.generations": 1},
+             run_dir=tmp_path / "run")
+    assert seen == [1.0]  # NumPy is loaded already, as in a notebook: env vars are too late
+    assert blas_threads() == before
