@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import shlex
 import shutil
 import statistics
@@ -28,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from es.cliargs import ArgumentParser, fail
 
 BIN = Path(sys.executable).parent
 BREAKDOWN = ("rollout_s", "wait_s", "update_s", "eval_s", "io_s")
@@ -130,11 +133,16 @@ def mpiexec(ranks: int, *command: str, launcher: str | None = None) -> list[str]
 
 
 def _run_mpi(ranks: int, *command: str, launcher: str | None = None) -> None:
-    """Run ``command`` on ``ranks`` ranks; a failure is a RuntimeError ending in its stderr."""
-    done = subprocess.run(mpiexec(ranks, *command, launcher=launcher), capture_output=True,
-                          text=True)
+    """Run ``command`` on ``ranks`` ranks; a failure is a RuntimeError ending in the last line
+    of its stderr (where our programs put their one-line error)."""
+    try:
+        done = subprocess.run(mpiexec(ranks, *command, launcher=launcher), capture_output=True,
+                              text=True)
+    except OSError as error:  # a --launcher that does not exist or cannot run
+        raise RuntimeError(f"launcher {error.filename!r}: {error.strerror}") from None
     if done.returncode != 0:
-        raise RuntimeError(f"mpiexec -n {ranks} failed: {done.stderr.strip()[-300:]}")
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"mpiexec -n {ranks} failed (exit {done.returncode}): {last[-300:]}")
 
 
 def set_flags(overrides: list[str]) -> list[str]:
@@ -296,11 +304,37 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
     print(f"wrote {out / 'scaling.png'}")
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """A one-line ValueError for flags that would otherwise fail only after the first
+    launches, or with a message about something else."""
+    if args.command == "scaling":
+        parse_ranks(args.ranks)
+        at_least = (("--members-per-rank", args.members_per_rank, 1),
+                    ("--population", args.population, 2), ("--repeats", args.repeats, 1),
+                    ("--generations", args.generations, WARMUP_GENERATIONS + 3))
+        finite = (("--synthetic-step-ms", args.synthetic_step_ms),
+                  ("--min-sleep-ms", args.min_sleep_ms))
+    elif args.command == "comm":
+        at_least = (("--ranks", args.ranks, 1), ("--repeats", args.repeats, 1))
+        finite = ()
+        if any(population % 2 for population in parse_counts("--population", args.population)):
+            raise ValueError(f"--population {args.population!r}: counts must be even (mirrored "
+                             "pairs)")
+    else:
+        at_least, finite = (("--repeats", args.repeats, 1),), ()
+    for name, value, low in at_least:
+        if value < low:
+            raise ValueError(f"{name} {value}: must be >= {low}")
+    for name, value in finite:
+        if value is not None and not 0 <= value < math.inf:
+            raise ValueError(f"{name} {value}: must be a finite number >= 0")
+
+
 def parse_counts(option: str, text: str) -> list[int]:
     """'1e4,1e5' -> [10000, 100000]."""
     try:
         counts = [int(float(part)) for part in text.split(",")]
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number; inf
         counts = []
     if not counts or min(counts) < 1:
         raise ValueError(f"{option} {text!r}: expected comma-separated counts, e.g. 1e4,1e5")
@@ -371,7 +405,7 @@ def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="es-bench", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="es-bench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     scale = commands.add_parser("scaling", help="efficiency across rank counts")
     scale.add_argument("--env", default="HalfCheetah-v5")
@@ -405,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--repeats", type=int, required=True)
     args = parser.parse_args(argv)
     try:
+        check_args(args)
         if args.command == "comm-worker":
             comm_worker(parse_counts("--params", args.params),
                         parse_counts("--population", args.population), args.repeats, args.csv)
@@ -418,8 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         rows = scaling(args)
     except (ValueError, RuntimeError) as error:
-        print(f"es-bench: error: {error}", file=sys.stderr)
-        return 2
+        return fail("es-bench", str(error))
     name = "synthetic" if args.synthetic_step_ms is not None else args.env.replace("/", "_")
     out = Path(args.out or f"bench-results/scaling-{name}-{args.mode}")
     write_outputs(rows, out, f"es-bench scaling: {name}")

@@ -17,6 +17,7 @@ import shutil  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+import zipfile  # noqa: E402
 from datetime import datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -25,9 +26,9 @@ USAGE_ERROR = 2
 
 
 def _fail(program: str, message: str, rank: int = 0) -> int:
-    if rank == 0:
-        print(f"{program}: error: {message}", file=sys.stderr, flush=True)
-    return USAGE_ERROR
+    from es.cliargs import fail
+
+    return fail(program, message) if rank == 0 else USAGE_ERROR
 
 
 def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
@@ -48,19 +49,29 @@ def _prepare_run_dir(requested: str | None, config, force: bool) -> tuple[str | 
             f"run folder {str(run_dir)!r}: already holds a run; choose another --run-dir "
             "or pass --force to overwrite it"
         )
+    import tomli_w
+
+    from es.checkpoint import write_atomically
+
+    payload = tomli_w.dumps(config.to_dict()).encode()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("progress.csv", "policy.npz", "config.toml"):
+        for stale in ("config.toml", "progress.csv", "policy.npz"):
             (run_dir / stale).unlink(missing_ok=True)
         # An old run's checkpoints would otherwise be what --resume finds.
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        # At once, not when training starts: a run killed before its first checkpoint can
+        # then be resumed (started over) from this file.
+        write_atomically(run_dir / "config.toml", lambda handle: handle.write(payload))
     except OSError as error:
         return None, f"run folder {str(run_dir)!r}: {error.strerror}"
     return str(run_dir), None
 
 
 def train_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from es.cliargs import ArgumentParser
+
+    parser = ArgumentParser(
         prog="es-train",
         description="Train a policy with OpenAI-ES. Run plainly for one process, or under "
         "mpiexec/srun for many ranks: the result is bit-identical either way.",
@@ -82,20 +93,25 @@ def train_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="overwrite an existing run folder")
     parser.add_argument(
         "--resume", metavar="RUN_DIR",
-        help="continue a run from its newest intact checkpoint (any rank count); only "
-        f"{' and '.join(RESUME_OVERRIDES)} may be changed with --set",
+        help="continue a run from its newest intact checkpoint (any rank count), or start it "
+        "over from its config.toml if it was stopped before its first checkpoint; only "
+        f"{', '.join(RESUME_OVERRIDES)} may be changed with --set",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-generation progress line")
     return parser
 
 
-RESUME_OVERRIDES = ("run.generations", "run.max_timesteps")
+RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds")
 
 
 def _load_resume(run_dir: str, overrides: list[str]):
-    """(config, state, warnings) of a run to resume; rank 0 only. Raises ConfigError."""
+    """(config, state, warnings) of a run to resume; rank 0 only. Raises ConfigError.
+
+    A run killed before its first checkpoint has only its config.toml: the state is then
+    None (start over from generation 0). Bad checkpoints are not that case: work existed.
+    """
     from es.checkpoint import CheckpointError, load_latest_checkpoint
-    from es.config import ConfigError, apply_overrides, from_dict, parse_override
+    from es.config import ConfigError, apply_overrides, from_dict, load_config, parse_override
 
     for text in overrides:
         keys, _ = parse_override(text)
@@ -106,6 +122,16 @@ def _load_resume(run_dir: str, overrides: list[str]):
             )
     if not Path(run_dir).is_dir():
         raise ConfigError(f"--resume {run_dir!r}: no such run folder")
+    if not any((Path(run_dir) / "checkpoints").glob("ckpt-*.json")):
+        if not (Path(run_dir) / "config.toml").is_file():
+            raise ConfigError(
+                f"--resume {run_dir!r}: no checkpoint and no config.toml (stopped before it "
+                "started); start it again with the original command (with --force if the "
+                "folder is not empty)"
+            )
+        config = load_config(Path(run_dir) / "config.toml", overrides)
+        return config, None, [f"--resume {run_dir!r}: no checkpoint written yet; starting "
+                              "over from generation 0 with its config.toml"]
     try:
         state, config_dict, warnings = load_latest_checkpoint(Path(run_dir) / "checkpoints")
     except CheckpointError as error:
@@ -125,7 +151,9 @@ def _prepare(args):
                 raise ConfigError("--resume takes the config and folder from the run: drop "
                                   "the config file, --run-dir and --force")
             config, state, warnings = _load_resume(args.resume, args.overrides)
-            run_dir = args.resume
+            # No checkpoint yet: a fresh start in the same folder (the killed session's
+            # progress rows and policy go).
+            run_dir = args.resume if state is not None else None
         else:
             if not args.config:
                 raise ConfigError("a config file is needed, e.g. es-train configs/cartpole.toml")
@@ -135,11 +163,11 @@ def _prepare(args):
     except (ConfigError, ValueError) as error:
         return None, None, None, [], str(error)
     if run_dir is None:
-        requested = args.run_dir
+        requested = args.resume or args.run_dir
         if args.sweep_parent is not None:  # a sweep: --run-dir is the runs' parent folder
             requested = str(Path(args.sweep_parent) / default_run_dir(
                 "", config.env.id, config.run.name, config.run.seed, stamped=False))
-        run_dir, error = _prepare_run_dir(requested, config, args.force)
+        run_dir, error = _prepare_run_dir(requested, config, args.force or bool(args.resume))
         if error:
             return None, None, None, [], error
     return config, state, run_dir, warnings, None
@@ -204,6 +232,16 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
     return runs
 
 
+def _check_sweep(runs: list[argparse.Namespace]) -> None:
+    """Every config and override of a sweep is checked before its first run starts: a typo
+    must not wait for the runs before it to train, nor be reported once per seed."""
+    from es.config import load_config
+    from es.envs import check_env_id
+
+    for run in runs:
+        check_env_id(load_config(run.config, run.overrides).env.id)
+
+
 def train_main(argv: list[str] | None = None) -> int:
     """One run, or a sweep: the world's ranks split into groups, each training its runs."""
     args = train_parser().parse_args(argv)
@@ -212,6 +250,8 @@ def train_main(argv: list[str] | None = None) -> int:
     world = make_comm()
     try:
         runs = planned_runs(args)
+        if len(runs) > 1:
+            _check_sweep(runs)
     except ValueError as error:
         return _fail("es-train", str(error), world.rank)
     _configure_logging(world.rank == 0 and not args.quiet)
@@ -246,8 +286,18 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         trainer = Trainer(config, comm, Path(run_dir), LAUNCHED_AT, stop_flag)
         if state is not None:
             trainer.restore(state)
-    except ValueError as error:
+    except ValueError as error:  # a config the environment or the policy cannot take
         return _fail("es-train", str(error), comm.rank)
+    except TrainingError as error:  # every rank sees it alike, e.g. a VBN batch mismatch
+        if comm.rank == 0:
+            print(f"es-train: error: {error}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as error:  # e.g. out of memory on one rank: the others must not hang
+        print(f"es-train: error on rank {comm.rank}: {type(error).__name__}: {error}",
+              file=sys.stderr, flush=True)
+        if comm.size > 1:
+            comm.abort(1)
+        return 1
     try:
         with trainer:
             result = trainer.run()
@@ -288,7 +338,9 @@ def _fail_run(message: str, run_dir: str, rank: int) -> int:
 
 
 def eval_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    from es.cliargs import ArgumentParser
+
+    parser = ArgumentParser(
         prog="es-eval", description="Evaluate the trained mean policy of a run (no noise)."
     )
     parser.add_argument("run_dir", help="a run folder written by es-train")
@@ -309,19 +361,28 @@ def eval_main(argv: list[str] | None = None) -> int:
     from es.checkpoint import load_policy
     from es.config import ConfigError, load_config
     from es.envs import env_from_config
-    from es.rollout import random_policy, run_episode
+    from es.rollout import random_policy, safe_episode
 
     run_dir = Path(args.run_dir)
     policy_path = run_dir / "policy.npz"
-    if not policy_path.is_file():
-        return _fail("es-eval", f"run folder {args.run_dir!r}: no policy.npz in it")
     try:
+        if not policy_path.is_file():
+            return _fail("es-eval", f"run folder {args.run_dir!r}: no policy.npz in it")
+        if not zipfile.is_zipfile(policy_path):
+            return _fail("es-eval", f"{str(policy_path)!r}: unreadable policy (not an .npz "
+                         "archive: truncated, or another kind of file)")
         config = load_config(run_dir / "config.toml")
         policy = load_policy(policy_path)
+        if policy.env_id != config.env.id:
+            raise ValueError(f"it is for {policy.env_id!r}, config.toml for {config.env.id!r}")
+        trained = policy.act()
+        env = env_from_config(config)
     except ConfigError as error:
         return _fail("es-eval", str(error))
-    except (OSError, KeyError, ValueError) as error:
-        return _fail("es-eval", f"{policy_path}: unreadable policy ({error})")
+    except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as error:
+        # A truncated or foreign file: the reading fails in any of numpy's or zipfile's ways.
+        return _fail("es-eval", f"{str(policy_path)!r}: unreadable policy "
+                     f"({getattr(error, 'strerror', None) or error})")
     if args.video:
         from es.video import check_video_path
 
@@ -329,16 +390,24 @@ def eval_main(argv: list[str] | None = None) -> int:
             check_video_path(args.video)
         except ValueError as error:
             return _fail("es-eval", str(error))
-    env = env_from_config(config)
-    act = random_policy(env, args.seed) if args.random else policy.act()
-    episodes = [run_episode(env, act, args.seed + i) for i in range(args.episodes)]
-    returns = np.array([e.total_return for e in episodes])
-    lengths = np.array([e.length for e in episodes])
+    act = random_policy(env, args.seed) if args.random else trained
+    episodes = [safe_episode(env, act, args.seed + i, f"episode {i} (seed {args.seed + i})")
+                for i in range(args.episodes)]
+    finished = [e for e in episodes if np.isfinite(e.total_return)]
+    failed = len(episodes) - len(finished)
+    if not finished:
+        print(f"es-eval: error: all {failed} episodes failed (see the warnings above)",
+              file=sys.stderr)
+        return 1
+    returns = np.array([e.total_return for e in finished])
+    lengths = np.array([e.length for e in finished])
     who = "random policy" if args.random else f"mean policy (generation {policy.generation})"
     print(
         f"{policy.env_id}, {who}: return {returns.mean():.2f} ± {returns.std():.2f} over "
-        f"{args.episodes} episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
+        f"{len(finished)} episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
         f"mean length {lengths.mean():.1f})"
+        + (f"; {failed} of {args.episodes} episodes failed and are not in these figures"
+           if failed else "")
     )
     if args.video:
         return _write_video(config, act, args)
@@ -349,14 +418,16 @@ def _write_video(config, act, args: argparse.Namespace) -> int:
     """One episode (seed ``--seed``) rendered headless; MuJoCo needs an OpenGL backend, EGL
     by default here (``MUJOCO_GL`` in the environment wins)."""
     os.environ.setdefault("MUJOCO_GL", "egl")
+    from gymnasium.error import DependencyNotInstalled
+
     from es.envs import env_from_config
     from es.video import record_video
 
-    env = env_from_config(config, render_mode="rgb_array")
     try:
+        env = env_from_config(config, render_mode="rgb_array")
         written = record_video(env, act, Path(args.video), seed=args.seed,
                                max_steps=args.video_steps)
-    except (ImportError, RuntimeError, ValueError) as error:
+    except (ImportError, RuntimeError, ValueError, DependencyNotInstalled) as error:
         return _fail("es-eval", str(error))
     print(f"wrote {args.video}: {written['frames']} frames, return {written['return']:.2f}")
     return 0

@@ -3,6 +3,11 @@
 Every mistake a user can make in a config (bad TOML, an unknown section or key, a wrong type,
 a value out of range) raises ``ConfigError`` with a one-line message that names the key, the
 bad value and what is allowed. The CLI prints it and exits with code 2.
+
+Rules that hold for every key, whatever its section: a float is finite (NaN and infinities
+mean nothing for any key: "no limit" is spelt 0 where a key has one), an integer fits in 64
+bits (as TOML's do), and text is valid Unicode without NUL characters (it ends up in file
+names and in the run's ``config.toml``).
 """
 
 from __future__ import annotations
@@ -15,9 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from es.cliargs import one_line
+
 
 class ConfigError(ValueError):
     """A user error in the configuration: printed as one line, exit code 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))  # it may quote a key or value with line breaks
 
 
 def _doc(text: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
@@ -175,8 +185,6 @@ class ESConfig:
         _at_least("es.noise_table_size", self.noise_table_size, 1000)
         if self.episode_cap != 0 and not self.episode_cap >= 1:
             raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or >= 1")
-        if not math.isfinite(self.reward_shift):
-            raise ConfigError(f"es.reward_shift = {self.reward_shift}: must be a finite number")
 
 
 @dataclass(frozen=True)
@@ -308,11 +316,39 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     }[kind]
     if not ok:
         raise ConfigError(f"{key} = {value!r}: must be {names[kind]}")
+    _check_text(key, value)
+    if kind is int and not -(2**63) <= value < 2**63:
+        raise ConfigError(f"{key} = {value}: must be an integer of at most 64 bits")
     if kind is float:
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(f"{key} = {value}: must be a finite number")
+        return number
     if kind is tuple:
         return tuple(value)
     return value
+
+
+def _check_text(key: str, value: Any) -> None:
+    """Strings anywhere in ``value`` (``env.kwargs`` nests) must be writable as UTF-8 TOML and
+    usable in paths: no lone surrogates (undecodable command-line bytes), no NUL."""
+    if isinstance(value, dict):
+        for item in (*value.keys(), *value.values()):
+            _check_text(key, item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_text(key, item)
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{key} = {value!r}: must be valid Unicode text (the command "
+                              "line held bytes that are not UTF-8)") from None
+        if "\0" in value:
+            raise ConfigError(f"{key} = {value!r}: must not contain NUL characters")
 
 
 def _build(section: str, values: Any) -> Any:
@@ -377,6 +413,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {str(path)!r}: not found") from None
     except IsADirectoryError:
         raise ConfigError(f"config file {str(path)!r}: is a directory") from None
+    except OSError as error:  # unreadable: permissions, a file as a folder, a long name...
+        raise ConfigError(f"config file {str(path)!r}: {error.strerror or error}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"config file {str(path)!r}: invalid TOML: {error}") from None
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from es.cnn import TORSOS, ConvNetSpec
-from es.config import AtariConfig, Config
+from es.config import AtariConfig, Config, ConfigError
 from es.policies import PolicySpec
 
 
@@ -59,7 +60,32 @@ def make_env(
     render_mode: str | None = None,
 ) -> gym.Env:
     """The environment of a config; ALE games get the standard preprocessing (``es.atari``),
-    with ``max_episode_steps`` counted in agent steps."""
+    with ``max_episode_steps`` counted in agent steps.
+
+    With ``kwargs`` (``env.kwargs``), a failure to construct is a ``ConfigError`` naming them:
+    a misspelt keyword or a value of the wrong type surfaces there, as whatever exception the
+    environment's constructor happens to raise."""
+    if not kwargs:
+        return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
+    try:
+        return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
+    except Exception as error:  # the constructor is any user's code: keep its type and words
+        message = str(error).split(" was raised from the environment creator")[0]
+        unknown = re.search(r"unexpected keyword argument '([^']*)'", message)
+        if unknown and unknown[1] in kwargs:
+            raise ConfigError(f"env.kwargs.{unknown[1]}: {env_id} takes no such keyword "
+                              f"({message})") from None
+        raise ConfigError(f"env.kwargs = {kwargs!r}: {env_id} cannot be made with them "
+                          f"({type(error).__name__}: {message})") from None
+
+
+def _make(
+    env_id: str,
+    max_episode_steps: int | None,
+    kwargs: dict[str, Any],
+    atari: AtariConfig | None,
+    render_mode: str | None,
+) -> gym.Env:
     _register_on_demand(env_id)
     if is_atari(env_id):
         from es.atari import make_atari_env  # loads ale_py only when needed

@@ -12,7 +12,6 @@ from the optional ``[plot]`` extra.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 import tomllib
@@ -20,6 +19,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+from es.cliargs import ArgumentParser, fail
 
 X_COLUMNS = ("timesteps", "time_s", "generation")
 Y_COLUMNS = ("eval_return", "return_mean", "return_max")
@@ -99,7 +100,7 @@ def plot(run_dirs: list[Path], out: Path, x: str, y: str, title: str | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="es-plot", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="es-plot", description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="+", type=Path, help="run folders written by es-train")
     parser.add_argument("-o", "--out", type=Path, required=True,
                         help="image file (.png, .svg or .pdf)")
@@ -110,14 +111,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="logarithmic x axis (learning that happens early in a long run)")
     args = parser.parse_args(argv)
     if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        print(f"es-plot: error: -o {str(args.out)!r}: allowed suffixes are .png, .svg, .pdf",
-              file=sys.stderr)
-        return 2
+        return fail("es-plot", f"-o {str(args.out)!r}: allowed suffixes are .png, .svg, .pdf")
     try:
         groups = plot(args.run_dirs, args.out, args.x, args.y, args.title, args.log_x)
     except (ValueError, RuntimeError, OSError, KeyError) as error:
-        print(f"es-plot: error: {error}", file=sys.stderr)
-        return 2
+        return fail("es-plot", str(error))
     print(f"wrote {args.out} ({groups} group{'s' if groups != 1 else ''})")
     return 0
 

@@ -1,5 +1,7 @@
 """Smoke tests of es-train and es-eval through a subprocess, as a user types them."""
 
+import os
+
 import numpy as np
 from conftest import REPO, load_params, read_progress, run_cli
 
@@ -104,3 +106,102 @@ def test_cli_pins_blas_to_one_thread_per_rank():
     code += "'OMP_NUM_THREADS')))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.split() == ["1", "1"], out.stderr
+
+
+def test_misspelt_env_kwarg_is_a_one_line_error(tmp_path):
+    done = run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(tmp_path / "r"),
+                    "--set", "env.kwargs.bogus=1"])
+    one_line_error(done, "env.kwargs.bogus", "CartPole-v1", "unexpected keyword argument")
+
+
+def test_non_finite_floats_are_one_line_errors(tmp_path):
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "es.l2=nan",
+                            "--run-dir", str(tmp_path / "r")]), "es.l2 = nan", "finite")
+
+
+def test_unreadable_config_files_are_one_line_errors(tmp_path):
+    one_line_error(run_cli(["es-train", "configs/"]), "'configs'", "is a directory")
+    one_line_error(run_cli(["es-baseline", "pg", "configs"]), "is a directory")
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml/x"]), "Not a directory")
+    one_line_error(run_cli(["es-train", "x" * 300]), "File name too long")
+
+
+def test_eval_of_a_broken_policy_file_is_a_one_line_error(tmp_path):
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(run_dir), "--quiet",
+                    "--set", "run.generations=1", "--set", "es.population=4"])
+    assert done.returncode == 0, done.stderr
+    with np.load(run_dir / "policy.npz", allow_pickle=False) as data:
+        arrays = dict(data)
+    whole = (run_dir / "policy.npz").read_bytes()
+
+    def broken(name: str, write) -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.toml").write_text((run_dir / "config.toml").read_text())
+        write(folder / "policy.npz")
+        return str(folder)
+
+    cases = {
+        "truncated": (lambda p: p.write_bytes(whole[: len(whole) // 2]), "not an .npz"),
+        "cut_inside": (lambda p: p.write_bytes(whole[:200] + whole[-200:]), "unreadable policy"),
+        "empty": (lambda p: p.write_bytes(b""), "not an .npz archive"),
+        "text": (lambda p: p.write_text("hello\n"), "not an .npz archive"),
+        "no_keys": (lambda p: np.savez(p, params=arrays["params"]), "unreadable policy"),
+        "short": (lambda p: np.savez(p, **{**arrays, "params": arrays["params"][:3]}),
+                  "3 parameters given"),
+        "other_env": (lambda p: np.savez(p, **{**arrays, "env_id": np.array("Acrobot-v1")}),
+                      "'Acrobot-v1'"),
+        "folder": (lambda p: p.mkdir(), "no policy.npz"),
+    }
+    for name, (write, fragment) in cases.items():
+        one_line_error(run_cli(["es-eval", broken(name, write)]), fragment)
+    (run_dir / "config.toml").unlink()
+    (run_dir / "config.toml").mkdir()
+    one_line_error(run_cli(["es-eval", str(run_dir)]), "config.toml", "is a directory")
+
+
+RANK_ENV = '''
+import os
+
+import gymnasium as gym
+import numpy as np
+
+
+class RankEnv(gym.Env):
+    """Frames that differ between ranks: not deterministic under a seed."""
+
+    observation_space = gym.spaces.Box(0, 255, (1, 36, 36), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, False, self.t >= 10, {}
+
+    def _obs(self):
+        return np.full((1, 36, 36), int(os.environ.get("PMI_RANK", 0)), np.uint8)
+
+
+gym.register("Rank-v0", entry_point=RankEnv)
+'''
+
+
+def test_vbn_reference_batch_mismatch_is_a_one_line_error(tmp_path):
+    (tmp_path / "rank_env.py").write_text(RANK_ENV)
+    done = run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(tmp_path / "r"),
+                    "--set", "env.id=rank_env:Rank-v0", "--set", "policy.kind=cnn",
+                    "--set", "policy.obs_norm=false", "--set", "policy.torso=small",
+                    "--set", "policy.vbn_batch=4", "--set", "es.population=4",
+                    "--set", "es.noise_table_size=100000"],
+                   ranks=2, timeout=120, extra_env={"PYTHONPATH": os.pathsep.join(
+                       [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    errors = [line for line in done.stderr.splitlines() if "ranks: rank 0 = pid" not in line]
+    assert "Traceback" not in done.stderr, done.stderr
+    assert errors == ["es-train: error: the ranks collected different VBN reference batches: "
+                      "the environment is not deterministic under a seed"], done.stderr

@@ -1,12 +1,14 @@
 """Config loading: defaults, overrides, and a one-line ConfigError for every bad input."""
 
+import dataclasses
+import typing
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from es.config import Config, ConfigError, apply_overrides, from_dict, load_config
+from es.config import SECTIONS, Config, ConfigError, apply_overrides, from_dict, load_config
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.toml"))
 
@@ -74,6 +76,49 @@ def test_bad_input_is_a_one_line_config_error(tmp_path, text, overrides, message
         load_config(write(tmp_path, text), overrides)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+FLOAT_KEYS = [f"{section}.{f.name}" for section, cls in SECTIONS.items()
+              for f in dataclasses.fields(cls) if typing.get_type_hints(cls)[f.name] is float]
+
+
+@pytest.mark.parametrize("key", FLOAT_KEYS)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1" + "0" * 400])
+def test_every_float_key_must_be_finite(tmp_path, key, value):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, ""), [f"{key}={value}"])
+    assert str(info.value).startswith(f"{key} = ") and "must be a finite number" in str(info.value)
+
+
+def test_the_keys_of_the_issue_are_among_the_float_keys():
+    assert {"es.l2", "es.sigma_min", "es.lr_min", "run.max_seconds", "policy.action_noise",
+            "pg.initial_log_std"} <= set(FLOAT_KEYS)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("run.seed=9223372036854775808", "run.seed = 9223372036854775808: must be an integer "
+         "of at most 64 bits"),
+        ("es.population=-9223372036854775809", "es.population = -9223372036854775809"),
+        ("run.name=a\udcffb", "run.name = 'a\\udcffb': must be valid Unicode text"),
+        (r'run.runs_dir="a\u0000b"', "run.runs_dir = 'a\\x00b': must not contain NUL"),
+        ("env.kwargs.x=[\"\udcff\"]", "env.kwargs = "),
+        ("es.a\nb=1", "unknown key es.a\\nb"),
+    ],
+)
+def test_integers_beyond_64_bits_and_unwritable_text_are_config_errors(tmp_path, override,
+                                                                         message):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, ""), [override])
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_unreadable_config_paths_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    with pytest.raises(ConfigError, match="Not a directory"):
+        load_config(write(tmp_path, "") / "x.toml")
 
 
 def test_missing_file_is_a_config_error(tmp_path):

@@ -72,3 +72,21 @@ def test_baseline_dqn_and_gorila_keep_broken_steps_out_of_replay(tmp_path):
             finished = int(row["episodes"]) - int(row["failed_episodes"])
             assert finished >= 0 and (finished == 0) == (row["return_mean"] == "")
         assert np.isfinite(load_params(run_dir)).all()  # no NaN reached the Q-network
+
+
+def test_es_eval_counts_failed_episodes_and_keeps_them_out_of_the_mean(tmp_path):
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=fault_envs:Flaky-v0",
+                    "--set", "policy.kind=linear", "--set", "es.population=8", "--set",
+                    "run.generations=1", "--set", "run.max_failed_fraction=1", "--quiet",
+                    "--run-dir", str(run_dir)], extra_env=FAULTS)
+    assert done.returncode == 0, done.stderr
+    episodes, seed = 12, 100
+    expected = sum(fails(seed + i) for i in range(episodes))
+    assert 0 < expected < episodes
+    shown = run_cli(["es-eval", str(run_dir), "--episodes", str(episodes), "--seed", str(seed)],
+                    extra_env=FAULTS)
+    assert shown.returncode == 0, shown.stderr
+    assert (f"over {episodes - expected} episodes" in shown.stdout
+            and f"{expected} of {episodes} episodes failed" in shown.stdout), shown.stdout
+    assert "nan" not in shown.stdout

@@ -249,3 +249,56 @@ def test_resume_drops_a_progress_row_cut_short_by_a_kill(tmp_path):
     rows = read_progress(run_dir)
     assert [int(r["generation"]) for r in rows] == [1, 2, 3, 4, 5]
     assert rows[-1]["steps_per_s"]
+
+
+def test_the_run_folder_holds_its_config_before_training_starts(tmp_path):
+    from es.cli import _prepare_run_dir
+    from es.config import load_config
+
+    config = load_config("configs/pendulum.toml", ["run.generations=7"])
+    run_dir, error = _prepare_run_dir(str(tmp_path / "early"), config, force=False)
+    assert error is None
+    assert load_config(Path(run_dir) / "config.toml") == config
+
+
+def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_over(tmp_path):
+    run_dir, whole = tmp_path / "early", tmp_path / "whole"
+    process = start([*LONG, "--set", "run.eval_every=1", "--run-dir", str(run_dir)])
+    wait_for_rows(run_dir, 2)
+    os.kill(rank_pids(run_dir)[0], signal.SIGKILL)
+    process.communicate(timeout=30)
+    assert not (run_dir / "checkpoints").exists() and (run_dir / "policy.npz").exists()
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=3",
+                       "--quiet"], ranks=2)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "no checkpoint written yet" in resumed.stderr
+    assert "starting over from generation 0" in resumed.stderr
+    done = run_cli(["es-train", *LONG, "--set", "run.eval_every=1", "--set",
+                    "run.generations=3", "--run-dir", str(whole)])
+    assert done.returncode == 0, done.stderr
+    assert np.array_equal(load_params(run_dir), load_params(whole))
+    assert stable(read_progress(run_dir)) == stable(read_progress(whole))
+    assert "generations = 3" in (run_dir / "config.toml").read_text()
+
+
+def test_resume_of_a_folder_without_checkpoint_or_config_says_to_start_again(tmp_path):
+    (tmp_path / "bare").mkdir()
+    refused = run_cli(["es-train", "--resume", str(tmp_path / "bare")])
+    assert refused.returncode == 2
+    assert "start it again with the original command" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_run_stopped_by_max_seconds_can_be_extended_on_resume(tmp_path):
+    run_dir = tmp_path / "timed"
+    done = run_cli(["es-train", *PENDULUM, "--set", "run.generations=100000", "--set",
+                    "run.max_seconds=2", "--run-dir", str(run_dir)])
+    assert done.returncode == 0, done.stderr
+    state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
+    assert 0 < state.generation < 100000
+    more = state.generation + 2
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.max_seconds=0",
+                       "--set", f"run.generations={more}", "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert [int(r["generation"]) for r in read_progress(run_dir)] == list(range(1, more + 1))
+    assert "max_seconds = 0.0" in (run_dir / "config.toml").read_text()

@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 from es.cli import LAUNCHED_AT, _configure_logging, _fail, _prepare  # sets BLAS threads first
+from es.cliargs import ArgumentParser
 
 ALGORITHMS = ("dqn", "pg", "gorila")
 
 
 def parser() -> argparse.ArgumentParser:
-    parse = argparse.ArgumentParser(
+    parse = ArgumentParser(
         prog="es-baseline",
         description="Train a reinforcement-learning baseline on the same envs, configs and run "
         "folders as es-train: dqn (one process), pg (REINFORCE; under mpiexec the ranks "

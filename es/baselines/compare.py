@@ -14,8 +14,8 @@ wall time on a log axis, mean ± std over seeds).
 
 from __future__ import annotations
 
-import argparse
 import csv
+import math
 import os
 import shutil
 import subprocess
@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+
+from es import cliargs
 
 METHODS = ("es", "pg", "dqn")
 #: The shipped configs each method starts from; other envs get these with env.id replaced.
@@ -149,7 +151,7 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="es-compare", description=__doc__.splitlines()[0])
+    parser = cliargs.ArgumentParser(prog="es-compare", description=__doc__.splitlines()[0])
     parser.add_argument("--env", required=True, help="a Gymnasium id, e.g. CartPole-v1")
     parser.add_argument("--budget-s", type=float, default=120.0,
                         help="wall seconds per run (default 120)")
@@ -169,8 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def fail(message: str) -> int:
-        print(f"es-compare: error: {message}", file=sys.stderr)
-        return 2
+        return cliargs.fail("es-compare", message)
 
     from es.envs import check_env_id
 
@@ -178,15 +179,17 @@ def main(argv: list[str] | None = None) -> int:
         check_env_id(args.env)
     except ValueError as error:
         return fail(str(error))
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         return fail(f"--methods {args.methods!r}: allowed are {', '.join(METHODS)}")
     for name, value, low in (("--budget-s", args.budget_s, 1), ("--seeds", args.seeds, 1),
                              ("--ranks", args.ranks, 1), ("--jobs", args.jobs, 1),
                              ("--eval-episodes", args.eval_episodes, 1)):
-        if value < low:
-            return fail(f"{name} {value}: must be >= {low}")
+        if not low <= value < math.inf:  # NaN fails this too
+            return fail(f"{name} {value}: must be a finite number >= {low}")
+    if args.threshold is not None and not math.isfinite(args.threshold):
+        return fail(f"--threshold {args.threshold}: must be a finite number")
     given = {}
     for text in args.config:
         method, sep, path = text.partition("=")
@@ -195,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{', '.join(METHODS)}")
         given[method] = path
     discrete = is_discrete(args.env)
+    if methods == ["dqn"] and not discrete:
+        return fail(f"--methods dqn: {args.env} has continuous actions, DQN needs discrete ones")
     if "dqn" in methods and not discrete:
         print(f"es-compare: {args.env} has continuous actions: DQN left out", file=sys.stderr)
         methods.remove("dqn")
