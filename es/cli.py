@@ -31,6 +31,16 @@ def _fail(program: str, message: str, rank: int = 0) -> int:
     return fail(program, message) if rank == 0 else USAGE_ERROR
 
 
+def _crash(program: str, error: Exception, comm) -> int:
+    """An unexpected failure on one rank: name the rank, and abort the job so that the other
+    ranks do not wait for it forever. Exit code 1."""
+    print(f"{program}: error on rank {comm.rank}: {type(error).__name__}: {error}",
+          file=sys.stderr, flush=True)
+    if comm.size > 1:
+        comm.abort(1)
+    return 1
+
+
 def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
                     stamped: bool = True) -> Path:
     stamp = "__" + datetime.now().strftime("%Y%m%d-%H%M%S") if stamped else ""
@@ -292,12 +302,8 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         if comm.rank == 0:
             print(f"es-train: error: {error}", file=sys.stderr, flush=True)
         return 1
-    except Exception as error:  # e.g. out of memory on one rank: the others must not hang
-        print(f"es-train: error on rank {comm.rank}: {type(error).__name__}: {error}",
-              file=sys.stderr, flush=True)
-        if comm.size > 1:
-            comm.abort(1)
-        return 1
+    except Exception as error:  # e.g. out of memory on one rank
+        return _crash("es-train", error, comm)
     try:
         with trainer:
             result = trainer.run()
@@ -311,15 +317,8 @@ def _train_one(args: argparse.Namespace, comm) -> int:
     except KeyboardInterrupt:
         print(f"es-train: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
         return 130
-    except Exception as error:  # an internal failure on one rank must not hang the others
-        print(
-            f"es-train: error on rank {comm.rank}: {type(error).__name__}: {error}",
-            file=sys.stderr,
-            flush=True,
-        )
-        if comm.size > 1:
-            comm.abort(1)
-        return 1
+    except Exception as error:  # an internal failure on one rank
+        return _crash("es-train", error, comm)
     if comm.rank == 0:
         final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
         print(

@@ -7,7 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from es.cli import LAUNCHED_AT, _configure_logging, _fail, _prepare  # sets BLAS threads first
+from es.cli import (  # sets BLAS threads first
+    LAUNCHED_AT,
+    _configure_logging,
+    _crash,
+    _fail,
+    _prepare,
+)
 from es.cliargs import ArgumentParser
 
 ALGORITHMS = ("dqn", "pg", "gorila")
@@ -63,11 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"es-baseline: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
         return 130
     except Exception as error:  # one rank's failure must not leave the others waiting
-        print(f"es-baseline: error on rank {comm.rank}: {type(error).__name__}: {error}",
-              file=sys.stderr, flush=True)
-        if comm.size > 1:
-            comm.abort(1)
-        return 1
+        return _crash("es-baseline", error, comm)
     if comm.rank == 0:
         final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
         print(f"done: {args.algorithm}, {result.rounds} rounds, {result.timesteps} steps, "
