@@ -277,6 +277,9 @@ class Trainer:
         self.mean_episode_length = state.mean_episode_length
         self.elapsed_before = state.elapsed_s
         self.resumed_at = state.generation
+        # Spent in earlier sessions: known alike on every rank (it comes from the checkpoint).
+        limit = self.config.run.max_seconds
+        self.out_of_time = limit > 0 and state.elapsed_s >= limit
 
     @property
     def elapsed_s(self) -> float:

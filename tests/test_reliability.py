@@ -296,6 +296,10 @@ def test_a_run_stopped_by_max_seconds_can_be_extended_on_resume(tmp_path):
     assert done.returncode == 0, done.stderr
     state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
     assert 0 < state.generation < 100000
+    # Resumed without more time: the budget is spent already, no generation is added.
+    again = run_cli(["es-train", "--resume", str(run_dir), "--quiet"])
+    assert again.returncode == 0, again.stderr
+    assert int(read_progress(run_dir)[-1]["generation"]) == state.generation
     more = state.generation + 2
     resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.max_seconds=0",
                        "--set", f"run.generations={more}", "--quiet"])
