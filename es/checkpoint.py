@@ -4,7 +4,8 @@
 flat parameters, the observation normalisation and the policy's architecture.
 
 ``checkpoints/ckpt-GGGGGGGG.{npz,json}`` hold everything else a run needs to continue exactly:
-parameters, optimizer state, observation statistics and counters (npz), and the resolved
+the strategy's state (parameters ``theta``, optimizer moments or adapted sigmas),
+observation statistics and counters (npz), and the resolved
 config and a sha256 of the npz (JSON), so a truncated or tampered file is detected.
 """
 
@@ -150,15 +151,17 @@ class TrainingState:
     generation: int
     timesteps: int
     elapsed_s: float
-    theta: np.ndarray
-    optimizer: dict[str, np.ndarray]
+    strategy: dict[str, np.ndarray]  # the strategy's state(); "theta" is its mean
     obs_sum: np.ndarray
     obs_sumsq: np.ndarray
     obs_count: int
     mean_episode_length: float = 0.0  # the last generation's, for es.episode_cap
 
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+#: Format 1 held OpenAI-ES's state (theta, optimizer_*) under the same names: still readable.
+READABLE_FORMATS = (1, 2)
+OBS_ARRAYS = ("obs_sum", "obs_sumsq")
 
 
 def _checkpoint_stem(generation: int) -> str:
@@ -172,8 +175,8 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
     """
     folder.mkdir(parents=True, exist_ok=True)
     stem = _checkpoint_stem(state.generation)
-    arrays = {"theta": state.theta, "obs_sum": state.obs_sum, "obs_sumsq": state.obs_sumsq}
-    arrays |= {f"optimizer_{name}": np.asarray(value) for name, value in state.optimizer.items()}
+    arrays = {name: np.asarray(value) for name, value in state.strategy.items()}
+    arrays |= {"obs_sum": state.obs_sum, "obs_sumsq": state.obs_sumsq}
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     payload = buffer.getvalue()
@@ -202,23 +205,21 @@ def _read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
         payload = meta_path.with_suffix(".npz").read_bytes()
     except (OSError, ValueError) as error:
         raise CheckpointError(f"{meta_path.name}: unreadable ({error})") from None
-    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{meta_path.name}: not a checkpoint of format {CHECKPOINT_FORMAT}")
+    if not isinstance(meta, dict) or meta.get("format") not in READABLE_FORMATS:
+        raise CheckpointError(f"{meta_path.name}: not a checkpoint of format "
+                              f"{' or '.join(map(str, READABLE_FORMATS))}")
     if hashlib.sha256(payload).hexdigest() != meta.get("sha256"):
         raise CheckpointError(f"{meta_path.with_suffix('.npz').name}: checksum mismatch")
     try:
         with np.load(io.BytesIO(payload), allow_pickle=False) as data:
-            optimizer = {
-                key.removeprefix("optimizer_"): data[key].copy()
-                for key in data.files
-                if key.startswith("optimizer_")
-            }
+            strategy = {key: data[key].copy() for key in data.files if key not in OBS_ARRAYS}
+            if "theta" not in strategy:
+                raise KeyError("theta")
             state = TrainingState(
                 generation=int(meta["generation"]),
                 timesteps=int(meta["timesteps"]),
                 elapsed_s=float(meta["elapsed_s"]),
-                theta=data["theta"].copy(),
-                optimizer=optimizer,
+                strategy=strategy,
                 obs_sum=data["obs_sum"].copy(),
                 obs_sumsq=data["obs_sumsq"].copy(),
                 obs_count=int(meta["obs_count"]),

@@ -23,7 +23,7 @@ class Perturbations(Protocol):
 
     def __len__(self) -> int: ...
     def vector(self, k: int) -> np.ndarray: ...
-    def weighted_sum(self, weights: np.ndarray) -> np.ndarray: ...
+    def weighted_sum(self, weights: np.ndarray, squared: bool = False) -> np.ndarray: ...
 
 
 class NoiseSource(Protocol):
@@ -75,8 +75,8 @@ class TableSlices:
         start = int(self.offsets[k])
         return self.table[start : start + self.dim]
 
-    def weighted_sum(self, weights: np.ndarray) -> np.ndarray:
-        return _stream_weighted_sum(weights, self.vector, self.dim)
+    def weighted_sum(self, weights: np.ndarray, squared: bool = False) -> np.ndarray:
+        return _stream_weighted_sum(weights, self.vector, self.dim, squared)
 
 
 class SeedNoise:
@@ -97,18 +97,23 @@ class SeededDirections:
         rng = generator(self.seed, self.generation, k, TAG_DIRECTION)
         return rng.standard_normal(self.dim, dtype=np.float32)
 
-    def weighted_sum(self, weights: np.ndarray) -> np.ndarray:
-        return _stream_weighted_sum(weights, self.vector, self.dim)
+    def weighted_sum(self, weights: np.ndarray, squared: bool = False) -> np.ndarray:
+        return _stream_weighted_sum(weights, self.vector, self.dim, squared)
 
 
 def _stream_weighted_sum(
-    weights: np.ndarray, vector: Callable[[int], np.ndarray], dim: int
+    weights: np.ndarray, vector: Callable[[int], np.ndarray], dim: int, squared: bool = False
 ) -> np.ndarray:
-    """``sum_k weights[k] * vector(k)`` in float32, in index order, one vector at a time."""
+    """``sum_k weights[k] * vector(k)`` (``* vector(k)**2`` if ``squared``: what the
+    strategies that adapt a sigma per coordinate need) in float32, in index order, one vector
+    at a time."""
     total = np.zeros(dim, dtype=np.float32)
     scaled = np.empty(dim, dtype=np.float32)
     for k, w in enumerate(np.asarray(weights, dtype=np.float32)):
         if w != 0.0:
-            np.multiply(vector(k), w, out=scaled)
+            eps = vector(k)
+            np.multiply(eps, w, out=scaled)
+            if squared:
+                scaled *= eps
             total += scaled
     return total

@@ -41,7 +41,8 @@ from es.seeding import (
     episode_seeds,
     generator,
 )
-from es.strategy import FITNESS_SHAPINGS, Generation, OpenES
+from es.strategies import Generation, OpenAIES
+from es.strategies.shaping import FITNESS_SHAPINGS
 
 log = logging.getLogger("es")
 
@@ -124,11 +125,12 @@ class Trainer:
                 f"es.noise_table_size = {es_cfg.noise_table_size}: must be >= the policy's "
                 f"{self.spec.num_params} parameters"
             )
-        self.strategy = OpenES(
+        self.noise = make_noise(config, comm)
+        self.strategy = OpenAIES(
             self.spec.initial_params(generator(seed, TAG_INIT)),
             population=es_cfg.population,
             sigma=es_cfg.sigma,
-            noise=make_noise(config, comm),
+            noise=self.noise,
             optimizer=make_optimizer(
                 es_cfg.optimizer, self.spec.num_params, es_cfg.lr, es_cfg.momentum
             ),
@@ -151,10 +153,9 @@ class Trainer:
     def close(self) -> None:
         """Free the noise table (an MPI shared window, not freed by garbage collection) and
         the environment. Every rank calls it; the trainer cannot train afterwards."""
-        noise = self.strategy.noise
-        if isinstance(noise, NoiseTable):
-            self.strategy.noise = None
-            self.comm.release_shared(noise.table)
+        if isinstance(self.noise, NoiseTable):
+            self.comm.release_shared(self.noise.table)
+            self.noise = self.strategy = None
         self.env.close()
 
     def __enter__(self) -> Trainer:
@@ -187,17 +188,16 @@ class Trainer:
         A failed episode (an exception, a non-finite reward or observation) has return NaN;
         the strategy ranks it below every other member.
         """
-        count = len(generation.directions)
-        seeds = episode_seeds(self.config.run.seed, generation.index, count, TAG_ENV)
+        seeds = episode_seeds(self.config.run.seed, generation.index, generation.keys, TAG_ENV)
         norm, record = self.norm, self.config.policy.obs_norm
         increment = self.obs_stats.empty_increment() if record else np.zeros(0, np.int64)
         members, returns, steps = [], [], 0
         cap, shift = self.episode_cap(), self.config.es.reward_shift
         started = time.perf_counter()
         for member in self.my_members(generation):
-            direction, _ = generation.direction_of(member)
-            act = self._training_act(generation.params(member), norm, seeds[direction])
-            episode = safe_episode(self.env, act, seeds[direction],
+            seed = seeds[generation.key_of(member)]
+            act = self._training_act(generation.params(member), norm, seed)
+            episode = safe_episode(self.env, act, seed,
                                    f"rank {self.comm.rank}: member {member}", record, cap)
             if record and not self.obs_stats.add_episode(increment, episode):
                 episode.total_return = float("nan")
@@ -243,7 +243,7 @@ class Trainer:
         """Noise-free returns of the current mean policy; episodes spread over the ranks."""
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
-        act = bind_policy(self.spec, self.strategy.theta, self.norm, self.reference)
+        act = bind_policy(self.spec, self.strategy.mean, self.norm, self.reference)
         return spread(self.comm, episodes, lambda j: safe_episode(
             self.env, act, seeds[j], f"rank {self.comm.rank}: evaluation episode {j}"
         ).total_return)
@@ -253,8 +253,7 @@ class Trainer:
             generation=self.strategy.generation,
             timesteps=self.timesteps,
             elapsed_s=self.elapsed_s,
-            theta=self.strategy.theta.copy(),
-            optimizer=self.strategy.optimizer.state(),
+            strategy=self.strategy.state(),
             obs_sum=self.obs_stats.sum.copy(),
             obs_sumsq=self.obs_stats.sumsq.copy(),
             obs_count=self.obs_stats.count,
@@ -263,13 +262,11 @@ class Trainer:
 
     def restore(self, state: TrainingState) -> None:
         """Continue from a checkpoint: the next generation is ``state.generation + 1``."""
-        if state.theta.shape != self.strategy.theta.shape:
-            raise ValueError(
-                f"checkpoint holds {state.theta.size} parameters, the policy has "
-                f"{self.strategy.theta.size}"
-            )
-        self.strategy.theta = state.theta.astype(np.float32)
-        self.strategy.optimizer.load_state(state.optimizer)
+        theta = state.strategy["theta"]
+        if theta.shape != self.strategy.mean.shape:
+            raise ValueError(f"checkpoint holds {theta.size} parameters, the policy has "
+                             f"{self.strategy.mean.size}")
+        self.strategy.load_state(state.strategy)
         self.strategy.generation = state.generation
         self.obs_stats.sum, self.obs_stats.sumsq = state.obs_sum.copy(), state.obs_sumsq.copy()
         self.obs_stats.count = state.obs_count
@@ -324,7 +321,7 @@ class Trainer:
             if not torn and saved_at != self.strategy.generation:
                 self._checkpoint()
         return TrainResult(
-            self.strategy.theta.copy(), self.strategy.generation, self.timesteps, eval_return
+            self.strategy.mean.copy(), self.strategy.generation, self.timesteps, eval_return
         )
 
     def _agree(self) -> int:
@@ -335,7 +332,7 @@ class Trainer:
         forever for the others)."""
         index = self.strategy.generation
         check = index % self.config.run.check_every == 0
-        theta_sum = checksum(self.strategy.theta) if check else 0
+        theta_sum = checksum(self.strategy.mean) if check else 0
         limit = self.config.run.max_seconds
         late = limit > 0 and self.elapsed_s >= limit
         rows = self.comm.allgather_rows(
@@ -429,7 +426,7 @@ class Trainer:
             "update_s": update_s,
             "eval_s": eval_s,
             "io_s": self.io_s,
-            "grad_norm": stats["grad_norm"],
+            "grad_norm": stats.get("grad_norm"),
             "stop_signal": stop_signal,
         }
 
@@ -437,7 +434,7 @@ class Trainer:
         save_policy(
             self.run_dir / "policy.npz",
             self.spec,
-            self.strategy.theta,
+            self.strategy.mean,
             self.norm,
             self.config.env.id,
             self.strategy.generation,

@@ -19,11 +19,11 @@ from report import emit  # noqa: E402
 
 from es.noise import NoiseTable, SeedNoise  # noqa: E402
 from es.optim import Adam  # noqa: E402
-from es.strategy import OpenES  # noqa: E402
+from es.strategies.openai_es import OpenAIES  # noqa: E402
 
 
 def time_updates(noise, members: int, dim: int, repeats: int) -> list[float]:
-    es = OpenES(np.zeros(dim), population=members, sigma=0.02, noise=noise,
+    es = OpenAIES(np.zeros(dim), population=members, sigma=0.02, noise=noise,
                 optimizer=Adam(dim, 0.01), l2=0.005, seed=0)
     fitness = np.random.default_rng(0).normal(size=members)
     times = []

@@ -5,7 +5,8 @@ import pytest
 
 from es.noise import NoiseTable, SeedNoise
 from es.optim import SGD, Adam
-from es.strategy import OpenES, centered_ranks
+from es.strategies.openai_es import OpenAIES
+from es.strategies.shaping import centered_ranks
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_centered_ranks_reject_a_single_value():
 
 
 def test_mirrored_members_are_symmetric_around_theta(table):
-    es = OpenES(np.arange(10.0), population=6, sigma=0.1, noise=table, optimizer=Adam(10, 0.01))
+    es = OpenAIES(np.arange(10.0), population=6, sigma=0.1, noise=table, optimizer=Adam(10, 0.01))
     generation = es.ask()
     for k in range(3):
         plus, minus = generation.params(2 * k), generation.params(2 * k + 1)
@@ -43,7 +44,7 @@ def test_mirrored_members_are_symmetric_around_theta(table):
 
 
 def test_unmirrored_population_uses_one_direction_per_member(table):
-    es = OpenES(np.zeros(4), population=5, sigma=1.0, noise=table, optimizer=Adam(4, 0.1),
+    es = OpenAIES(np.zeros(4), population=5, sigma=1.0, noise=table, optimizer=Adam(4, 0.1),
                 mirrored=False)
     generation = es.ask()
     assert len(generation.directions) == 5
@@ -52,11 +53,11 @@ def test_unmirrored_population_uses_one_direction_per_member(table):
 
 def test_invalid_hyperparameters_are_refused(table):
     with pytest.raises(ValueError, match="even"):
-        OpenES(np.zeros(3), population=5, sigma=0.1, noise=table, optimizer=Adam(3, 0.1))
+        OpenAIES(np.zeros(3), population=5, sigma=0.1, noise=table, optimizer=Adam(3, 0.1))
     with pytest.raises(ValueError, match="sigma"):
-        OpenES(np.zeros(3), population=4, sigma=0.0, noise=table, optimizer=Adam(3, 0.1))
+        OpenAIES(np.zeros(3), population=4, sigma=0.0, noise=table, optimizer=Adam(3, 0.1))
     with pytest.raises(ValueError, match="at least 2"):
-        OpenES(np.zeros(3), population=1, sigma=0.1, noise=table, optimizer=Adam(3, 0.1),
+        OpenAIES(np.zeros(3), population=1, sigma=0.1, noise=table, optimizer=Adam(3, 0.1),
                mirrored=False)
 
 
@@ -95,7 +96,7 @@ def test_optimizer_state_round_trips():
 def test_tell_steps_along_the_paper_estimate(table):
     """One step by hand: g = sum_i F_i eps_i / (n sigma), grad = -g + (l2 / sigma) theta, SGD."""
     theta0 = np.linspace(-1, 1, 8)
-    es = OpenES(theta0, population=4, sigma=0.5, noise=table, optimizer=SGD(8, 1.0, 0.0), l2=0.1)
+    es = OpenAIES(theta0, population=4, sigma=0.5, noise=table, optimizer=SGD(8, 1.0, 0.0), l2=0.1)
     generation = es.ask()
     fitness = np.array([3.0, 1.0, 0.0, 2.0])
     es.tell(fitness)
@@ -115,7 +116,7 @@ def test_weight_decay_means_the_released_codes_l2coeff_under_adam(table):
     Adam ignores a common scale, so ``es.l2 = 0.005`` is the paper's humanoid.json value."""
     theta0 = np.linspace(-1, 1, 8).astype(np.float32)
     sigma, l2 = 0.02, 0.005
-    es = OpenES(theta0, population=4, sigma=sigma, noise=table, optimizer=Adam(8, 0.01), l2=l2)
+    es = OpenAIES(theta0, population=4, sigma=sigma, noise=table, optimizer=Adam(8, 0.01), l2=l2)
     reference = Adam(8, 0.01)
     theta = theta0.copy()
     for fitness in ([3.0, 1.0, 0.0, 2.0], [0.5, 2.0, 1.0, -1.0], [1.0, 0.0, 2.0, 3.0]):
@@ -128,7 +129,7 @@ def test_weight_decay_means_the_released_codes_l2coeff_under_adam(table):
         es.tell(np.array(fitness))
         np.testing.assert_allclose(es.theta, theta, rtol=1e-4, atol=1e-6)
     # The old reading (decay added to g with its 1/sigma, i.e. sigma times weaker) is far off.
-    weaker = OpenES(theta0, population=4, sigma=sigma, noise=table, optimizer=Adam(8, 0.01),
+    weaker = OpenAIES(theta0, population=4, sigma=sigma, noise=table, optimizer=Adam(8, 0.01),
                     l2=l2 * sigma)
     for fitness in ([3.0, 1.0, 0.0, 2.0], [0.5, 2.0, 1.0, -1.0], [1.0, 0.0, 2.0, 3.0]):
         weaker.ask()
@@ -137,7 +138,7 @@ def test_weight_decay_means_the_released_codes_l2coeff_under_adam(table):
 
 
 def test_tell_refuses_the_wrong_number_of_fitness_values(table):
-    es = OpenES(np.zeros(3), population=4, sigma=0.1, noise=table, optimizer=Adam(3, 0.1))
+    es = OpenAIES(np.zeros(3), population=4, sigma=0.1, noise=table, optimizer=Adam(3, 0.1))
     with pytest.raises(ValueError, match="3 fitness values for 4 members"):
         es.tell(np.zeros(3))
 
@@ -169,7 +170,7 @@ def test_noise_table_must_cover_the_parameters():
 
 
 def _minimise(f, x0, sigma, lr, population, generations, table):
-    es = OpenES(x0, population=population, sigma=sigma, noise=table,
+    es = OpenAIES(x0, population=population, sigma=sigma, noise=table,
                 optimizer=Adam(x0.size, lr), seed=1)
     for _ in range(generations):
         generation = es.ask()
@@ -197,25 +198,25 @@ def test_converges_on_rosenbrock_in_20_dimensions(table):
 
 def test_sigma_and_lr_decay_per_generation_with_floors(table):
     adam = Adam(5, 0.1)
-    es = OpenES(np.zeros(5), population=4, sigma=1.0, noise=table, optimizer=adam,
+    es = OpenAIES(np.zeros(5), population=4, sigma=1.0, noise=table, optimizer=adam,
                 sigma_decay=0.5, sigma_min=0.2, lr_decay=0.9, lr_min=0.05)
     sigmas, lrs = [], []
     for _ in range(4):
         generation = es.ask()
-        sigmas.append(generation.sigma)
-        np.testing.assert_allclose(generation.params(0) - generation.theta,
-                                   generation.sigma * generation.directions.vector(0), atol=1e-6)
+        sigmas.append(generation.scale)
+        np.testing.assert_allclose(generation.params(0) - generation.mean,
+                                   generation.scale * generation.directions.vector(0), atol=1e-6)
         es.tell(np.arange(4.0))
         lrs.append(adam.lr)
     assert sigmas == [1.0, 0.5, 0.25, 0.2]
     np.testing.assert_allclose(lrs, [0.1, 0.09, 0.081, 0.0729])
     with pytest.raises(ValueError, match="lr_decay"):
-        OpenES(np.zeros(5), population=4, sigma=1.0, noise=table, optimizer=Adam(5, 0.1),
+        OpenAIES(np.zeros(5), population=4, sigma=1.0, noise=table, optimizer=Adam(5, 0.1),
                lr_decay=1.5)
 
 
 def test_standardized_fitness_keeps_distances():
-    from es.strategy import standardized
+    from es.strategies.shaping import standardized
 
     shaped = standardized(np.array([1.0, 2.0, 3.0, 10.0]))
     np.testing.assert_allclose(shaped, (np.array([1, 2, 3, 10]) - 4.0) / np.std([1, 2, 3, 10]),

@@ -1,8 +1,8 @@
-"""OpenAI-ES (Salimans et al. 2017) as a pure ask/tell object.
+"""OpenAI-ES (Salimans et al. 2017, "Evolution Strategies as a Scalable Alternative to
+Reinforcement Learning", arXiv 1703.03864) as a pure ask/tell strategy (``es.strategies.base``).
 
-No MPI, no Gymnasium, no files: a ``Generation`` from ``ask()`` says how to build each
-member's parameters, ``tell(fitness)`` turns the members' fitness (higher is better) into an
-optimizer step along
+``ask()`` describes each member by a noise direction, ``tell(fitness)`` turns the members'
+fitness (higher is better) into an optimizer step along
 
     g = 1 / (n sigma) * sum_i F_i eps_i,    F = centered ranks of the fitness,
 
@@ -21,77 +21,20 @@ the generation too, so the whole state stays (theta, optimizer state, generation
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from es.noise import NoiseSource, Perturbations
+from es.noise import NoiseSource
 from es.optim import Optimizer
+from es.strategies.base import NoiseGeneration
+from es.strategies.shaping import centered_ranks, worst_for_failures
 
 
-def centered_ranks(fitness: np.ndarray) -> np.ndarray:
-    """Ranks scaled to [-0.5, 0.5]; tied values share their average rank.
-
-    Ties matter in RL (many CartPole members score exactly 500): giving them distinct ranks
-    would inject a gradient that depends only on member order.
-    """
-    x = np.asarray(fitness, dtype=np.float64).ravel()
-    n = x.size
-    if n < 2:
-        raise ValueError(f"centered ranks need at least 2 values, got {n}")
-    order = np.argsort(x, kind="stable")
-    sorted_x = x[order]
-    ranks = np.empty(n, dtype=np.float64)
-    # Average the ranks of each run of equal values.
-    boundaries = np.flatnonzero(np.diff(sorted_x) != 0) + 1
-    starts = np.concatenate(([0], boundaries))
-    ends = np.concatenate((boundaries, [n]))
-    for start, end in zip(starts, ends, strict=True):
-        ranks[order[start:end]] = (start + end - 1) / 2.0
-    return (ranks / (n - 1) - 0.5).astype(np.float32)
-
-
-def standardized(fitness: np.ndarray) -> np.ndarray:
-    """(F - mean) / std: keeps how much better a member was, not just its rank."""
-    x = np.asarray(fitness, dtype=np.float64).ravel()
-    std = x.std()
-    if not std > 0:
-        return np.zeros(x.size, dtype=np.float32)
-    return ((x - x.mean()) / std).astype(np.float32)
-
-
-FITNESS_SHAPINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "centered_ranks": centered_ranks,
-    "standardized": standardized,
-}
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One generation's population, described without materialising it."""
-
-    index: int
-    theta: np.ndarray
-    sigma: float
-    mirrored: bool
-    population: int
-    directions: Perturbations
-
-    def direction_of(self, member: int) -> tuple[int, float]:
-        """(direction index, sign) of a member."""
-        if not 0 <= member < self.population:
-            raise IndexError(f"member {member} outside population of {self.population}")
-        if self.mirrored:
-            return member // 2, (1.0 if member % 2 == 0 else -1.0)
-        return member, 1.0
-
-    def params(self, member: int) -> np.ndarray:
-        direction, sign = self.direction_of(member)
-        return self.theta + np.float32(sign * self.sigma) * self.directions.vector(direction)
-
-
-class OpenES:
+class OpenAIES:
     """The strategy's state: parameters, optimizer, generation counter."""
+
+    name: ClassVar[str] = "openai"
 
     def __init__(
         self,
@@ -126,7 +69,7 @@ class OpenES:
         self.noise, self.optimizer, self.fitness_shaping = noise, optimizer, fitness_shaping
         self.mirrored, self.seed = mirrored, seed
         self.generation = 0
-        self._pending: Generation | None = None
+        self._pending: NoiseGeneration | None = None
 
     @property
     def sigma(self) -> float:
@@ -142,12 +85,16 @@ class OpenES:
     def num_directions(self) -> int:
         return self.population // 2 if self.mirrored else self.population
 
-    def ask(self) -> Generation:
+    @property
+    def mean(self) -> np.ndarray:
+        return self.theta
+
+    def ask(self) -> NoiseGeneration:
         if self._pending is None:
             directions = self.noise.sample(
                 self.seed, self.generation, self.num_directions, self.theta.size
             )
-            self._pending = Generation(
+            self._pending = NoiseGeneration(
                 self.generation, self.theta, self.sigma, self.mirrored, self.population, directions
             )
         return self._pending
@@ -158,19 +105,14 @@ class OpenES:
         A non-finite fitness (a failed evaluation) counts as worse than every finite one.
         """
         generation = self.ask()
-        fitness = np.asarray(fitness, dtype=np.float64).ravel()
+        fitness = worst_for_failures(fitness)
         if fitness.size != self.population:
             raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
-        finite = np.isfinite(fitness)
-        if not finite.all():
-            worst = fitness[finite].min() - 1.0 if finite.any() else 0.0
-            fitness = np.where(finite, fitness, worst)
-        shaped = self.fitness_shaping(fitness)
-        weights = shaped[0::2] - shaped[1::2] if self.mirrored else shaped
+        weights, _ = generation.direction_weights(self.fitness_shaping(fitness))
         ascent = generation.directions.weighted_sum(weights) / np.float32(
-            self.population * generation.sigma
+            self.population * generation.scale
         )
-        gradient = -ascent + np.float32(self.l2 / generation.sigma) * self.theta
+        gradient = -ascent + np.float32(self.l2 / generation.scale) * self.theta
         self.optimizer.lr = self.lr
         step = self.optimizer.step(gradient)
         self.theta = self.theta + step
@@ -183,3 +125,19 @@ class OpenES:
             "grad_norm": float(np.linalg.norm(gradient)),
             "update_ratio": float(np.linalg.norm(step) / (np.linalg.norm(self.theta) + 1e-12)),
         }
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The parameters and the optimizer's moments (sigma and the step size are pure
+        functions of the generation)."""
+        optimizer = {f"optimizer_{key}": value for key, value in self.optimizer.state().items()}
+        return {"theta": self.theta.copy(), **optimizer}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        if state["theta"].shape != self.theta.shape:
+            raise ValueError(f"the state holds {state['theta'].size} parameters, the strategy "
+                             f"has {self.theta.size}")
+        self.theta = np.asarray(state["theta"], dtype=np.float32).copy()
+        self.optimizer.load_state({key.removeprefix("optimizer_"): value
+                                   for key, value in state.items()
+                                   if key.startswith("optimizer_")})
+        self._pending = None

@@ -1,0 +1,14 @@
+"""The family of evolution strategies behind one ask/tell protocol (``base``).
+
+Each strategy is pure (no MPI, no Gymnasium, no files): ``es-train`` drives it over MPI
+ranks, ``es.minimize`` and the ask/tell facades drive it on a Python function.
+"""
+
+from es.strategies.base import ExplicitGeneration, Generation, NoiseGeneration, Strategy
+from es.strategies.openai_es import OpenAIES
+
+#: Strategies by the name ``es.strategy`` and ``es.minimize(method=...)`` use.
+STRATEGIES: dict[str, type] = {OpenAIES.name: OpenAIES}
+
+__all__ = ["STRATEGIES", "ExplicitGeneration", "Generation", "NoiseGeneration", "OpenAIES",
+           "Strategy"]

@@ -1,0 +1,127 @@
+"""The protocol every evolution strategy follows, for ``es-train`` and ``es.minimize`` alike.
+
+A strategy is a pure ask/tell object: no MPI, no Gymnasium, no files, every random draw a
+pure function of ``(seed, generation, ...)``.
+
+- ``ask()`` returns a ``Generation``: it describes the population by the current mean plus
+  integers (noise-table offsets or seeds, inside ``directions``), so every rank can rebuild
+  any member locally (``params(member)``) and the ranks exchange fitness scalars only.
+- ``tell(fitness)`` takes one fitness per member, in member order, **higher is better** (an RL
+  return). ``es.minimize`` is the one place that negates a value to minimise it. A non-finite
+  fitness (a failed evaluation) ranks below every finite one.
+- ``state()`` / ``load_state()`` hold everything that decides the rest of the run, as named
+  arrays (a checkpoint writes them to an ``.npz``), so a resumed run continues exactly.
+- ``mean`` is the current solution: the policy ``es-train`` evaluates, the point
+  ``es.minimize`` reports as ``x_mean``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+from es.noise import Perturbations
+
+
+class Generation(Protocol):
+    """One generation's population, described without sending any vector."""
+
+    index: int
+    population: int
+    mirrored: bool  # members 2k and 2k+1 share direction k: keep them on one rank
+
+    @property
+    def keys(self) -> int:
+        """How many episode keys (directions) the members use; ``key_of`` maps into them."""
+
+    def key_of(self, member: int) -> int:
+        """Members with the same key share their episode (reset seed, action noise): a
+        mirrored pair is evaluated on the same episode, as antithetic sampling wants."""
+
+    def params(self, member: int) -> np.ndarray:
+        """The member's parameter vector, rebuilt locally."""
+
+
+class Strategy(Protocol):
+    name: ClassVar[str]
+    population: int
+    generation: int  # generations told so far; the next ask() is generation ``generation``
+
+    @property
+    def mean(self) -> np.ndarray: ...
+    def ask(self) -> Generation: ...
+    def tell(self, fitness: np.ndarray) -> dict[str, float]: ...
+    def state(self) -> dict[str, np.ndarray]: ...
+    def load_state(self, state: dict[str, np.ndarray]) -> None: ...
+
+
+@dataclass(frozen=True)
+class NoiseGeneration:
+    """Members ``mean + sign * scale * eps_k`` with ``eps_k`` from shared noise (a table
+    slice or a seed): ``scale`` is one sigma, or one per coordinate. With ``mirrored``,
+    member ``2k`` is ``+eps_k`` and member ``2k+1`` is ``-eps_k``."""
+
+    index: int
+    mean: np.ndarray
+    scale: float | np.ndarray
+    mirrored: bool
+    population: int
+    directions: Perturbations
+
+    @property
+    def keys(self) -> int:
+        return len(self.directions)
+
+    def direction_of(self, member: int) -> tuple[int, float]:
+        """(direction index, sign) of a member."""
+        if not 0 <= member < self.population:
+            raise IndexError(f"member {member} outside population of {self.population}")
+        if self.mirrored:
+            return member // 2, (1.0 if member % 2 == 0 else -1.0)
+        return member, 1.0
+
+    def key_of(self, member: int) -> int:
+        return self.direction_of(member)[0]
+
+    def params(self, member: int) -> np.ndarray:
+        direction, sign = self.direction_of(member)
+        vector = self.directions.vector(direction)
+        if np.ndim(self.scale) == 0:
+            return self.mean + self.mean.dtype.type(sign * self.scale) * vector
+        return self.mean + (sign * self.scale) * vector
+
+    def direction_weights(self, member_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-member weights folded onto the directions: ``(sum_m w_m s_m, sum_m w_m)`` over
+        the members of each direction (sign ``s_m``). Then ``sum_m w_m (s_m eps)`` is
+        ``directions.weighted_sum(first)`` and ``sum_m w_m eps**2`` is
+        ``directions.weighted_sum(second, squared=True)``: no (n, d) matrix is formed."""
+        w = np.asarray(member_weights, dtype=np.float64)
+        if not self.mirrored:
+            return w, w
+        return w[0::2] - w[1::2], w[0::2] + w[1::2]
+
+
+@dataclass(frozen=True)
+class ExplicitGeneration:
+    """Members given as a matrix that every rank computed alike (an external optimizer's
+    seeded ``ask``): nothing travels either, but each rank holds the whole population."""
+
+    index: int
+    candidates: np.ndarray
+    mirrored: bool = False
+
+    @property
+    def population(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def keys(self) -> int:
+        return self.population
+
+    def key_of(self, member: int) -> int:
+        return member
+
+    def params(self, member: int) -> np.ndarray:
+        return self.candidates[member]
