@@ -137,8 +137,14 @@ class PolicyConfig:
         _at_least("policy.action_noise", self.action_noise, 0)
 
 
+#: The strategies es-train can run (``es.strategies``); the order is the README's.
+STRATEGY_NAMES = ("openai",)
+
+
 @dataclass(frozen=True)
 class ESConfig:
+    strategy: str = _doc("the evolution strategy: " + ", ".join(map(repr, STRATEGY_NAMES))
+                         + " (each reads [es] and its own section)", "openai")
     population: int = _doc("members per generation (even when mirrored)", 64)
     sigma: float = _doc("standard deviation of the parameter perturbations", 0.02)
     lr: float = _doc("optimizer step size", 0.01)
@@ -164,6 +170,7 @@ class ESConfig:
     )
 
     def validate(self) -> None:
+        _one_of("es.strategy", self.strategy, STRATEGY_NAMES)
         _at_least("es.population", self.population, 2)
         if self.mirrored and self.population % 2:
             raise ConfigError(

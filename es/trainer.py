@@ -41,7 +41,7 @@ from es.seeding import (
     episode_seeds,
     generator,
 )
-from es.strategies import Generation, OpenAIES
+from es.strategies import Generation, OpenAIES, Strategy
 from es.strategies.shaping import FITNESS_SHAPINGS
 
 log = logging.getLogger("es")
@@ -93,6 +93,22 @@ def make_noise(config: Config, comm: Comm) -> NoiseSource:
     return NoiseTable(table)
 
 
+def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Strategy:
+    """The strategy ``es.strategy`` names, with the config's settings: ``[es]`` holds what
+    every strategy shares (population, sigma, mirrored sampling), each strategy's own section
+    the rest (OpenAI-ES's live in ``[es]`` too, where they always were)."""
+    es_cfg, seed = config.es, config.run.seed
+    common = {"population": es_cfg.population, "sigma": es_cfg.sigma, "noise": noise,
+              "seed": seed, "mirrored": es_cfg.mirrored}
+    if es_cfg.strategy == "openai":
+        optimizer = make_optimizer(es_cfg.optimizer, theta0.size, es_cfg.lr, es_cfg.momentum)
+        return OpenAIES(theta0, **common, optimizer=optimizer, l2=es_cfg.l2,
+                        sigma_decay=es_cfg.sigma_decay, sigma_min=es_cfg.sigma_min,
+                        lr_decay=es_cfg.lr_decay, lr_min=es_cfg.lr_min,
+                        fitness_shaping=FITNESS_SHAPINGS[es_cfg.fitness_shaping])
+    raise ValueError(f"es.strategy = {es_cfg.strategy!r}: not available in es-train")
+
+
 def checksum(array: np.ndarray) -> int:
     """CRC-32 of an array's bytes: equal on two ranks only if the arrays are bit-identical."""
     return zlib.crc32(np.ascontiguousarray(array).view(np.uint8))
@@ -126,23 +142,8 @@ class Trainer:
                 f"{self.spec.num_params} parameters"
             )
         self.noise = make_noise(config, comm)
-        self.strategy = OpenAIES(
-            self.spec.initial_params(generator(seed, TAG_INIT)),
-            population=es_cfg.population,
-            sigma=es_cfg.sigma,
-            noise=self.noise,
-            optimizer=make_optimizer(
-                es_cfg.optimizer, self.spec.num_params, es_cfg.lr, es_cfg.momentum
-            ),
-            l2=es_cfg.l2,
-            mirrored=es_cfg.mirrored,
-            seed=seed,
-            sigma_decay=es_cfg.sigma_decay,
-            sigma_min=es_cfg.sigma_min,
-            lr_decay=es_cfg.lr_decay,
-            lr_min=es_cfg.lr_min,
-            fitness_shaping=FITNESS_SHAPINGS[es_cfg.fitness_shaping],
-        )
+        self.strategy = make_strategy(
+            config, self.spec.initial_params(generator(seed, TAG_INIT)), self.noise)
         self.obs_stats = ObsStats(self.spec.obs_dim)
         self.timesteps = 0
         self.mean_episode_length = 0.0  # of the last generation, for es.episode_cap
