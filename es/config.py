@@ -138,7 +138,7 @@ class PolicyConfig:
 
 
 #: The strategies es-train can run (``es.strategies``); the order is the README's.
-STRATEGY_NAMES = ("openai",)
+STRATEGY_NAMES = ("openai", "ars", "pgpe")
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,43 @@ class ESConfig:
         _at_least("es.noise_table_size", self.noise_table_size, 1000)
         if self.episode_cap != 0 and not self.episode_cap >= 1:
             raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or >= 1")
+
+
+@dataclass(frozen=True)
+class ARSConfig:
+    """``es.strategy = "ars"``: Augmented Random Search (Mania et al. 2018). ``es.sigma`` is the
+    paper's nu, ``es.population`` twice its N (mirrored pairs); ``policy.obs_norm`` makes V1
+    into V2, and ``es.reward_shift`` is its alive-bonus shift."""
+
+    lr: float = _doc("step size alpha of theta += alpha / (b sigma_R) sum (r+ - r-) delta", 0.02)
+    top: int = _doc("b: the best directions used, ranked by max(r+, r-) (0: all; V1-t/V2-t "
+                    "use fewer)", 0)
+
+    def validate(self) -> None:
+        _positive("ars.lr", self.lr)
+        _at_least("ars.top", self.top, 0)
+
+
+@dataclass(frozen=True)
+class PGPEConfig:
+    """``es.strategy = "pgpe"``: PGPE (Sehnke et al. 2010) with the ClipUp optimizer (Toklu
+    et al. 2020) and a sigma per coordinate; ``es.sigma`` is the initial sigma."""
+
+    center_lr: float = _doc("the optimizer's step size for the mean (0: ClipUp's rule, the "
+                            "initial sigma / 30)", 0.0)
+    optimizer: str = _doc("'clipup' or 'adam'", "clipup")
+    max_speed: float = _doc("ClipUp's velocity limit (0: twice center_lr)", 0.0)
+    sigma_lr: float = _doc("step size of the sigma update", 0.1)
+    sigma_max_change: float = _doc("largest relative change of a sigma per generation", 0.2)
+
+    def validate(self) -> None:
+        _at_least("pgpe.center_lr", self.center_lr, 0)
+        _one_of("pgpe.optimizer", self.optimizer, ("clipup", "adam"))
+        _at_least("pgpe.max_speed", self.max_speed, 0)
+        _at_least("pgpe.sigma_lr", self.sigma_lr, 0)
+        if not 0 < self.sigma_max_change < 1:
+            raise ConfigError(f"pgpe.sigma_max_change = {self.sigma_max_change}: must be in "
+                              "(0, 1)")
 
 
 @dataclass(frozen=True)
@@ -282,6 +319,8 @@ class Config:
     atari: AtariConfig = field(default_factory=AtariConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     es: ESConfig = field(default_factory=ESConfig)
+    ars: ARSConfig = field(default_factory=ARSConfig)
+    pgpe: PGPEConfig = field(default_factory=PGPEConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
     pg: PGConfig = field(default_factory=PGConfig)
 

@@ -42,6 +42,8 @@ from es.seeding import (
     generator,
 )
 from es.strategies import Generation, OpenAIES, Strategy
+from es.strategies.ars import ARS
+from es.strategies.pgpe import PGPE
 from es.strategies.shaping import FITNESS_SHAPINGS
 
 log = logging.getLogger("es")
@@ -106,6 +108,13 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
                         sigma_decay=es_cfg.sigma_decay, sigma_min=es_cfg.sigma_min,
                         lr_decay=es_cfg.lr_decay, lr_min=es_cfg.lr_min,
                         fitness_shaping=FITNESS_SHAPINGS[es_cfg.fitness_shaping])
+    if es_cfg.strategy == "ars":
+        return ARS(theta0, **common, lr=config.ars.lr, top=config.ars.top or None)
+    if es_cfg.strategy == "pgpe":
+        pgpe = config.pgpe
+        return PGPE(theta0, **common, center_lr=pgpe.center_lr or None,
+                    optimizer=pgpe.optimizer, max_speed=pgpe.max_speed or None,
+                    sigma_lr=pgpe.sigma_lr, sigma_max_change=pgpe.sigma_max_change)
     raise ValueError(f"es.strategy = {es_cfg.strategy!r}: not available in es-train")
 
 

@@ -4,11 +4,13 @@ Each strategy is pure (no MPI, no Gymnasium, no files): ``es-train`` drives it o
 ranks, ``es.minimize`` and the ask/tell facades drive it on a Python function.
 """
 
+from es.strategies.ars import ARS
 from es.strategies.base import ExplicitGeneration, Generation, NoiseGeneration, Strategy
 from es.strategies.openai_es import OpenAIES
+from es.strategies.pgpe import PGPE
 
 #: Strategies by the name ``es.strategy`` and ``es.minimize(method=...)`` use.
-STRATEGIES: dict[str, type] = {OpenAIES.name: OpenAIES}
+STRATEGIES: dict[str, type] = {cls.name: cls for cls in (OpenAIES, ARS, PGPE)}
 
-__all__ = ["STRATEGIES", "ExplicitGeneration", "Generation", "NoiseGeneration", "OpenAIES",
-           "Strategy"]
+__all__ = ["ARS", "PGPE", "STRATEGIES", "ExplicitGeneration", "Generation", "NoiseGeneration",
+           "OpenAIES", "Strategy"]

@@ -1,0 +1,140 @@
+"""Augmented Random Search (Mania, Guy, Recht 2018, "Simple random search provides a
+competitive approach to reinforcement learning", NeurIPS, arXiv 1803.07055) as a pure ask/tell
+strategy (``es.strategies.base``).
+
+Each generation evaluates ``N = population / 2`` mirrored pairs ``theta +- nu delta_k``, ranks
+the directions by ``max(r+_k, r-_k)``, keeps the best ``b`` (``top``) and steps
+
+    theta <- theta + alpha / (b sigma_R) * sum_{k in top b} (r+_k - r-_k) delta_k,
+
+where ``sigma_R`` is the standard deviation of the ``2b`` returns used. There is no fitness
+shaping and no optimizer: dividing by ``sigma_R`` is the method's only normalisation, so the
+step adapts to the returns' scale.
+
+The paper's four variants:
+
+- V1: the update above on raw observations; V1-t: with ``top < N``.
+- V2 / V2-t: the same update, with the policy applied to observations normalised by their
+  running mean and standard deviation. That is the trainer's observation normalisation
+  (``policy.obs_norm``), not something this class does: ``ARS`` with ``obs_norm`` on is V2.
+  The paper's survival-bonus removal (Hopper, Walker, Ant, Humanoid) is the trainer's
+  ``es.reward_shift``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from es.noise import NoiseSource
+from es.strategies.base import NoiseGeneration
+from es.strategies.shaping import worst_for_failures
+
+
+class ARS:
+    """ARS V1/V1-t (V2/V2-t with the trainer's observation normalisation)."""
+
+    name: ClassVar[str] = "ars"
+
+    def __init__(
+        self,
+        mean0: np.ndarray,
+        *,
+        population: int,
+        sigma: float,
+        noise: NoiseSource,
+        seed: int = 0,
+        mirrored: bool = True,
+        dtype: type | np.dtype = np.float32,
+        lr: float = 0.02,
+        top: int | None = None,
+    ) -> None:
+        """``sigma`` is the paper's nu, ``lr`` its alpha, ``top`` its b (None: all directions,
+        V1/V2; fewer: V1-t/V2-t)."""
+        if not mirrored:
+            raise ValueError("ARS compares the two members of a mirrored pair: mirrored=False "
+                             "is not supported")
+        if population < 2 or population % 2:
+            raise ValueError(f"population {population}: must be even and at least 2 "
+                             f"(mirrored pairs)")
+        if not sigma > 0:
+            raise ValueError(f"sigma {sigma}: must be > 0")
+        if not lr > 0:
+            raise ValueError(f"lr {lr}: must be > 0")
+        directions = population // 2
+        top = directions if top is None else int(top)
+        if not 1 <= top <= directions:
+            raise ValueError(f"top {top}: must be between 1 and the {directions} directions")
+        self.theta = np.array(mean0, dtype=dtype).ravel()
+        self.population, self.sigma, self.lr, self.top = population, float(sigma), float(lr), top
+        self.noise, self.seed, self.mirrored = noise, seed, True
+        self.generation = 0
+        self._pending: NoiseGeneration | None = None
+
+    @property
+    def num_directions(self) -> int:
+        return self.population // 2
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.theta
+
+    def ask(self) -> NoiseGeneration:
+        if self._pending is None:
+            directions = self.noise.sample(
+                self.seed, self.generation, self.num_directions, self.theta.size
+            )
+            self._pending = NoiseGeneration(
+                self.generation, self.theta, self.sigma, True, self.population, directions
+            )
+        return self._pending
+
+    def top_directions(self, fitness: np.ndarray) -> np.ndarray:
+        """The ``top`` directions with the highest ``max(r+, r-)``, best first (ties: lower
+        direction index first, so the choice is a pure function of the fitness)."""
+        fitness = np.asarray(fitness, dtype=np.float64)
+        best_of_pair = np.maximum(fitness[0::2], fitness[1::2])
+        return np.argsort(-best_of_pair, kind="stable")[: self.top]
+
+    def tell(self, fitness: np.ndarray) -> dict[str, float]:
+        """Step along the top directions' return differences (higher fitness is better; a
+        non-finite one becomes worse than every finite one)."""
+        generation = self.ask()
+        fitness = worst_for_failures(fitness)
+        if fitness.size != self.population:
+            raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        used = self.top_directions(fitness)
+        plus, minus = fitness[0::2], fitness[1::2]
+        sigma_r = float(np.concatenate((plus[used], minus[used])).std())
+        if not sigma_r > 0:  # all used returns equal: every difference is 0 anyway
+            sigma_r = 1.0
+        # The member weights whose fold onto the directions is (r+ - r-) on the top b, 0 else.
+        member_weights = np.zeros(self.population)
+        member_weights[2 * used] = plus[used]
+        member_weights[2 * used + 1] = minus[used]
+        differences, _ = generation.direction_weights(member_weights)
+        # g = 1 / (b sigma_R) sum_{top b} (r+ - r-) delta;  theta <- theta + alpha g
+        gradient = generation.directions.weighted_sum(differences).astype(self.theta.dtype)
+        gradient *= self.theta.dtype.type(1.0 / (self.top * sigma_r))
+        self.theta = self.theta + self.theta.dtype.type(self.lr) * gradient
+        self.generation += 1
+        self._pending = None
+        return {
+            "fitness_mean": float(fitness.mean()),
+            "fitness_max": float(fitness.max()),
+            "fitness_min": float(fitness.min()),
+            "grad_norm": float(np.linalg.norm(gradient)),
+            "sigma_r": sigma_r,
+        }
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The parameters: ARS keeps nothing else (nu, alpha and b are fixed)."""
+        return {"theta": self.theta.copy()}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        if state["theta"].shape != self.theta.shape:
+            raise ValueError(f"the state holds {state['theta'].size} parameters, the strategy "
+                             f"has {self.theta.size}")
+        self.theta = np.asarray(state["theta"], dtype=self.theta.dtype).copy()
+        self._pending = None
