@@ -138,7 +138,7 @@ class PolicyConfig:
 
 
 #: The strategies es-train can run (``es.strategies``); the order is the README's.
-STRATEGY_NAMES = ("openai", "ars", "pgpe")
+STRATEGY_NAMES = ("openai", "snes", "ars", "pgpe", "sepcma")
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,33 @@ class ESConfig:
         _at_least("es.noise_table_size", self.noise_table_size, 1000)
         if self.episode_cap != 0 and not self.episode_cap >= 1:
             raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or >= 1")
+
+
+@dataclass(frozen=True)
+class SNESConfig:
+    """``es.strategy = "snes"``: separable NES (Schaul et al. 2011), a sigma per coordinate
+    that adapts; ``es.sigma`` is the initial sigma."""
+
+    lr_mean: float = _doc("step size of the mean, in units of sigma (the paper: 1)", 1.0)
+    lr_sigma: float = _doc("step size of log sigma (0: the paper's (3 + ln d) / (5 sqrt d))",
+                           0.0)
+
+    def validate(self) -> None:
+        _positive("snes.lr_mean", self.lr_mean)
+        _at_least("snes.lr_sigma", self.lr_sigma, 0)
+
+
+@dataclass(frozen=True)
+class SepCMAConfig:
+    """``es.strategy = "sepcma"``: separable CMA-ES (Ros & Hansen 2008), a diagonal covariance
+    and cumulative step-size adaptation in O(d); ``es.sigma`` is the initial step size."""
+
+    mu: int = _doc("members recombined into the mean (0: half the population)", 0)
+    cov_scale: float = _doc("multiplies the covariance learning rates", 1.0)
+
+    def validate(self) -> None:
+        _at_least("sepcma.mu", self.mu, 0)
+        _positive("sepcma.cov_scale", self.cov_scale)
 
 
 @dataclass(frozen=True)
@@ -319,6 +346,8 @@ class Config:
     atari: AtariConfig = field(default_factory=AtariConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     es: ESConfig = field(default_factory=ESConfig)
+    snes: SNESConfig = field(default_factory=SNESConfig)
+    sepcma: SepCMAConfig = field(default_factory=SepCMAConfig)
     ars: ARSConfig = field(default_factory=ARSConfig)
     pgpe: PGPEConfig = field(default_factory=PGPEConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)

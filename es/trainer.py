@@ -41,9 +41,7 @@ from es.seeding import (
     episode_seeds,
     generator,
 )
-from es.strategies import Generation, OpenAIES, Strategy
-from es.strategies.ars import ARS
-from es.strategies.pgpe import PGPE
+from es.strategies import ARS, PGPE, SNES, Generation, OpenAIES, SepCMA, Strategy
 from es.strategies.shaping import FITNESS_SHAPINGS
 
 log = logging.getLogger("es")
@@ -108,6 +106,12 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
                         sigma_decay=es_cfg.sigma_decay, sigma_min=es_cfg.sigma_min,
                         lr_decay=es_cfg.lr_decay, lr_min=es_cfg.lr_min,
                         fitness_shaping=FITNESS_SHAPINGS[es_cfg.fitness_shaping])
+    if es_cfg.strategy == "snes":
+        return SNES(theta0, **common, lr_mean=config.snes.lr_mean,
+                    lr_sigma=config.snes.lr_sigma or None)
+    if es_cfg.strategy == "sepcma":
+        return SepCMA(theta0, **common, mu=config.sepcma.mu or None,
+                      cov_scale=config.sepcma.cov_scale)
     if es_cfg.strategy == "ars":
         return ARS(theta0, **common, lr=config.ars.lr, top=config.ars.top or None)
     if es_cfg.strategy == "pgpe":

@@ -8,9 +8,11 @@ from es.strategies.ars import ARS
 from es.strategies.base import ExplicitGeneration, Generation, NoiseGeneration, Strategy
 from es.strategies.openai_es import OpenAIES
 from es.strategies.pgpe import PGPE
+from es.strategies.sep_cma import SepCMA
+from es.strategies.snes import SNES
 
 #: Strategies by the name ``es.strategy`` and ``es.minimize(method=...)`` use.
-STRATEGIES: dict[str, type] = {cls.name: cls for cls in (OpenAIES, ARS, PGPE)}
+STRATEGIES: dict[str, type] = {cls.name: cls for cls in (OpenAIES, SNES, ARS, PGPE, SepCMA)}
 
-__all__ = ["ARS", "PGPE", "STRATEGIES", "ExplicitGeneration", "Generation", "NoiseGeneration",
-           "OpenAIES", "Strategy"]
+__all__ = ["ARS", "PGPE", "SNES", "STRATEGIES", "ExplicitGeneration", "Generation",
+           "NoiseGeneration", "OpenAIES", "SepCMA", "Strategy"]

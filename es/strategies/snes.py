@@ -1,0 +1,122 @@
+"""Separable NES (Schaul, Glasmachers and Schmidhuber 2011, "High Dimensions and Heavy Tails for
+Natural Evolution Strategies", GECCO) as a pure ask/tell strategy (``es.strategies.base``).
+
+The search distribution is ``N(mu, diag(sigma)^2)``. With utilities ``u`` given by rank (best
+member first, ``nes_utilities``) and members ``mu + sigma * z_i``, one generation is the
+natural-gradient step of the paper:
+
+    mu    <- mu + eta_mu * sigma * sum_i u_i z_i
+    sigma <- sigma * exp(eta_sigma / 2 * sum_i u_i (z_i**2 - 1))
+
+with ``eta_mu = 1`` and ``eta_sigma = (3 + ln d) / (5 sqrt d)``. Mirrored sampling (member 2k
+takes ``+z_k``, member 2k+1 ``-z_k``) is optional and on by default, as in the ``es.minimize``
+of before this family. The sums stream over the shared noise (``Perturbations.weighted_sum``),
+so memory stays O(d) for any population.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from es.noise import NoiseSource
+from es.strategies.base import NoiseGeneration
+from es.strategies.shaping import by_rank, nes_utilities, worst_for_failures
+
+
+class SNES:
+    """Mean and per-coordinate sigma of a separable Gaussian, adapted by natural gradients."""
+
+    name: ClassVar[str] = "snes"
+
+    def __init__(
+        self,
+        mean0: np.ndarray,
+        *,
+        population: int,
+        sigma: float,
+        noise: NoiseSource,
+        seed: int = 0,
+        mirrored: bool = True,
+        dtype: type = np.float32,
+        lr_mean: float = 1.0,
+        lr_sigma: float | None = None,
+    ) -> None:
+        self.theta = np.array(mean0, dtype=dtype).ravel()
+        dim = self.theta.size
+        if dim < 1 or not np.all(np.isfinite(self.theta)):
+            raise ValueError("mean0 must be a non-empty finite vector")
+        if population < 2:
+            raise ValueError(f"population {population}: must be at least 2")
+        if mirrored and population % 2:
+            raise ValueError(f"population {population}: must be even with mirrored sampling")
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"sigma {sigma}: must be a finite number > 0")
+        if lr_sigma is None:
+            lr_sigma = (3 + math.log(dim)) / (5 * math.sqrt(dim))
+        if not lr_mean > 0 or not lr_sigma >= 0:
+            raise ValueError(f"lr_mean {lr_mean} must be > 0 and lr_sigma {lr_sigma} >= 0")
+        self.sigma = np.full(dim, float(sigma))  # float64 whatever the mean's dtype
+        self.population, self.noise, self.seed, self.mirrored = population, noise, seed, mirrored
+        self.lr_mean, self.lr_sigma = float(lr_mean), float(lr_sigma)
+        self.utilities = nes_utilities(population)
+        self.generation = 0
+        self._pending: NoiseGeneration | None = None
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.theta
+
+    @property
+    def num_directions(self) -> int:
+        return self.population // 2 if self.mirrored else self.population
+
+    def ask(self) -> NoiseGeneration:
+        if self._pending is None:
+            directions = self.noise.sample(
+                self.seed, self.generation, self.num_directions, self.theta.size
+            )
+            scale = self.sigma.astype(self.theta.dtype)
+            self._pending = NoiseGeneration(
+                self.generation, self.theta, scale, self.mirrored, self.population, directions
+            )
+        return self._pending
+
+    def tell(self, fitness: np.ndarray) -> dict[str, float]:
+        """One natural-gradient step from every member's fitness (member order, higher is
+        better; a non-finite fitness ranks below every finite one)."""
+        generation = self.ask()
+        fitness = worst_for_failures(fitness)
+        if fitness.size != self.population:
+            raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        u = by_rank(self.utilities, fitness)
+        signed, plain = generation.direction_weights(u)
+        grad_mean = generation.directions.weighted_sum(signed).astype(np.float64)  # sum u z
+        grad_sigma = (generation.directions.weighted_sum(plain, squared=True).astype(np.float64)
+                      - u.sum())  # sum u (z**2 - 1)
+        self.theta = (self.theta + self.lr_mean * self.sigma * grad_mean).astype(self.theta.dtype)
+        self.sigma = self.sigma * np.exp(0.5 * self.lr_sigma * grad_sigma)
+        self.generation += 1
+        self._pending = None
+        return {
+            "fitness_mean": float(fitness.mean()),
+            "fitness_max": float(fitness.max()),
+            "fitness_min": float(fitness.min()),
+            "sigma_mean": float(self.sigma.mean()),
+            "sigma_max": float(self.sigma.max()),
+            "sigma_min": float(self.sigma.min()),
+        }
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"theta": self.theta.copy(), "sigma": self.sigma.copy()}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        for key, want in (("theta", self.theta), ("sigma", self.sigma)):
+            if np.shape(state[key]) != want.shape:
+                raise ValueError(f"the state's {key} holds {np.size(state[key])} values, the "
+                                 f"strategy has {want.size}")
+        self.theta = np.array(state["theta"], dtype=self.theta.dtype)
+        self.sigma = np.array(state["sigma"], dtype=np.float64)
+        self._pending = None
