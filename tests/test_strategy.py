@@ -222,3 +222,11 @@ def test_standardized_fitness_keeps_distances():
     np.testing.assert_allclose(shaped, (np.array([1, 2, 3, 10]) - 4.0) / np.std([1, 2, 3, 10]),
                                rtol=1e-6)
     np.testing.assert_array_equal(standardized(np.full(4, 7.0)), np.zeros(4))
+
+
+def test_a_failure_ranks_strictly_below_every_finite_fitness_even_when_huge():
+    from es.strategies.shaping import worst_for_failures
+
+    shaped = worst_for_failures(np.array([1e17, np.nan, 2e17, -np.inf]))
+    assert shaped[1] < 1e17 and shaped[3] < 1e17 and shaped[0] == 1e17
+    np.testing.assert_array_equal(worst_for_failures(np.array([3.0, np.nan])), [3.0, 2.0])

@@ -66,7 +66,11 @@ def worst_for_failures(fitness: np.ndarray) -> np.ndarray:
     finite = np.isfinite(fitness)
     if finite.all():
         return fitness
-    worst = fitness[finite].min() - 1.0 if finite.any() else 0.0
+    if not finite.any():
+        return np.zeros_like(fitness)
+    lowest = fitness[finite].min()
+    # 1 below the worst finite value; at least one step below where 1 is lost (|x| > 1e16).
+    worst = min(lowest - 1.0, np.nextafter(lowest, -np.inf))
     return np.where(finite, fitness, worst)
 
 
