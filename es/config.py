@@ -450,7 +450,21 @@ def from_dict(data: dict[str, Any]) -> Config:
             raise ConfigError(
                 f"unknown section [{section}]: allowed are {', '.join(map(str, SECTIONS))}"
             )
-    return Config(**{name: _build(name, data.get(name, {})) for name in SECTIONS})
+    config = Config(**{name: _build(name, data.get(name, {})) for name in SECTIONS})
+    _check_strategy(config)
+    return config
+
+
+def _check_strategy(config: Config) -> None:
+    """What a strategy needs of the shared ``[es]`` keys (each section validates itself)."""
+    es = config.es
+    if es.strategy in ("ars", "pgpe") and not es.mirrored:
+        raise ConfigError(f"es.mirrored = false: es.strategy = {es.strategy!r} compares the two "
+                          "members of mirrored pairs; set es.mirrored = true")
+    if es.strategy == "ars" and config.ars.top > es.population // 2:
+        raise ConfigError(f"ars.top = {config.ars.top}: must be at most the "
+                          f"{es.population // 2} directions of es.population = {es.population} "
+                          "(0: all)")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -162,3 +162,13 @@ def test_any_toml_text_gives_a_config_or_a_one_line_error(tmp_path_factory, text
         assert isinstance(load_config(path), Config)
     except ConfigError as error:
         assert "\n" not in str(error)
+
+
+def test_strategy_needs_are_checked_across_sections():
+    from es.config import ConfigError, from_dict
+
+    with pytest.raises(ConfigError, match=r"ars.top = 9: must be at most the 4 directions"):
+        from_dict({"es": {"strategy": "ars", "population": 8}, "ars": {"top": 9}})
+    with pytest.raises(ConfigError, match=r"es.mirrored = false: es.strategy = 'pgpe'"):
+        from_dict({"es": {"strategy": "pgpe", "mirrored": False, "population": 5}})
+    assert from_dict({"es": {"strategy": "ars", "population": 8}, "ars": {"top": 4}}).ars.top == 4
