@@ -2,7 +2,7 @@
 
 Importing ``es`` is cheap and has no side effects: NumPy, Gymnasium and mpi4py are imported
 by the submodules that need them, so ``es.cli`` can pin BLAS threads before NumPy loads. The
-Python API (``es.minimize``, ``es.OpenES``, ``es.functions``) loads on first use.
+Python API (``es.minimize``, ``es.AskTell``, ``es.functions``, ``es.train``) loads on first use.
 """
 
 from importlib import import_module
@@ -10,7 +10,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_LAZY = {"minimize": "es.blackbox", "OpenES": "es.blackbox", "Result": "es.blackbox",
+_LAZY = {"minimize": "es.blackbox", "AskTell": "es.blackbox", "Result": "es.blackbox",
          "functions": "es.functions", "train": "es.training", "TrainingRun": "es.training"}
 
 

@@ -1,30 +1,34 @@
-"""Black-box minimisation from Python: an ask/tell ``OpenES`` and ``minimize``.
+"""Black-box minimisation from Python: ``minimize`` and the ask/tell ``AskTell``, a facade over
+the strategies of ``es.strategies`` (the ones ``es-train`` uses: one implementation each).
 
 >>> import numpy as np, es
 >>> res = es.minimize(es.functions.sphere, x0=np.full(10, 3.0), sigma0=1.0, seed=1,
 ...                   ftarget=1e-10)
->>> res.stop_reason, res.fun <= 1e-10
-('ftarget', True)
->>> opt = es.OpenES(x0=np.zeros(3), sigma=0.5, popsize=8, seed=0, max_generations=5)
+>>> res.stop_reason, res.fun <= 1e-10, res.method
+('ftarget', True, 'cma')
+>>> opt = es.AskTell("cma", x0=np.zeros(3), sigma0=0.5, popsize=8, seed=0, max_generations=5)
 >>> while not opt.stop():
 ...     xs = opt.ask()
 ...     opt.tell(xs, [float(np.sum((x - 1) ** 2)) for x in xs])
 >>> opt.result.ngen, opt.stop_reason
 (5, 'max_generations')
+>>> res = es.minimize(es.functions.rastrigin, np.full(3, 3.0), 2.0, restarts=6, seed=1,
+...                   ftarget=1e-8, max_evals=50_000)
+>>> res.stop_reason, res.restarts > 0
+('ftarget', True)
 
-The search direction is OpenES's (Salimans et al. 2017): mirrored pairs ``mean ± sigma * eps``
-and rank-based fitness shaping, ``sum_i u_i eps_i``. It is taken as a natural-gradient step in
-units of ``sigma``, and ``sigma`` (one per coordinate) adapts as in separable NES (Schaul et al.
-2011): it grows along coordinates where good members lie far out and shrinks where they lie
-close in, so the search converges at a linear rate on its own, without a tuned decay schedule.
-``adapt_sigma=False`` keeps ``sigma`` fixed, as the paper's reinforcement-learning runs do.
+Strategies maximise a fitness (higher is better, as RL returns); this module is the one place
+that negates: ``tell(xs, values)`` passes ``-values`` on. A non-finite value (a failed
+evaluation) counts as worse than every finite one.
 
-Every random draw is a pure function of ``(seed, generation)``, so ask/tell, ``minimize`` and
-``minimize(workers=N)`` visit the same points and return the same bits.
+Every random draw is a pure function of ``(seed, generation, ...)``, so ask/tell,
+``minimize``, ``minimize(workers=N)`` and every rank of ``mpiexec -n N`` visit the same points
+and return the same bits.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -33,14 +37,79 @@ from typing import Any
 
 import numpy as np
 
-from es.seeding import generator
+from es.strategies.restarts import LocalStop, Restarts, search_scale
 
-TAG_MINIMIZE = 0x313E  # the directions of one generation
+#: ``method="auto"`` uses full CMA-ES up to this dimension (its O(d^2) memory and time per
+#: generation stay small there) and separable CMA-ES above it (O(d)).
+AUTO_CMA_MAX_DIM = 100
+
+#: The methods whose default is *not* mirrored sampling (their population is not made even).
+UNMIRRORED = ("cma",)
+
+
+def strategy_classes() -> dict[str, type]:
+    """Every strategy by name (``es.strategies.STRATEGIES``)."""
+    from es.strategies import STRATEGIES
+
+    return STRATEGIES
+
+
+def resolve_method(method: str, dim: int) -> str:
+    """The strategy's name for ``method`` ("auto": cma up to ``AUTO_CMA_MAX_DIM``, else
+    sepcma); an unknown name is a one-line ValueError listing the allowed ones."""
+    if method == "auto":
+        return "cma" if dim <= AUTO_CMA_MAX_DIM else "sepcma"
+    classes = strategy_classes()
+    if method not in classes:
+        allowed = ", ".join(repr(name) for name in ["auto", *sorted(classes)])
+        raise ValueError(f"method {method!r}: allowed are {allowed}")
+    return method
+
+
+def default_popsize(dim: int, mirrored: bool) -> int:
+    """``4 + floor(3 ln d)`` (pycma's default), made even for mirrored sampling."""
+    population = 4 + int(3 * math.log(dim))
+    return population + population % 2 if mirrored else population
+
+
+def make_factory(method: str, dim: int, options: dict[str, Any]) -> Callable[..., Any]:
+    """``factory(mean0, population, sigma, seed)`` for ``Restarts``: the strategy with the
+    black-box defaults. Every strategy runs in float64 and regenerates its directions from
+    seeds (``SeedNoise``): no table to build or size, O(d) memory, and on a black-box problem
+    the function, not the O(population d) draws, is the cost."""
+    from es.noise import SeedNoise
+
+    classes = strategy_classes()
+    if method not in classes:
+        allowed = ", ".join(repr(name) for name in sorted(classes))
+        raise ValueError(f"method {method!r} is not available yet: available are {allowed}")
+    cls = classes[method]
+    options = dict(options)
+    mirrored = bool(options.get("mirrored", method not in UNMIRRORED))
+    lr = options.pop("lr", None) if method == "openai" else None
+    takes_dtype = "dtype" in inspect.signature(cls).parameters
+
+    def factory(mean0: np.ndarray, population: int, sigma: float, seed: int) -> Any:
+        population += population % 2 if mirrored else 0
+        extra = dict(options)
+        if method == "openai":
+            from es.optim import Adam
+
+            # Adam's step is ~lr per coordinate whatever the gradient's scale: a tenth of
+            # the search scale by default.
+            extra["optimizer"] = Adam(dim, 0.1 * sigma if lr is None else lr)
+        if takes_dtype:
+            extra["dtype"] = np.float64
+        return cls(mean0, population=population, sigma=sigma, noise=SeedNoise(), seed=seed,
+                   **extra)
+
+    return factory
 
 
 @dataclass
 class Result:
-    """What a minimisation returns (``x``: the best point evaluated, ``fun``: its value)."""
+    """What a minimisation returns (``x``: the best point evaluated, ``fun``: its value,
+    ``x_mean``: the last run's mean, ``restarts``: how many runs followed the first)."""
 
     x: np.ndarray
     fun: float
@@ -49,108 +118,109 @@ class Result:
     stop_reason: str
     x_mean: np.ndarray
     history: list[dict[str, float]] = field(default_factory=list)
+    method: str = ""
+    restarts: int = 0
 
 
-def nes_utilities(popsize: int) -> np.ndarray:
-    """Rank-based weights (best first) that sum to zero: log-rank weights for the better half,
-    minus their mean (Wierstra et al. 2014)."""
-    ranks = np.arange(1, popsize + 1)
-    raw = np.maximum(0.0, math.log(popsize / 2 + 1) - np.log(ranks))
-    return raw / raw.sum() - 1.0 / popsize
+class AskTell:
+    """Ask/tell minimiser over the strategy ``method``; ``stop()`` tells when a criterion is
+    met (``stop_reason`` says which).
 
+    Criteria (each off when None), checked between generations in this order: ``ftarget``
+    (best value at or below it), ``max_evals``, ``max_generations``, then the local stops of
+    the last run once ``restarts`` are spent (``tolx``: the search scale below it in every
+    coordinate; ``tolfun``: the values of a generation and the best values over the last
+    ``10 + 30 d / popsize`` generations all within it; ``stagnation`` (False: off);
+    ``budget`` (a BIPOP small run's cap); a strategy's own, e.g. pycma's
+    ``tolconditioncov``; see ``es.strategies.restarts``), and ``timeout_s`` (wall seconds
+    since construction).
 
-class OpenES:
-    """Ask/tell minimiser; ``stop()`` tells when a criterion is met (``stop_reason`` says which).
-
-    Criteria (each off when None): ``max_evals``, ``max_generations``, ``ftarget`` (best value
-    at or below it), ``tolfun`` (the values of a generation and the best values over the last
-    generations all lie within it), ``tolx`` (every coordinate's sigma below it),
-    ``timeout_s`` (wall seconds since construction).
+    ``restarts=k`` restarts at each local stop up to k times with a doubled population
+    (IPOP), or with ``bipop=True`` interlaces BIPOP's small-population runs (which do not
+    count toward k). ``options`` go to the strategy (for ``openai``: ``lr``, Adam's step).
     """
 
     def __init__(
         self,
+        method: str,
         x0: Sequence[float] | np.ndarray,
-        sigma: float = 0.1,
+        sigma0: float = 0.1,
         popsize: int | None = None,
         seed: int = 0,
         *,
-        mirrored: bool = True,
-        adapt_sigma: bool = True,
-        lr: float = 1.0,
+        restarts: int = 0,
+        bipop: bool = False,
         max_evals: int | None = None,
         max_generations: int | None = None,
         ftarget: float | None = None,
         tolfun: float | None = 1e-12,
         tolx: float | None = 1e-12,
+        stagnation: bool = True,
         timeout_s: float | None = None,
+        **options: Any,
     ) -> None:
-        self.mean = np.array(x0, dtype=np.float64).ravel()
-        dim = self.mean.size
-        if dim < 1 or not np.all(np.isfinite(self.mean)):
+        x0 = np.array(x0, dtype=np.float64).ravel()
+        if x0.size < 1 or not np.all(np.isfinite(x0)):
             raise ValueError(f"x0 must be a non-empty finite vector, got {x0!r}")
-        if not sigma > 0:
-            raise ValueError(f"sigma {sigma}: must be > 0")
-        popsize = popsize or 4 + int(3 * math.log(dim))
-        popsize += popsize % 2 if mirrored else 0
+        if not sigma0 > 0:
+            raise ValueError(f"sigma0 {sigma0}: must be > 0")
+        dim = x0.size
+        self.method = resolve_method(method, dim)
+        factory = make_factory(self.method, dim, options)
+        mirrored = bool(options.get("mirrored", self.method not in UNMIRRORED))
+        popsize = popsize or default_popsize(dim, mirrored)
         if popsize < 2:
             raise ValueError(f"popsize {popsize}: must be >= 2")
-        self.sigma = np.full(dim, float(sigma))
-        self.popsize, self.seed, self.mirrored, self.lr = popsize, seed, mirrored, lr
-        self.sigma_lr = (3 + math.log(dim)) / (5 * math.sqrt(dim)) if adapt_sigma else 0.0
-        self.utilities = nes_utilities(popsize)
+        self.strategy = Restarts(factory, x0, population=popsize, sigma=float(sigma0),
+                                 seed=seed, max_restarts=restarts, bipop=bipop,
+                                 criteria=LocalStop(tolfun, tolx, stagnation))
         self.limits = {"max_evals": max_evals, "max_generations": max_generations,
-                       "ftarget": ftarget, "tolfun": tolfun, "tolx": tolx,
-                       "timeout_s": timeout_s}
+                       "ftarget": ftarget, "timeout_s": timeout_s}
         self.generation = self.nfev = 0
-        self.best_x, self.best_f = self.mean.copy(), math.inf
+        self.best_x, self.best_f = x0.copy(), math.inf
         self.history: list[dict[str, float]] = []
         self.stop_reason = ""
-        self._last_values: np.ndarray | None = None
-        self._pending: tuple[np.ndarray, np.ndarray] | None = None
+        self._pending: np.ndarray | None = None
         self._started = time.perf_counter()
 
-    def _directions(self) -> np.ndarray:
-        """This generation's unit-variance directions, one row per member."""
-        rng = generator(self.seed, self.generation, TAG_MINIMIZE)
-        if not self.mirrored:
-            return rng.standard_normal((self.popsize, self.mean.size))
-        half = rng.standard_normal((self.popsize // 2, self.mean.size))
-        return np.stack((half, -half), axis=1).reshape(self.popsize, -1)  # +eps_k, -eps_k
+    @property
+    def mean(self) -> np.ndarray:
+        return np.asarray(self.strategy.mean, dtype=np.float64)
 
     def ask(self) -> np.ndarray:
         """The generation's candidates, one per row (asking again returns the same ones)."""
         if self._pending is None:
-            directions = self._directions()
-            self._pending = (directions, self.mean + self.sigma * directions)
-        return self._pending[1].copy()
+            generation = self.strategy.ask()
+            candidates = getattr(generation, "candidates", None)
+            if candidates is None:
+                candidates = [generation.params(member) for member in range(generation.population)]
+            self._pending = np.array(candidates, dtype=np.float64)
+        return self._pending.copy()
 
     def tell(self, xs: Sequence[np.ndarray] | np.ndarray, values: Sequence[float]) -> None:
         """Values of the asked candidates (same order); NaN or inf count as worst."""
         if self._pending is None:
             raise RuntimeError("tell() without ask(): ask for the candidates first")
-        directions, candidates = self._pending
+        candidates = self._pending
         if not np.array_equal(np.asarray(xs, dtype=np.float64), candidates):
             raise ValueError("tell() got other points than ask() returned")
         values = np.asarray(values, dtype=np.float64).ravel()
-        if values.size != self.popsize:
-            raise ValueError(f"tell() got {values.size} values for {self.popsize} candidates")
+        if values.size != len(candidates):
+            raise ValueError(f"tell() got {values.size} values for {len(candidates)} candidates")
         values = np.where(np.isfinite(values), values, np.inf)
-        order = np.argsort(values, kind="stable")
-        weights = np.empty(self.popsize)
-        weights[order] = self.utilities
-        self.mean = self.mean + self.lr * self.sigma * (weights @ directions)
-        self.sigma = self.sigma * np.exp(0.5 * self.sigma_lr * (weights @ (directions**2 - 1)))
-        best = int(order[0])
+        population, restart = len(candidates), self.strategy.run
+        self.strategy.tell(-values)  # strategies maximise
+        best = int(np.argmin(values))
         if values[best] < self.best_f:
             self.best_f, self.best_x = float(values[best]), candidates[best].copy()
         self.generation += 1
-        self.nfev += self.popsize
-        self._last_values, self._pending = values, None
+        self.nfev += population
+        self._pending = None
         self.history.append({"ngen": self.generation, "nfev": self.nfev,
                              "best_f": self.best_f, "f_min": float(values[best]),
                              "f_median": float(np.median(values)),
-                             "sigma_mean": float(self.sigma.mean()),
+                             "sigma_mean": float(search_scale(self.strategy).mean()),
+                             "population": population, "restart": restart,
                              "time_s": time.perf_counter() - self._started})
 
     def stop(self) -> bool:
@@ -165,27 +235,17 @@ class OpenES:
             "max_evals": limits["max_evals"] is not None and self.nfev >= limits["max_evals"],
             "max_generations": limits["max_generations"] is not None
             and self.generation >= limits["max_generations"],
-            "tolx": limits["tolx"] is not None and float(self.sigma.max()) < limits["tolx"],
-            "tolfun": limits["tolfun"] is not None and self._flat(limits["tolfun"]),
+            self.strategy.stop_reason: bool(self.strategy.stop_reason),
             "timeout_s": limits["timeout_s"] is not None
             and time.perf_counter() - self._started >= limits["timeout_s"],
         }
         return next((name for name, met in checks.items() if met), "")
 
-    def _flat(self, tolerance: float) -> bool:
-        """The last generation's values and the recent best values all within ``tolerance``."""
-        window = 10 + int(30 * self.mean.size / self.popsize)
-        if self._last_values is None or len(self.history) < window:
-            return False
-        recent = [h["best_f"] for h in self.history[-window:]]
-        last = self._last_values[np.isfinite(self._last_values)]
-        return (last.size > 0 and float(np.ptp(last)) < tolerance
-                and max(recent) - min(recent) < tolerance)
-
     @property
     def result(self) -> Result:
         return Result(self.best_x.copy(), self.best_f, self.nfev, self.generation,
-                      self.stop_reason, self.mean.copy(), list(self.history))
+                      self.stop_reason, self.mean.copy(), list(self.history), self.method,
+                      self.strategy.run)
 
 
 def minimize(
@@ -193,15 +253,28 @@ def minimize(
     x0: Sequence[float] | np.ndarray,
     sigma0: float = 0.1,
     *,
+    method: str = "auto",
     workers: int = 1,
-    **options: Any,
+    restarts: int = 0,
+    bipop: bool = False,
+    popsize: int | None = None,
+    seed: int = 0,
+    max_evals: int | None = None,
+    max_generations: int | None = None,
+    ftarget: float | None = None,
+    tolfun: float | None = 1e-12,
+    tolx: float | None = 1e-12,
+    stagnation: bool = True,
+    timeout_s: float | None = None,
+    **strategy_options: Any,
 ) -> Result:
-    """Minimise ``fun`` from ``x0`` with ``OpenES``; runs until a stopping criterion is met.
+    """Minimise ``fun`` from ``x0`` with the strategy ``method`` (``AskTell``); runs until a
+    stopping criterion is met.
 
-    ``options`` are ``OpenES``'s keywords: ``popsize``, ``seed``, the stopping criteria
-    (``max_evals``, ``max_generations``, ``ftarget``, ``tolfun``, ``tolx``, ``timeout_s``) and
-    the update's settings. Without a budget (``max_evals``, ``max_generations`` or
-    ``timeout_s``) ``max_evals`` is 1e4 * dimension.
+    ``method="auto"`` is ``"cma"`` (full CMA-ES through pycma) up to ``AUTO_CMA_MAX_DIM``
+    dimensions and ``"sepcma"`` above; ``strategy_options`` go to the strategy. Without a
+    budget (``max_evals``, ``max_generations`` or ``timeout_s``) ``max_evals`` is
+    1e4 * dimension. ``restarts``/``bipop``: IPOP or BIPOP restarts at local stops.
 
     ``workers=N`` evaluates each generation on N MPI worker processes that it spawns (the
     function is shipped with cloudpickle, so lambdas and closures from a notebook work). The
@@ -216,9 +289,12 @@ def minimize(
     """
     from es.evaluate import make_evaluator
 
-    if all(options.get(key) is None for key in ("max_evals", "max_generations", "timeout_s")):
-        options["max_evals"] = 10_000 * np.asarray(x0).size
-    optimizer = OpenES(x0, sigma0, **options)
+    if max_evals is None and max_generations is None and timeout_s is None:
+        max_evals = 10_000 * np.asarray(x0).size
+    optimizer = AskTell(method, x0, sigma0, popsize, seed, restarts=restarts, bipop=bipop,
+                        max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
+                        tolfun=tolfun, tolx=tolx, stagnation=stagnation, timeout_s=timeout_s,
+                        **strategy_options)
     with make_evaluator(fun, workers) as evaluate:
         while not optimizer.stop():
             candidates = optimizer.ask()

@@ -138,7 +138,7 @@ class PolicyConfig:
 
 
 #: The strategies es-train can run (``es.strategies``); the order is the README's.
-STRATEGY_NAMES = ("openai", "snes", "ars", "pgpe", "sepcma")
+STRATEGY_NAMES = ("openai", "snes", "ars", "pgpe", "sepcma", "cma")
 
 
 @dataclass(frozen=True)

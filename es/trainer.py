@@ -3,9 +3,9 @@
 Per generation the ranks exchange one float32 return per member (``es.exchange``), one int64
 block of step count and observation statistics, and one (stop signal, parameter checksum) row
 per rank; nothing else.
-Each rank rebuilds every perturbation from the shared noise (table slice or seed) and steps
-the identical ``OpenES`` state, so the parameters are bit-identical on every rank and for
-every rank count. Only rank 0 writes files. The whole state can be checkpointed and
+Each rank rebuilds every member from the shared noise (table slice or seed) and steps the
+identical strategy state (``es.strategies``), so the parameters are bit-identical on every
+rank and for every rank count. Only rank 0 writes files. The whole state can be checkpointed and
 restored, so a resumed run continues exactly as if it had not stopped.
 """
 
@@ -41,7 +41,7 @@ from es.seeding import (
     episode_seeds,
     generator,
 )
-from es.strategies import ARS, PGPE, SNES, Generation, OpenAIES, SepCMA, Strategy
+from es.strategies import ARS, CMA, PGPE, SNES, Generation, OpenAIES, SepCMA, Strategy
 from es.strategies.shaping import FITNESS_SHAPINGS
 
 log = logging.getLogger("es")
@@ -119,6 +119,8 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
         return PGPE(theta0, **common, center_lr=pgpe.center_lr or None,
                     optimizer=pgpe.optimizer, max_speed=pgpe.max_speed or None,
                     sigma_lr=pgpe.sigma_lr, sigma_max_change=pgpe.sigma_max_change)
+    if es_cfg.strategy == "cma":  # pycma, the same seeded instance on every rank
+        return CMA(theta0, **common)
     raise ValueError(f"es.strategy = {es_cfg.strategy!r}: not available in es-train")
 
 

@@ -1,20 +1,40 @@
-"""es.minimize and the ask/tell OpenES: convergence budgets, bit-identity across ways of
-evaluating (ask/tell, minimize, spawned workers, mpiexec ranks), stopping and errors."""
+"""es.minimize and es.AskTell over the strategies: convergence budgets, bit-identity across ways
+of evaluating (ask/tell, minimize, spawned workers, mpiexec ranks), the pycma adapter (same bits
+as plain pycma, replay resume, global-RNG isolation), IPOP/BIPOP restarts, stopping, errors."""
 
 import doctest
 import hashlib
 import subprocess
 import sys
 
+import cma
 import numpy as np
 import pytest
 from conftest import REPO, tool
+from threadpoolctl import threadpool_limits
 
 import es
 import es.blackbox
 import es.functions
+from es.strategies.external import CMA, External
+from es.strategies.restarts import FIRST, LARGE, SMALL, LocalStop, Restarts
 
 
+@pytest.fixture
+def one_blas_thread():
+    """pycma's eigendecompositions on this shared 2-core box: two OpenBLAS threads made a
+    100x100 eigh 80x slower (213 ms vs 2.7 ms) under load."""
+    with threadpool_limits(limits=1):
+        yield
+
+
+def sphere_values(xs: np.ndarray) -> np.ndarray:
+    return np.sum((np.asarray(xs) - 0.5) ** 2, axis=1)
+
+
+# ---- es.minimize: convergence, bit-identity, stopping, errors -------------------------------
+
+@pytest.mark.usefixtures("one_blas_thread")
 @pytest.mark.parametrize(("name", "dim", "target", "budget", "x0"), [
     ("sphere", 100, 1e-8, 100_000, 3.0),
     ("ellipsoid", 20, 1e-6, 50_000, 3.0),
@@ -23,19 +43,37 @@ import es.functions
 def test_minimize_reaches_the_target_within_the_budget(name, dim, target, budget, x0):
     result = es.minimize(getattr(es.functions, name), x0=np.full(dim, x0), sigma0=1.0, seed=1,
                          ftarget=target, max_evals=budget)
+    assert result.method == "cma"  # the default up to d = 100
     assert result.stop_reason == "ftarget", (result.fun, result.nfev)
     assert result.fun <= target and result.nfev <= budget
     assert getattr(es.functions, name)(result.x) == result.fun
     assert len(result.history) == result.ngen
 
 
-def test_ask_tell_and_minimize_agree_bit_for_bit():
+def available_methods() -> list[str]:
+    return sorted(es.blackbox.strategy_classes())
+
+
+@pytest.mark.parametrize("method", available_methods())
+def test_every_available_method_minimizes_the_sphere(method):
+    # From f = 45 (d = 5, x0 = 3): CMA-ES converges; OpenAI-ES with its fixed sigma (no decay)
+    # stalls near the noise floor, so the bar is a 100-fold decrease for every method.
+    result = es.minimize(es.functions.sphere, x0=np.full(5, 3.0), sigma0=1.0, method=method,
+                         seed=1, max_evals=5_000)
+    assert result.method == method and result.nfev <= 5_000 + 2 * result.history[-1]["population"]
+    assert result.fun < 0.45, (method, result.fun, result.stop_reason)
+    assert es.functions.sphere(result.x) == result.fun
+
+
+@pytest.mark.parametrize("method", ["cma", "openai"])
+def test_ask_tell_and_minimize_agree_bit_for_bit(method):
     fun = es.functions.rastrigin
-    opt = es.OpenES(x0=np.full(8, 2.0), sigma=0.5, popsize=12, seed=3, max_generations=40)
+    opt = es.AskTell(method, x0=np.full(8, 2.0), sigma0=0.5, popsize=12, seed=3,
+                     max_generations=40)
     while not opt.stop():
         xs = opt.ask()
         opt.tell(xs, [fun(x) for x in xs])
-    res = es.minimize(fun, x0=np.full(8, 2.0), sigma0=0.5, popsize=12, seed=3,
+    res = es.minimize(fun, x0=np.full(8, 2.0), sigma0=0.5, method=method, popsize=12, seed=3,
                       max_generations=40)
     assert opt.stop_reason == res.stop_reason == "max_generations"
     assert np.array_equal(opt.result.x, res.x) and np.array_equal(opt.result.x_mean, res.x_mean)
@@ -49,8 +87,6 @@ def test_spawned_workers_evaluate_a_lambda_to_the_same_bits():
     spread = es.minimize(fun, x0=np.zeros(6), sigma0=0.3, seed=4, max_generations=30, workers=2)
     assert np.array_equal(single.x, spread.x) and single.fun == spread.fun
     assert single.fun < 0.05
-
-
 
 
 def blas_threads() -> float:
@@ -73,16 +109,23 @@ def test_spawned_workers_run_blas_on_one_thread():
     assert result.fun == 1.0 and result.history[-1]["f_median"] == 1.0
 
 def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
-    offset = 0.5
-    reference = es.minimize(lambda x: float(np.sum((x - offset) ** 2)), x0=np.zeros(6),
-                            sigma0=0.3, seed=4, max_generations=30)
-    digest = hashlib.sha256(reference.x.tobytes() + reference.x_mean.tobytes()).hexdigest()
+    # The script's function draws from NumPy's global RNG a rank-dependent number of times
+    # (each rank evaluates other rows): pycma, which samples from that global RNG, must not
+    # notice. Runs with IPOP restarts too, so the restart decisions agree across ranks.
+    reference = []
+    for restarts in (0, 2):
+        result = es.minimize(lambda x: float(np.sum((x - 0.5) ** 2)), x0=np.zeros(6),
+                             sigma0=0.3, method="cma", seed=4, restarts=restarts, tolx=1e-4,
+                             max_generations=30 if restarts == 0 else 400)
+        digest = hashlib.sha256(result.x.tobytes() + result.x_mean.tobytes()).hexdigest()
+        reference.append([digest, str(result.nfev), str(result.restarts)])
+    assert reference[1][2] == "2"  # the restarts did happen
     done = subprocess.run([tool("mpiexec"), "-n", "3", sys.executable,
                            str(REPO / "tests/mpi_scripts/minimize_spmd.py")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT"))
-    assert line.split()[1:3] == [digest, str(reference.nfev)]
+    lines = [x.split()[1:] for x in done.stdout.splitlines() if x.startswith("RESULT")]
+    assert lines == reference
 
 
 def test_stopping_criteria_and_their_reasons():
@@ -93,14 +136,24 @@ def test_stopping_criteria_and_their_reasons():
     assert tiny.stop_reason == "tolx" and tiny.ngen == 0
     capped = es.minimize(es.functions.sphere, x0=np.ones(4), sigma0=0.1, max_evals=40)
     assert capped.stop_reason == "max_evals" and capped.nfev == 40
+    stalled = es.minimize(es.functions.sphere, x0=np.full(5, 3.0), sigma0=1.0, method="openai",
+                          seed=1, max_evals=50_000)
+    assert stalled.stop_reason == "stagnation" and stalled.nfev < 50_000
 
 
 def test_bad_input_gives_clear_errors():
     with pytest.raises(ValueError, match="x0 must be a non-empty finite vector"):
-        es.OpenES(x0=[np.nan], sigma=1.0)
-    with pytest.raises(ValueError, match="sigma -1"):
-        es.OpenES(x0=[0.0], sigma=-1)
-    opt = es.OpenES(x0=np.zeros(2), sigma=1.0, popsize=4)
+        es.AskTell("cma", x0=[np.nan], sigma0=1.0)
+    with pytest.raises(ValueError, match="sigma0 -1"):
+        es.AskTell("cma", x0=[0.0], sigma0=-1)
+    with pytest.raises(ValueError) as unknown:
+        es.minimize(es.functions.sphere, np.zeros(2), method="cmaes")
+    message = str(unknown.value)
+    assert "\n" not in message and message.startswith("method 'cmaes': allowed are 'auto', ")
+    assert all(repr(name) in message for name in available_methods())
+    with pytest.raises(ValueError, match="cma option 'randn' is set by the strategy itself"):
+        es.AskTell("cma", x0=np.zeros(2), sigma0=1.0, randn=np.random.randn)
+    opt = es.AskTell("cma", x0=np.zeros(2), sigma0=1.0, popsize=4)
     with pytest.raises(RuntimeError, match="without ask"):
         opt.tell(np.zeros((4, 2)), [0.0] * 4)
     xs = opt.ask()
@@ -109,7 +162,259 @@ def test_bad_input_gives_clear_errors():
     with pytest.raises(ValueError, match="other points"):
         opt.tell(xs + 1, [0.0] * 4)
     opt.tell(xs, [np.nan, 1.0, 2.0, np.inf])  # non-finite values rank last, no crash
-    assert np.all(np.isfinite(opt.mean))
+    assert np.all(np.isfinite(opt.mean)) and opt.result.fun == 1.0
+
+
+def test_auto_is_cma_up_to_100_dimensions_then_sepcma():
+    assert es.blackbox.resolve_method("auto", 100) == "cma"
+    assert es.blackbox.resolve_method("auto", 101) == "sepcma"
+    assert es.blackbox.default_popsize(10, mirrored=False) == 10  # 4 + floor(3 ln 10)
+    assert es.blackbox.default_popsize(2, mirrored=True) == 6  # 4 + 2, even
+    assert es.blackbox.default_popsize(3, mirrored=True) == 8  # 4 + 3, made even
+
+
+# ---- the pycma adapter ------------------------------------------------------------------------
+
+def plain_pycma(x0, sigma0, popsize, seed, generations):
+    """pycma driven directly, as its users do; the adapter's seed s is pycma's seed s + 1."""
+    strategy = cma.CMAEvolutionStrategy(x0, sigma0, {"seed": seed + 1, "popsize": popsize,
+                                                     "verbose": -9})
+    asked = []
+    for _ in range(generations):
+        xs = strategy.ask()
+        asked.append(np.array(xs))
+        strategy.tell(xs, list(sphere_values(xs)))
+    return asked, strategy.mean.copy()
+
+
+def run_adapter(strategy, generations, between=lambda: None):
+    asked = []
+    for _ in range(generations):
+        candidates = strategy.ask().candidates
+        asked.append(candidates.copy())
+        between()
+        strategy.tell(-sphere_values(candidates))  # higher is better
+    return asked
+
+
+def test_cma_adapter_asks_what_plain_pycma_asks_bit_for_bit():
+    x0 = np.linspace(-1, 1, 6)
+    expected, mean = plain_pycma(x0, 0.7, 9, seed=5, generations=60)
+    adapter = CMA(x0, population=9, sigma=0.7, noise=None, seed=5, dtype=np.float64)
+    asked = run_adapter(adapter, 60)
+    assert all(np.array_equal(a, b) for a, b in zip(asked, expected, strict=True))
+    assert np.array_equal(adapter.mean, mean)
+    assert adapter.generation == 60 and not adapter.ask().mirrored
+
+
+def test_cma_adapter_is_isolated_from_numpys_global_rng():
+    x0 = np.linspace(-1, 1, 6)
+    expected, _ = plain_pycma(x0, 0.7, 9, seed=5, generations=30)
+    np.random.seed(12345)
+    outside = np.random.rand(100)
+    np.random.seed(12345)
+    drawn = []
+    adapter = CMA(x0, population=9, sigma=0.7, noise=None, seed=5, dtype=np.float64)
+    # A user's function (or Gymnasium) drawing from np.random between generations, and even
+    # reseeding it, changes nothing the adapter asks ...
+    asked = run_adapter(adapter, 30, between=lambda: drawn.extend(np.random.rand(1)))
+    assert all(np.array_equal(a, b) for a, b in zip(asked, expected, strict=True))
+    reseeding = CMA(x0, population=9, sigma=0.7, noise=None, seed=5, dtype=np.float64)
+    assert all(np.array_equal(a, b) for a, b in zip(
+        run_adapter(reseeding, 30, between=lambda: np.random.seed(0)), expected, strict=True))
+    # ... and the adapter takes nothing from the global stream the user sees.
+    np.random.seed(12345)
+    drawn.clear()
+    run_adapter(CMA(x0, population=9, sigma=0.7, noise=None, seed=5, dtype=np.float64), 100,
+                between=lambda: drawn.extend(np.random.rand(1)))
+    assert np.array_equal(drawn, outside)
+
+
+def test_cma_adapter_resumes_by_replay_exactly():
+    x0 = np.full(4, 2.0)
+    straight = CMA(x0, population=8, sigma=0.5, noise=None, seed=2, dtype=np.float64)
+    run_adapter(straight, 25)
+    state = straight.state()
+    assert state["fitness"].shape == (25, 8) and np.array_equal(state["theta"], straight.mean)
+    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in state.values())
+    expected = run_adapter(straight, 20)
+    resumed = CMA(x0, population=8, sigma=0.5, noise=None, seed=2, dtype=np.float64)
+    resumed.load_state(state)
+    assert resumed.generation == 25
+    assert all(np.array_equal(a, b)
+               for a, b in zip(run_adapter(resumed, 20), expected, strict=True))
+    assert np.array_equal(resumed.mean, straight.mean)
+    other = CMA(x0, population=8, sigma=0.5, noise=None, seed=3, dtype=np.float64)
+    with pytest.raises(ValueError, match="did not reproduce the saved mean"):
+        other.load_state(state)  # another seed replays elsewhere: refused, not resumed
+
+
+class Unseeded:
+    """A random search that breaks the adapter's contract: its RNG ignores any seed."""
+
+    def __init__(self) -> None:
+        self.mean, self.rng = np.zeros(3), np.random.default_rng()
+
+    def ask(self) -> list[np.ndarray]:
+        return [self.mean + self.rng.standard_normal(3) for _ in range(4)]
+
+    def tell(self, xs: list[np.ndarray], values: np.ndarray) -> None:
+        self.mean = xs[int(np.argmin(values))]
+
+
+def test_external_adapter_refuses_to_resume_an_optimizer_that_breaks_the_contract():
+    strategy = External(Unseeded, population=4, mean_of=lambda opt: opt.mean, dtype=np.float64)
+    for _ in range(3):
+        candidates = strategy.ask().candidates
+        strategy.tell(-sphere_values(candidates))
+    with pytest.raises(ValueError, match="not deterministic given its seed"):
+        External(Unseeded, population=4, mean_of=lambda opt: opt.mean).load_state(
+            strategy.state())
+
+
+# ---- restarts -----------------------------------------------------------------------------------
+
+class Stalls:
+    """A stand-in strategy that reaches a local stop after ``population // 2`` generations."""
+
+    name = "stalls"
+
+    def __init__(self, mean0, population, sigma, seed):
+        self.population, self.sigma, self.seed = population, sigma, seed
+        self.mean, self.generation = np.asarray(mean0, dtype=np.float64), 0
+        self.scale = np.full(self.mean.size, sigma)
+
+    def ask(self):
+        from es.strategies.base import ExplicitGeneration
+
+        return ExplicitGeneration(self.generation, np.tile(self.mean, (self.population, 1)))
+
+    def tell(self, fitness):
+        self.generation += 1
+        return {}
+
+    def local_stop(self):
+        return "stalled" if self.generation >= self.population // 2 else ""
+
+    def state(self):
+        return {"theta": self.mean.copy(), "generation": np.array(self.generation)}
+
+    def load_state(self, state):
+        self.generation = int(state["generation"])
+
+
+def drive(restarts: Restarts, generations: int) -> list[tuple[int, int, float, int]]:
+    """(regime, population, sigma, seed) of every generation's run."""
+    seen = []
+    for _ in range(generations):
+        if restarts.stop_reason:
+            break
+        seen.append((restarts.kind, restarts.population, restarts.inner.sigma,
+                     restarts.inner.seed))
+        restarts.tell(np.zeros(restarts.population))
+    return seen
+
+
+def runs_of(seen):
+    return [run for i, run in enumerate(seen) if i == 0 or run != seen[i - 1]]
+
+
+def test_ipop_doubles_the_population_at_each_local_stop():
+    restarts = Restarts(Stalls, np.zeros(2), population=6, sigma=1.0, seed=7, max_restarts=3,
+                        criteria=LocalStop(tolfun=None, tolx=None, stagnation=False))
+    runs = runs_of(drive(restarts, 1000))
+    assert [(kind, population, sigma) for kind, population, sigma, _ in runs] == [
+        (FIRST, 6, 1.0), (LARGE, 12, 1.0), (LARGE, 24, 1.0), (LARGE, 48, 1.0)]
+    assert runs[0][3] == 7 and len({seed for *_, seed in runs}) == 4  # fresh seed per run
+    assert restarts.stop_reason == "stalled" and restarts.run == 3
+    assert restarts.generation == 3 + 6 + 12 + 24
+
+
+def test_bipop_interlaces_small_runs_while_their_budget_is_below_the_large_one():
+    def make(seed):
+        return Restarts(Stalls, np.zeros(2), population=6, sigma=2.0, seed=seed, bipop=True,
+                        max_restarts=4,
+                        criteria=LocalStop(tolfun=None, tolx=None, stagnation=False))
+
+    restarts = make(7)
+    seen = drive(restarts, 10_000)
+    runs = runs_of(seen)
+    kinds = [kind for kind, *_ in runs]
+    assert kinds[:2] == [FIRST, LARGE] and kinds.count(LARGE) == 4 and SMALL in kinds
+    small = large = 0
+    large_population = 6
+    for kind, population, sigma, _ in runs:
+        evals = sum(p for k, p, s, _ in seen if (k, p, s) == (kind, population, sigma))
+        if kind == SMALL:
+            assert small < large  # the rule that chose this run
+            assert 6 <= population <= large_population // 2 and 0.02 <= sigma <= 2.0
+            small += evals
+        elif kind == LARGE:
+            assert population == 2 * large_population and sigma == 2.0
+            large_population, large = population, large + evals
+        else:
+            small += evals
+    assert restarts.stop_reason == "stalled" and kinds[-1] == LARGE
+    # Deterministic: a pure function of the seed (and the fitness told).
+    assert drive(make(7), 10_000) == seen
+    assert drive(make(8), 10_000) != seen
+
+
+@pytest.mark.parametrize("bipop", [False, True])
+def test_restarts_resume_exactly_from_their_state(bipop):
+    def make():
+        return Restarts(Stalls, np.zeros(2), population=6, sigma=2.0, seed=3, bipop=bipop,
+                        max_restarts=3,
+                        criteria=LocalStop(tolfun=None, tolx=None, stagnation=False))
+
+    straight = make()
+    drive(straight, 40)
+    state = straight.state()
+    expected = drive(straight, 10_000)
+    resumed = make()
+    resumed.load_state(state)
+    assert drive(resumed, 10_000) == expected
+    assert resumed.stop_reason == straight.stop_reason == "stalled"
+
+
+@pytest.mark.usefixtures("one_blas_thread")
+@pytest.mark.parametrize("method", available_methods())
+def test_restarts_over_every_method_resume_exactly(method):
+    # The state holds the restart bookkeeping and the current run's strategy state (for cma
+    # its fitness history, replayed); the generation counter is restored as es-train does.
+    def make():
+        return es.AskTell(method, np.full(4, 3.0), 2.0, seed=3, restarts=4, bipop=True,
+                          tolx=1e-3)
+
+    def generations(opt, count):
+        asked = []
+        for _ in range(count):
+            xs = opt.ask()
+            asked.append(xs)
+            opt.tell(xs, list(es.functions.rastrigin(xs)))
+        return asked
+
+    straight = make()
+    generations(straight, 250)
+    state = straight.strategy.state()
+    expected = generations(straight, 50)
+    resumed = make()
+    resumed.strategy.load_state(state)
+    assert straight.strategy.run >= 1  # at least one restart on the way
+    assert all(np.array_equal(a, b)
+               for a, b in zip(generations(resumed, 50), expected, strict=True))
+    assert resumed.strategy.run == straight.strategy.run
+
+
+@pytest.mark.usefixtures("one_blas_thread")
+def test_minimize_with_ipop_restarts_solves_rastrigin_where_one_run_does_not():
+    kwargs = dict(x0=np.full(3, 3.0), sigma0=2.0, seed=1, ftarget=1e-8, max_evals=50_000)
+    single = es.minimize(es.functions.rastrigin, **kwargs)
+    assert single.stop_reason != "ftarget" and single.restarts == 0
+    ipop = es.minimize(es.functions.rastrigin, restarts=6, **kwargs)
+    populations = [h["population"] for h in ipop.history]
+    assert ipop.stop_reason == "ftarget" and ipop.restarts >= 1
+    assert sorted(set(populations)) == [7 * 2**k for k in range(ipop.restarts + 1)]
 
 
 def test_test_functions_are_zero_at_their_minimum_and_vectorised():

@@ -1,0 +1,268 @@
+"""IPOP and BIPOP restarts over any strategy, behind the same ask/tell protocol.
+
+A run of the inner strategy ends at a *local stop* (``LocalStop``), a pure function of the
+fitness told so far and the search scale, defined for any strategy as in Hansen 2009
+("Benchmarking a BI-population CMA-ES on the BBOB-2009 function testbed"):
+
+- ``tolx``: the search distribution's standard deviation is below ``tolx`` in every
+  coordinate (``search_scale``);
+- ``tolfun``: the fitness range of the last generation and the range of the best fitness over
+  the last ``10 + ceil(30 d / population)`` generations are both below ``tolfun``;
+- ``stagnation``: over the last 20% of the run's generations (at least ``120 + 30 d /
+  population``, at most 20,000) the median of the most recent 30% of both the best and the
+  median fitness is no better than the median of the first 30%;
+- a strategy's own condition, if it has a ``local_stop()`` method (``CMA``: pycma's
+  numerical ones, such as ``tolconditioncov``).
+
+Then a new run starts from the initial mean:
+
+- **IPOP** (Auger & Hansen 2005, "A restart CMA evolution strategy with increasing
+  population size"): restart k has population ``population * 2**k`` and the initial sigma.
+- **BIPOP** (Hansen 2009): two interlaced regimes with equal budgets. The *large* regime is
+  IPOP (the k-th large restart has ``population * 2**k``); the *small* regime draws
+  ``lambda_s = floor(population * (lambda_large / (2 population)) ** (u1**2))`` and
+  ``sigma_s = sigma * 10 ** (-2 u2)`` (u1, u2 uniform in [0, 1], ``lambda_large`` the last
+  large population) and is capped at half the large regime's evaluations. The first run
+  counts toward the small regime's evaluations (as pycma does), so the first restart is large;
+  later a small run starts whenever the small regime has used fewer evaluations than the
+  large one. ``max_restarts`` counts large restarts only (pycma's ``restarts`` does too).
+
+Every decision is a pure function of the fitness told and the seed (restart k's strategy
+seed and its BIPOP draws come from ``(seed, k)``; run 0 uses ``seed`` itself), so every rank
+of a distributed run restarts alike, and ``state()``/``load_state()`` resume exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from es.seeding import SEED_BOUND, generator
+from es.strategies.base import Generation, Strategy
+from es.strategies.shaping import worst_for_failures
+
+TAG_RESTART = 0x2E57A27  # a restart's strategy seed and its BIPOP draws
+
+#: Builds the strategy of one run: ``factory(mean0, population, sigma, seed)``. It may round
+#: the population (even for mirrored sampling); the restarts read ``strategy.population``.
+Factory = Callable[[np.ndarray, int, float, int], Strategy]
+
+FIRST, LARGE, SMALL = 0, 1, 2  # the regime of a run
+STAGNATION_MAX = 20_000  # generations, Hansen 2009
+
+
+@dataclass(frozen=True)
+class LocalStop:
+    """When a run has converged or stalled (module docstring); None switches one off."""
+
+    tolfun: float | None = 1e-12
+    tolx: float | None = 1e-12
+    stagnation: bool = True
+
+
+def search_scale(strategy: Any) -> np.ndarray:
+    """Per-coordinate standard deviation of the strategy's next generation: its ``scale``
+    if it has one, else the generation's ``scale`` (noise strategies), else the spread of the
+    candidates around their mean (any other explicit generation)."""
+    scale = getattr(strategy, "scale", None)
+    generation = None
+    if scale is None:
+        generation = strategy.ask()
+        scale = getattr(generation, "scale", None)
+    if scale is None:
+        candidates = np.asarray(generation.candidates, dtype=np.float64)  # type: ignore[union-attr]
+        scale = candidates.std(axis=0)
+    mean = np.asarray(strategy.mean)
+    return np.abs(np.broadcast_to(np.asarray(scale, dtype=np.float64), mean.shape))
+
+
+def tolfun_window(dim: int, population: int) -> int:
+    return 10 + math.ceil(30 * dim / population)
+
+
+def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
+               median: np.ndarray, last: np.ndarray | None, generations: int,
+               scale: np.ndarray) -> str:
+    """The first generic local stop met (``""`` if none): ``best`` and ``median`` hold the
+    run's per-generation best and median fitness (the most recent ones at least), ``last``
+    the last generation's fitness, ``generations`` how many the run has had."""
+    if criteria.tolx is not None and float(scale.max()) < criteria.tolx:
+        return "tolx"
+    window = tolfun_window(dim, population)
+    if (criteria.tolfun is not None and last is not None and len(best) >= window
+            and float(np.ptp(last)) < criteria.tolfun
+            and float(np.ptp(best[-window:])) < criteria.tolfun):
+        return "tolfun"
+    shortest = 120 + math.ceil(30 * dim / population)
+    if criteria.stagnation and generations >= shortest:
+        span = min(max(shortest, math.ceil(0.2 * generations)), STAGNATION_MAX, len(best))
+        part = math.ceil(0.3 * span)
+        recent_best, recent_median = best[-span:], median[-span:]
+        if (np.median(recent_best[-part:]) <= np.median(recent_best[:part])
+                and np.median(recent_median[-part:]) <= np.median(recent_median[:part])):
+            return "stagnation"
+    return ""
+
+
+class Restarts:
+    """Restarts ``factory``'s strategy at each local stop (module docstring) until
+    ``max_restarts`` are spent; then ``stop_reason`` names the last run's local stop."""
+
+    name: ClassVar[str] = "restarts"
+
+    def __init__(
+        self,
+        factory: Factory,
+        mean0: np.ndarray,
+        *,
+        population: int,
+        sigma: float,
+        seed: int = 0,
+        max_restarts: int = 0,
+        bipop: bool = False,
+        criteria: LocalStop = LocalStop(),  # noqa: B008  frozen, shared safely
+    ) -> None:
+        if max_restarts < 0:
+            raise ValueError(f"max_restarts {max_restarts}: must be >= 0")
+        self.factory, self.mean0 = factory, np.array(mean0, dtype=np.float64).ravel()
+        self.population0, self.sigma0, self.seed = int(population), float(sigma), int(seed)
+        self.max_restarts, self.bipop, self.criteria = int(max_restarts), bool(bipop), criteria
+        self.generation = 0
+        self.run = self.large_runs = 0  # runs started after the first; large ones among them
+        self.evals = [0, 0]  # evaluations of the small (first run included) and large regimes
+        self.stop_reason = ""
+        self.ends: list[tuple[int, str]] = []  # (generation, reason) of each run's end
+        self._begin(FIRST, self.population0, self.sigma0, 0)
+        self._settle()
+
+    # The protocol, forwarded to the current run's strategy.
+    @property
+    def population(self) -> int:
+        return self.inner.population
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.inner.mean
+
+    @property
+    def mirrored(self) -> bool:
+        return bool(getattr(self.inner, "mirrored", False))
+
+    @property
+    def scale(self) -> np.ndarray:
+        return search_scale(self.inner)
+
+    def ask(self) -> Generation:
+        return self.inner.ask()
+
+    def tell(self, fitness: np.ndarray) -> dict[str, float]:
+        """Tell the current run; restart (or stop) if it has reached a local stop."""
+        if self.stop_reason:
+            raise RuntimeError(f"the restarts are spent (last run ended by {self.stop_reason})")
+        metrics = self.inner.tell(fitness)
+        shaped = worst_for_failures(fitness)
+        self.generation += 1
+        self.run_generations += 1
+        self.run_evals += shaped.size
+        self._best.append(float(shaped.max()))
+        self._median.append(float(np.median(shaped)))
+        keep = max(STAGNATION_MAX, tolfun_window(self.mean0.size, self.population))
+        del self._best[:-keep], self._median[:-keep]
+        self._last = shaped
+        run, population = self.run, self.population
+        self._settle()
+        return {**metrics, "restart": float(run), "population": float(population)}
+
+    # Runs and their ends.
+    def _seed_of(self, run: int) -> int:
+        if run == 0:
+            return self.seed
+        return int(generator(self.seed, run, TAG_RESTART).integers(0, SEED_BOUND))
+
+    def _begin(self, kind: int, population: int, sigma: float, cap: int) -> None:
+        """Start a run; ``cap`` > 0 bounds its evaluations (BIPOP's small regime)."""
+        self.kind, self.run_population, self.run_sigma, self.cap = kind, population, sigma, cap
+        self.inner = self.factory(self.mean0.copy(), population, sigma, self._seed_of(self.run))
+        self.run_generations = self.run_evals = 0
+        self._best: list[float] = []
+        self._median: list[float] = []
+        self._last: np.ndarray | None = None
+
+    def _reason(self) -> str:
+        if self.cap and self.run_evals >= self.cap:
+            return "budget"
+        reason = local_stop(self.criteria, self.mean0.size, self.population,
+                            np.asarray(self._best), np.asarray(self._median), self._last,
+                            self.run_generations, search_scale(self.inner))
+        own = getattr(self.inner, "local_stop", None)
+        return reason or (own() if own is not None else "")
+
+    def _settle(self) -> None:
+        """Restart as long as the current run is at a local stop and restarts are left."""
+        while not self.stop_reason:
+            reason = self._reason()
+            if not reason:
+                return
+            self.ends.append((self.generation, reason))
+            # A run costs at least one generation in the accounting, so that BIPOP's small
+            # regime cannot restart forever on runs that stop before evaluating anything.
+            self.evals[self.kind == LARGE] += max(self.run_evals, self.population)
+            spent = self.large_runs if self.bipop else self.run
+            if spent >= self.max_restarts:
+                self.stop_reason = reason
+                return
+            self._next_run()
+
+    def _next_run(self) -> None:
+        self.run += 1
+        small, large = self.evals
+        if self.bipop and large > 0 and small < large:
+            u1, u2 = generator(self.seed, self.run, TAG_RESTART, SMALL).random(2)
+            lambda_large = self.population0 * 2**self.large_runs
+            population = int(self.population0 * (lambda_large / (2 * self.population0))
+                             ** (u1**2))
+            self._begin(SMALL, max(population, 2), self.sigma0 * 10 ** (-2 * u2),
+                        max(large // 2, 1))
+            return
+        self.large_runs += 1
+        self._begin(LARGE, self.population0 * 2**self.run if not self.bipop
+                    else self.population0 * 2**self.large_runs, self.sigma0, 0)
+
+    # Checkpoints.
+    def state(self) -> dict[str, np.ndarray]:
+        """The restart bookkeeping, the run's fitness histories and the run's strategy state
+        (``inner_*``): everything the next decision depends on."""
+        inner = {f"inner_{key}": value for key, value in self.inner.state().items()}
+        counters = [self.generation, self.run, self.large_runs, self.kind, self.run_population,
+                    self.cap, self.run_generations, self.run_evals, *self.evals]
+        return {
+            "theta": np.array(self.mean, copy=True),
+            "restart_counters": np.array(counters, dtype=np.int64),
+            "restart_sigma": np.array(self.run_sigma, dtype=np.float64),
+            "restart_best": np.array(self._best, dtype=np.float64),
+            "restart_median": np.array(self._median, dtype=np.float64),
+            "restart_last": (np.array(self._last, dtype=np.float64) if self._last is not None
+                             else np.zeros(0)),
+            "restart_stop_reason": np.array(self.stop_reason),
+            **inner,
+        }
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        counters = [int(value) for value in np.asarray(state["restart_counters"])]
+        (self.generation, self.run, self.large_runs, kind, population, cap,
+         run_generations, run_evals, small, large) = counters
+        self._begin(kind, population, float(state["restart_sigma"]), cap)
+        self.inner.load_state({key.removeprefix("inner_"): value for key, value in state.items()
+                               if key.startswith("inner_")})
+        self.inner.generation = run_generations  # the protocol keeps the counter outside state()
+        self.run_generations, self.run_evals, self.evals = run_generations, run_evals, [small,
+                                                                                       large]
+        self._best = [float(v) for v in state["restart_best"]]
+        self._median = [float(v) for v in state["restart_median"]]
+        last = np.asarray(state["restart_last"], dtype=np.float64)
+        self._last = last.copy() if self.run_generations else None
+        self.stop_reason = str(state["restart_stop_reason"])
