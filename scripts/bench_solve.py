@@ -2,10 +2,13 @@
 
     python scripts/bench_solve.py                      # both targets below, 2 ranks
     python scripts/bench_solve.py --only halfcheetah --seconds 600
+    python scripts/bench_solve.py --config configs/halfcheetah_ars.toml --seeds 0-4 \
+        --threshold 3000 --seconds 300                 # any config, several seeds
 
-Runs ``mpiexec -n RANKS es-train CONFIG`` for at most a wall-clock budget (then interrupts it
-with SIGINT), and reads progress.csv: the wall time (since launch, start-up included) and env
-steps at which the noise-free evaluation of the mean policy first reached each threshold.
+Runs ``mpiexec -n RANKS es-train CONFIG`` for at most a wall-clock budget, or until the
+evaluation reached the highest threshold (then interrupts it with SIGINT), and reads
+progress.csv: the wall time (since launch, start-up included) and env steps at which the
+noise-free evaluation of the mean policy first reached each threshold.
 """
 
 from __future__ import annotations
@@ -26,15 +29,27 @@ TARGETS = {
 }
 
 
-def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: list[str]):
+def reached(run_dir: Path, threshold: float) -> bool:
+    path = run_dir / "progress.csv"
+    if not path.exists():
+        return False
+    with path.open() as handle:
+        return any(r["eval_return"] and float(r["eval_return"]) >= threshold
+                   for r in csv.DictReader(handle) if None not in r.values())
+
+
+def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: list[str],
+            stop_at: float = float("inf")):
     command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", str(run_dir), "--quiet")
     for override in overrides:
         command += ["--set", override]
     started = time.time()
     process = subprocess.Popen(command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    try:
-        process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
+    while process.poll() is None and time.time() - started < seconds:
+        if reached(run_dir, stop_at):
+            break
+        time.sleep(0.5)
+    if process.poll() is None:
         process.send_signal(signal.SIGINT)
         try:
             process.wait(timeout=15)
@@ -47,30 +62,49 @@ def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: l
 
 
 def main() -> None:
+    from es.cli import parse_seeds
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(TARGETS), action="append")
+    parser.add_argument("--config", action="append", default=[],
+                        help="a config file instead of the built-in targets (repeatable)")
+    parser.add_argument("--seeds", default=None, help="run.seed values, e.g. 0-4")
+    parser.add_argument("--threshold", type=float, action="append", default=[],
+                        help="eval return threshold(s) for --config runs")
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--seconds", type=float, help="override the wall-clock budget")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--csv", default="bench/solve.csv")
     args = parser.parse_args()
+    if args.config:
+        if not args.threshold:
+            parser.error("--config needs --threshold")
+        jobs = [(path, path, args.seconds or 600.0, tuple(args.threshold))
+                for path in args.config]
+    else:
+        jobs = [(name, *TARGETS[name][:1], args.seconds or TARGETS[name][1], TARGETS[name][2])
+                for name in args.only or sorted(TARGETS)]
+    seeds = parse_seeds(args.seeds) if args.seeds else [None]
     rows = []
-    for name in args.only or sorted(TARGETS):
-        config, budget, thresholds = TARGETS[name]
-        budget = args.seconds or budget
-        with tempfile.TemporaryDirectory() as tmp:
-            progress, wall = run_for(config, args.ranks, budget, Path(tmp) / "run", args.overrides)
-        evals = [(float(r["time_s"]), int(r["timesteps"]), float(r["eval_return"]))
-                 for r in progress if r["eval_return"]]
-        for threshold in thresholds:
-            hit = next(((t, s) for t, s, e in evals if e >= threshold), None)
-            rows.append({
-                "config": name, "ranks": args.ranks, "budget_s": budget, "threshold": threshold,
-                "reached_at_s": hit[0] if hit else "not reached",
-                "reached_at_steps": hit[1] if hit else "",
-                "best_eval": max(e for _, _, e in evals), "last_eval": evals[-1][2],
-                "steps": int(progress[-1]["timesteps"]), "wall_s": round(wall, 1),
-            })
+    for name, config, budget, thresholds in jobs:
+        for seed in seeds:
+            overrides = [*args.overrides, *([f"run.seed={seed}"] if seed is not None else [])]
+            with tempfile.TemporaryDirectory() as tmp:
+                progress, wall = run_for(config, args.ranks, budget, Path(tmp) / "run",
+                                         overrides, stop_at=max(thresholds))
+            evals = [(float(r["time_s"]), int(r["timesteps"]), float(r["eval_return"]))
+                     for r in progress if r["eval_return"]]
+            for threshold in thresholds:
+                hit = next(((t, s) for t, s, e in evals if e >= threshold), None)
+                rows.append({
+                    "config": name, "seed": "" if seed is None else seed, "ranks": args.ranks,
+                    "budget_s": budget, "threshold": threshold,
+                    "reached_at_s": hit[0] if hit else "not reached",
+                    "reached_at_steps": hit[1] if hit else "",
+                    "best_eval": max(e for _, _, e in evals), "last_eval": evals[-1][2],
+                    "steps": int(progress[-1]["timesteps"]), "wall_s": round(wall, 1),
+                })
+            print(rows[-1], flush=True)
     emit(rows, args.csv, f"Time to reach eval return thresholds, mpiexec -n {args.ranks}")
 
 
