@@ -28,14 +28,14 @@ from typing import ClassVar
 import numpy as np
 
 from es.noise import NoiseSource
-from es.strategies.base import NoiseGeneration
-from es.strategies.shaping import worst_for_failures
+from es.strategies.base import NoiseStrategy
 
 
-class ARS:
+class ARS(NoiseStrategy):
     """ARS V1/V1-t (V2/V2-t with the trainer's observation normalisation)."""
 
     name: ClassVar[str] = "ars"
+    needs_pairs: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -52,43 +52,19 @@ class ARS:
     ) -> None:
         """``sigma`` is the paper's nu, ``lr`` its alpha, ``top`` its b (None: all directions,
         V1/V2; fewer: V1-t/V2-t)."""
-        if not mirrored:
-            raise ValueError("ARS compares the two members of a mirrored pair: mirrored=False "
-                             "is not supported")
-        if population < 2 or population % 2:
-            raise ValueError(f"population {population}: must be even and at least 2 "
-                             f"(mirrored pairs)")
-        if not sigma > 0:
-            raise ValueError(f"sigma {sigma}: must be > 0")
+        super().__init__(mean0, population=population, sigma=sigma, noise=noise, seed=seed,
+                         mirrored=mirrored, dtype=dtype)
         if not lr > 0:
             raise ValueError(f"lr {lr}: must be > 0")
         directions = population // 2
         top = directions if top is None else int(top)
         if not 1 <= top <= directions:
             raise ValueError(f"top {top}: must be between 1 and the {directions} directions")
-        self.theta = np.array(mean0, dtype=dtype).ravel()
-        self.population, self.sigma, self.lr, self.top = population, float(sigma), float(lr), top
-        self.noise, self.seed, self.mirrored = noise, seed, True
-        self.generation = 0
-        self._pending: NoiseGeneration | None = None
+        self.sigma, self.lr, self.top = float(sigma), float(lr), top
 
     @property
-    def num_directions(self) -> int:
-        return self.population // 2
-
-    @property
-    def mean(self) -> np.ndarray:
-        return self.theta
-
-    def ask(self) -> NoiseGeneration:
-        if self._pending is None:
-            directions = self.noise.sample(
-                self.seed, self.generation, self.num_directions, self.theta.size
-            )
-            self._pending = NoiseGeneration(
-                self.generation, self.theta, self.sigma, True, self.population, directions
-            )
-        return self._pending
+    def scale(self) -> float:
+        return self.sigma
 
     def top_directions(self, fitness: np.ndarray) -> np.ndarray:
         """The ``top`` directions with the highest ``max(r+, r-)``, best first (ties: lower
@@ -101,9 +77,7 @@ class ARS:
         """Step along the top directions' return differences (higher fitness is better; a
         non-finite one becomes worse than every finite one)."""
         generation = self.ask()
-        fitness = worst_for_failures(fitness)
-        if fitness.size != self.population:
-            raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        fitness = self._fitness(fitness)
         used = self.top_directions(fitness)
         plus, minus = fitness[0::2], fitness[1::2]
         sigma_r = float(np.concatenate((plus[used], minus[used])).std())

@@ -22,7 +22,8 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from es.noise import Perturbations
+from es.noise import NoiseSource, Perturbations
+from es.strategies.shaping import worst_for_failures
 
 
 class Generation(Protocol):
@@ -125,3 +126,63 @@ class ExplicitGeneration:
 
     def params(self, member: int) -> np.ndarray:
         return self.candidates[member]
+
+
+class NoiseStrategy:
+    """What every strategy that samples ``mean + sign * scale * eps_k`` from shared noise has
+    in common: checked settings, the pending generation (asking twice gives the same one) and
+    the checks on a generation's fitness. A subclass provides ``scale`` (one sigma, or one per
+    coordinate), ``tell``, ``state`` and ``load_state``."""
+
+    name: ClassVar[str]
+    needs_pairs: ClassVar[bool] = False  # compares the two members of each mirrored pair
+
+    def __init__(self, mean0: np.ndarray, *, population: int, sigma: float | np.ndarray,
+                 noise: NoiseSource, seed: int, mirrored: bool, dtype: type | np.dtype) -> None:
+        if self.needs_pairs and not mirrored:
+            raise ValueError(f"{self.name} compares the two members of a mirrored pair: "
+                             "mirrored=False is not supported")
+        self.theta = np.array(mean0, dtype=dtype).ravel()
+        if self.theta.size < 1 or not np.all(np.isfinite(self.theta)):
+            raise ValueError("mean0 must be a non-empty finite vector")
+        if population < 2:
+            raise ValueError(f"population {population}: must be at least 2")
+        if mirrored and population % 2:
+            raise ValueError(f"population {population}: must be even with mirrored sampling")
+        sigmas = np.asarray(sigma, dtype=np.float64)
+        if not (np.all(np.isfinite(sigmas)) and np.all(sigmas > 0)):
+            raise ValueError(f"sigma {sigma}: must be a finite number > 0")
+        self.population, self.noise, self.seed, self.mirrored = population, noise, seed, mirrored
+        self.generation = 0
+        self._pending: NoiseGeneration | None = None
+
+    @property
+    def num_directions(self) -> int:
+        return self.population // 2 if self.mirrored else self.population
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.theta
+
+    @property
+    def scale(self) -> float | np.ndarray:
+        """This generation's sigma: one number, or one per coordinate."""
+        raise NotImplementedError
+
+    def ask(self) -> NoiseGeneration:
+        if self._pending is None:
+            directions = self.noise.sample(
+                self.seed, self.generation, self.num_directions, self.theta.size
+            )
+            self._pending = NoiseGeneration(
+                self.generation, self.theta, self.scale, self.mirrored, self.population,
+                directions,
+            )
+        return self._pending
+
+    def _fitness(self, fitness: np.ndarray) -> np.ndarray:
+        """The generation's fitness, checked; a failed evaluation below every other."""
+        fitness = worst_for_failures(fitness)
+        if fitness.size != self.population:
+            raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        return fitness

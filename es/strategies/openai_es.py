@@ -27,12 +27,12 @@ import numpy as np
 
 from es.noise import NoiseSource
 from es.optim import Optimizer
-from es.strategies.base import NoiseGeneration
-from es.strategies.shaping import centered_ranks, worst_for_failures
+from es.strategies.base import NoiseStrategy
+from es.strategies.shaping import centered_ranks
 
 
-class OpenAIES:
-    """The strategy's state: parameters, optimizer, generation counter."""
+class OpenAIES(NoiseStrategy):
+    """The strategy's state: parameters (float32, the policy's), optimizer, generation."""
 
     name: ClassVar[str] = "openai"
 
@@ -53,51 +53,27 @@ class OpenAIES:
         lr_min: float = 0.0,
         fitness_shaping: Callable[[np.ndarray], np.ndarray] = centered_ranks,
     ) -> None:
-        if population < 2:
-            raise ValueError(f"population {population}: must be at least 2")
-        if mirrored and population % 2:
-            raise ValueError(f"population {population}: must be even with mirrored sampling")
-        if not sigma > 0:
-            raise ValueError(f"sigma {sigma}: must be > 0")
-        self.theta = np.array(theta0, dtype=np.float32).ravel()
+        super().__init__(theta0, population=population, sigma=sigma, noise=noise, seed=seed,
+                         mirrored=mirrored, dtype=np.float32)
         for name, decay in (("sigma_decay", sigma_decay), ("lr_decay", lr_decay)):
             if not 0 < decay <= 1:
                 raise ValueError(f"{name} {decay}: must be in (0, 1]")
-        self.population, self.sigma0, self.l2 = population, float(sigma), float(l2)
+        self.sigma0, self.l2 = float(sigma), float(l2)
         self.sigma_decay, self.sigma_min = float(sigma_decay), float(sigma_min)
         self.lr0, self.lr_decay, self.lr_min = float(optimizer.lr), float(lr_decay), float(lr_min)
-        self.noise, self.optimizer, self.fitness_shaping = noise, optimizer, fitness_shaping
-        self.mirrored, self.seed = mirrored, seed
-        self.generation = 0
-        self._pending: NoiseGeneration | None = None
+        self.optimizer, self.fitness_shaping = optimizer, fitness_shaping
 
     @property
     def sigma(self) -> float:
         """This generation's perturbation scale."""
         return max(self.sigma0 * self.sigma_decay**self.generation, self.sigma_min)
 
+    scale = sigma
+
     @property
     def lr(self) -> float:
         """This generation's optimizer step size."""
         return max(self.lr0 * self.lr_decay**self.generation, self.lr_min)
-
-    @property
-    def num_directions(self) -> int:
-        return self.population // 2 if self.mirrored else self.population
-
-    @property
-    def mean(self) -> np.ndarray:
-        return self.theta
-
-    def ask(self) -> NoiseGeneration:
-        if self._pending is None:
-            directions = self.noise.sample(
-                self.seed, self.generation, self.num_directions, self.theta.size
-            )
-            self._pending = NoiseGeneration(
-                self.generation, self.theta, self.sigma, self.mirrored, self.population, directions
-            )
-        return self._pending
 
     def tell(self, fitness: np.ndarray) -> dict[str, float]:
         """Step the parameters from the fitness of every member, in member order.
@@ -105,9 +81,7 @@ class OpenAIES:
         A non-finite fitness (a failed evaluation) counts as worse than every finite one.
         """
         generation = self.ask()
-        fitness = worst_for_failures(fitness)
-        if fitness.size != self.population:
-            raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        fitness = self._fitness(fitness)
         weights, _ = generation.direction_weights(self.fitness_shaping(fitness))
         ascent = generation.directions.weighted_sum(weights) / np.float32(
             self.population * generation.scale

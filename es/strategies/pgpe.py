@@ -31,16 +31,17 @@ import numpy as np
 
 from es.noise import NoiseSource
 from es.optim import Adam, ClipUp, Optimizer
-from es.strategies.base import NoiseGeneration
-from es.strategies.shaping import centered_ranks, worst_for_failures
+from es.strategies.base import NoiseStrategy
+from es.strategies.shaping import centered_ranks
 
 OPTIMIZERS = ("clipup", "adam")
 
 
-class PGPE:
+class PGPE(NoiseStrategy):
     """Symmetric PGPE with adaptive per-coordinate sigma and a ClipUp (or Adam) centre."""
 
     name: ClassVar[str] = "pgpe"
+    needs_pairs: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -63,17 +64,10 @@ class PGPE:
         ``max_speed``: ClipUp's (None: ``2 * center_lr``). ``sigma_lr``: the step along
         ``g_sigma``; ``sigma_max_change``: the largest relative change of a sigma per
         generation (0.2: within 20%)."""
-        if not mirrored:
-            raise ValueError("PGPE here uses symmetric sampling: mirrored=False is not "
-                             "supported")
-        if population < 2 or population % 2:
-            raise ValueError(f"population {population}: must be even and at least 2 "
-                             f"(symmetric pairs)")
-        self.theta = np.array(mean0, dtype=dtype).ravel()
+        super().__init__(mean0, population=population, sigma=sigma, noise=noise, seed=seed,
+                         mirrored=mirrored, dtype=dtype)
         dim = self.theta.size
         sigma0 = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (dim,)).astype(dtype)
-        if not np.all(sigma0 > 0) or not np.all(np.isfinite(sigma0)):
-            raise ValueError(f"sigma {sigma}: must be finite and > 0")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer {optimizer!r}: allowed are "
                              + ", ".join(repr(o) for o in OPTIMIZERS))
@@ -86,7 +80,6 @@ class PGPE:
         if not (center_lr > 0 and math.isfinite(center_lr)):
             raise ValueError(f"center_lr {center_lr}: must be finite and > 0")
         self.sigma = sigma0
-        self.population, self.noise, self.seed, self.mirrored = population, noise, seed, True
         self.center_lr, self.sigma_lr = float(center_lr), float(sigma_lr)
         self.sigma_max_change = float(sigma_max_change)
         self.optimizer_name = optimizer
@@ -95,34 +88,16 @@ class PGPE:
             if optimizer == "clipup" else Adam(dim, self.center_lr)
         )
         self._gradient_dtype = self.theta.dtype if optimizer == "clipup" else np.float32
-        self.generation = 0
-        self._pending: NoiseGeneration | None = None
 
     @property
-    def num_directions(self) -> int:
-        return self.population // 2
-
-    @property
-    def mean(self) -> np.ndarray:
-        return self.theta
-
-    def ask(self) -> NoiseGeneration:
-        if self._pending is None:
-            directions = self.noise.sample(
-                self.seed, self.generation, self.num_directions, self.theta.size
-            )
-            self._pending = NoiseGeneration(
-                self.generation, self.theta, self.sigma, True, self.population, directions
-            )
-        return self._pending
+    def scale(self) -> np.ndarray:
+        return self.sigma
 
     def tell(self, fitness: np.ndarray) -> dict[str, float]:
         """Move the centre and adapt sigma from the fitness of every member, in member order
         (higher is better; a non-finite fitness ranks below every finite one)."""
         generation = self.ask()
-        fitness = worst_for_failures(fitness)
-        if fitness.size != self.population:
-            raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        fitness = self._fitness(fitness)
         utilities = centered_ranks(fitness).astype(np.float64)
         baseline = utilities.mean()
         # direction_weights folds (u+, u-) into (u+ - u-, u+ + u-) per pair.

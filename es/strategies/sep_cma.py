@@ -37,8 +37,8 @@ from typing import ClassVar
 import numpy as np
 
 from es.noise import NoiseSource
-from es.strategies.base import NoiseGeneration
-from es.strategies.shaping import by_rank, worst_for_failures
+from es.strategies.base import NoiseStrategy
+from es.strategies.shaping import by_rank
 
 
 def recombination_weights(population: int, mu: int | None = None) -> np.ndarray:
@@ -53,7 +53,7 @@ def recombination_weights(population: int, mu: int | None = None) -> np.ndarray:
     return weights
 
 
-class SepCMA:
+class SepCMA(NoiseStrategy):
     """Mean, step size, diagonal covariance and the two evolution paths of sep-CMA-ES.
 
     ``mu``: how many members are recombined (population // 2; with pairwise selection, the
@@ -77,19 +77,11 @@ class SepCMA:
         cov_scale: float = 1.0,
         pairwise: bool = True,
     ) -> None:
-        self.theta = np.array(mean0, dtype=dtype).ravel()
+        super().__init__(mean0, population=population, sigma=sigma, noise=noise, seed=seed,
+                         mirrored=mirrored, dtype=dtype)
         n = self.theta.size
-        if n < 1 or not np.all(np.isfinite(self.theta)):
-            raise ValueError("mean0 must be a non-empty finite vector")
-        if population < 2:
-            raise ValueError(f"population {population}: must be at least 2")
-        if mirrored and population % 2:
-            raise ValueError(f"population {population}: must be even with mirrored sampling")
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma {sigma}: must be a finite number > 0")
         if not cov_scale >= 0:
             raise ValueError(f"cov_scale {cov_scale}: must be >= 0")
-        self.population, self.noise, self.seed, self.mirrored = population, noise, seed, mirrored
         self.pairwise = mirrored and pairwise
         # mu = population // 2 by default: with pairwise selection, the winner of every pair.
         mu = population // 2 if mu is None else mu
@@ -111,21 +103,11 @@ class SepCMA:
         self.diag_c = np.ones(n)
         self.p_sigma = np.zeros(n)
         self.p_c = np.zeros(n)
-        self.generation = 0
-        self._pending: NoiseGeneration | None = None
-
-    @property
-    def mean(self) -> np.ndarray:
-        return self.theta
-
-    @property
-    def num_directions(self) -> int:
-        return self.population // 2 if self.mirrored else self.population
 
     @property
     def scale(self) -> np.ndarray:
-        """Each coordinate's standard deviation, ``sigma * sqrt(C_ii)``."""
-        return self.sigma * np.sqrt(self.diag_c)
+        """Each coordinate's standard deviation, ``sigma * sqrt(C_ii)``, in the mean's dtype."""
+        return (self.sigma * np.sqrt(self.diag_c)).astype(self.theta.dtype)
 
     def member_weights(self, fitness: np.ndarray) -> np.ndarray:
         """Recombination weight of each member: by rank; with pairwise selection only the better
@@ -138,24 +120,11 @@ class SepCMA:
         weights[winners] = by_rank(self.weights, fitness[winners])
         return weights
 
-    def ask(self) -> NoiseGeneration:
-        if self._pending is None:
-            directions = self.noise.sample(
-                self.seed, self.generation, self.num_directions, self.theta.size
-            )
-            scale = self.scale.astype(self.theta.dtype)
-            self._pending = NoiseGeneration(
-                self.generation, self.theta, scale, self.mirrored, self.population, directions
-            )
-        return self._pending
-
     def tell(self, fitness: np.ndarray) -> dict[str, float]:
         """One sep-CMA-ES update from every member's fitness (member order, higher is better;
         a non-finite fitness ranks below every finite one)."""
         generation = self.ask()
-        fitness = worst_for_failures(fitness)
-        if fitness.size != self.population:
-            raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        fitness = self._fitness(fitness)
         w = self.member_weights(fitness)
         signed, plain = generation.direction_weights(w)
         z_w = generation.directions.weighted_sum(signed).astype(np.float64)

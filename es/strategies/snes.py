@@ -22,11 +22,11 @@ from typing import ClassVar
 import numpy as np
 
 from es.noise import NoiseSource
-from es.strategies.base import NoiseGeneration
-from es.strategies.shaping import by_rank, nes_utilities, worst_for_failures
+from es.strategies.base import NoiseStrategy
+from es.strategies.shaping import by_rank, nes_utilities
 
 
-class SNES:
+class SNES(NoiseStrategy):
     """Mean and per-coordinate sigma of a separable Gaussian, adapted by natural gradients."""
 
     name: ClassVar[str] = "snes"
@@ -44,53 +44,26 @@ class SNES:
         lr_mean: float = 1.0,
         lr_sigma: float | None = None,
     ) -> None:
-        self.theta = np.array(mean0, dtype=dtype).ravel()
+        super().__init__(mean0, population=population, sigma=sigma, noise=noise, seed=seed,
+                         mirrored=mirrored, dtype=dtype)
         dim = self.theta.size
-        if dim < 1 or not np.all(np.isfinite(self.theta)):
-            raise ValueError("mean0 must be a non-empty finite vector")
-        if population < 2:
-            raise ValueError(f"population {population}: must be at least 2")
-        if mirrored and population % 2:
-            raise ValueError(f"population {population}: must be even with mirrored sampling")
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma {sigma}: must be a finite number > 0")
         if lr_sigma is None:
             lr_sigma = (3 + math.log(dim)) / (5 * math.sqrt(dim))
         if not lr_mean > 0 or not lr_sigma >= 0:
             raise ValueError(f"lr_mean {lr_mean} must be > 0 and lr_sigma {lr_sigma} >= 0")
         self.sigma = np.full(dim, float(sigma))  # float64 whatever the mean's dtype
-        self.population, self.noise, self.seed, self.mirrored = population, noise, seed, mirrored
         self.lr_mean, self.lr_sigma = float(lr_mean), float(lr_sigma)
         self.utilities = nes_utilities(population)
-        self.generation = 0
-        self._pending: NoiseGeneration | None = None
 
     @property
-    def mean(self) -> np.ndarray:
-        return self.theta
-
-    @property
-    def num_directions(self) -> int:
-        return self.population // 2 if self.mirrored else self.population
-
-    def ask(self) -> NoiseGeneration:
-        if self._pending is None:
-            directions = self.noise.sample(
-                self.seed, self.generation, self.num_directions, self.theta.size
-            )
-            scale = self.sigma.astype(self.theta.dtype)
-            self._pending = NoiseGeneration(
-                self.generation, self.theta, scale, self.mirrored, self.population, directions
-            )
-        return self._pending
+    def scale(self) -> np.ndarray:
+        return self.sigma.astype(self.theta.dtype)
 
     def tell(self, fitness: np.ndarray) -> dict[str, float]:
         """One natural-gradient step from every member's fitness (member order, higher is
         better; a non-finite fitness ranks below every finite one)."""
         generation = self.ask()
-        fitness = worst_for_failures(fitness)
-        if fitness.size != self.population:
-            raise ValueError(f"got {fitness.size} fitness values for {self.population} members")
+        fitness = self._fitness(fitness)
         u = by_rank(self.utilities, fitness)
         signed, plain = generation.direction_weights(u)
         grad_mean = generation.directions.weighted_sum(signed).astype(np.float64)  # sum u z
