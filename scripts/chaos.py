@@ -200,13 +200,13 @@ def compare(reference: Path, run: Path) -> list[str]:
     for name in ("generation", "timesteps", "obs_count", "mean_episode_length"):
         if getattr(ra, name) != getattr(rb, name):
             differ.append(f"checkpoint {name} ({getattr(ra, name)} vs {getattr(rb, name)})")
-    for name in ("theta", "obs_sum", "obs_sumsq"):
+    for name in ("obs_sum", "obs_sumsq"):
         if not _same(getattr(ra, name), getattr(rb, name)):
             differ.append(f"checkpoint {name}")
-    for key in sorted(set(ra.optimizer) | set(rb.optimizer)):
-        if key not in ra.optimizer or key not in rb.optimizer or not _same(
-                np.asarray(ra.optimizer[key]), np.asarray(rb.optimizer[key])):
-            differ.append(f"checkpoint optimizer {key}")
+    for key in sorted(set(ra.strategy) | set(rb.strategy)):  # theta, optimizer moments, ...
+        if key not in ra.strategy or key not in rb.strategy or not _same(
+                np.asarray(ra.strategy[key]), np.asarray(rb.strategy[key])):
+            differ.append(f"checkpoint strategy {key}")
     rows_a, rows_b = (_stable_rows(r) for r in (reference, run))
     if rows_a != rows_b:
         pairs = zip(rows_a, rows_b, strict=False)
