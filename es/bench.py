@@ -3,6 +3,8 @@
     es-bench scaling --env HalfCheetah-v5 --ranks 1,2 --mode weak
     es-bench scaling --synthetic-step-ms 2 --ranks 1,2,4,8,16,32,64
     es-bench comm --params 1e4,1e5,1e6 --population 256,1024
+    es-bench bbob --dims 2,5,10 --methods auto,pycma --jobs 2   # see es.bench_bbob
+    es-bench highdim --dims 1000 --methods auto,pycma,pycma-diag
 
 For each rank count it launches ``mpiexec -n N es-train`` itself (several repetitions), reads
 the run's ``progress.csv`` and reports generations/s, env steps/s, parallel efficiency against
@@ -433,12 +435,17 @@ def main(argv: list[str] | None = None) -> int:
     for sub in (scale, compare):
         sub.add_argument("--launcher", help="MPI launcher taking -n N (default: the mpiexec "
                          "beside this Python), e.g. 'srun --mpi=pmix' or 'mpiexec -f hosts'")
+    from es import bench_bbob  # numpy: imported only here, as late as the parser
+
+    bench_bbob.add_parsers(commands)  # bbob, highdim
     worker = commands.add_parser("comm-worker")  # run by `es-bench comm` under mpiexec
     for option in ("--params", "--population", "--csv"):
         worker.add_argument(option, required=True)
     worker.add_argument("--repeats", type=int, required=True)
     args = parser.parse_args(argv)
     try:
+        if args.command in bench_bbob.COMMANDS:
+            return bench_bbob.COMMANDS[args.command](args)
         check_args(args)
         if args.command == "comm-worker":
             comm_worker(parse_counts("--params", args.params),

@@ -1,0 +1,110 @@
+"""es-bench bbob / highdim: target bookkeeping, ECDF arithmetic and real CLI smoke runs.
+
+The full benchmark is a script (``es-bench bbob``); here it runs on two functions."""
+
+import csv
+import math
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from es.bench_bbob import HIT_COLUMNS, TARGETS, Stop, Tracker, ecdf_at, parse_ints
+
+pytest.importorskip("ioh")
+pytest.importorskip("cma")
+
+
+class FakeProblem:
+    """f(x) = f_opt + x[0]: the precision is the first coordinate."""
+
+    class optimum:  # noqa: N801 - ioh's attribute layout
+        y = 5.0
+
+    def __call__(self, x):
+        return 5.0 + float(x[0])
+
+
+def test_tracker_records_the_first_evaluation_reaching_each_target():
+    tracker = Tracker(FakeProblem(), budget=4)
+    assert tracker(np.array([200.0, 0.0])) == 200.0  # above every target
+    tracker(np.array([[50.0, 0], [150.0, 0]]))  # 50 reaches 1e2 .. 10^1.8 (63.1), not 10^1.6
+    assert tracker.nfev == 3 and tracker.best == 50.0
+    assert list(tracker.hits[:2]) == [2, 2] and math.isinf(tracker.hits[2])
+    tracker(np.array([1e-9, 0.0]))  # every target at the fourth evaluation
+    assert np.all(tracker.hits[2:] == 4) and tracker.reached == TARGETS.size
+    with pytest.raises(Stop):  # budget spent (and 1e-8 reached): no fifth evaluation
+        tracker(np.array([0.0, 0.0]))
+    assert tracker.nfev == 4
+
+
+def test_ecdf_counts_pairs_reached_within_the_budget_fraction():
+    hits = [1.0] * 10 + [30.0] * 10 + [math.inf] * 31
+    row = {"dim": 2, "budget": 40, **dict(zip(HIT_COLUMNS, hits, strict=True))}
+    assert ecdf_at([row], 0.5) == pytest.approx(10 / 51)  # one evaluation
+    assert ecdf_at([row], 15) == pytest.approx(20 / 51)
+    assert ecdf_at([row], 1000) == pytest.approx(20 / 51)  # clipped at the run's budget
+    assert ecdf_at([row, {**row, **dict.fromkeys(HIT_COLUMNS, "")}], 15) == pytest.approx(10 / 51)
+
+
+def test_parse_ints():
+    assert parse_ints("--instances", "1-3,7") == [1, 2, 3, 7]
+    for bad in ("", "0-2", "x", "25"):
+        with pytest.raises(ValueError, match="--functions"):
+            parse_ints("--functions", bad, 1, 24)
+
+
+def read(path):
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_bbob_smoke_two_functions_through_the_cli(tmp_path):
+    out = tmp_path / "bbob"
+    args = ["es-bench", "bbob", "--functions", "1,8", "--dims", "2", "--instances", "1",
+            "--budget-per-dim", "500", "--methods", "auto,pycma"]
+    done = run_cli([*args, "--out", str(out)], timeout=60)
+    assert done.returncode == 0, done.stderr
+    runs = read(out / "runs.csv")
+    assert [(r["method"], r["function"]) for r in runs] == [
+        ("auto", "1"), ("auto", "8"), ("pycma", "1"), ("pycma", "8")]
+    for run in runs:
+        assert int(run["nfev"]) <= 1000 and len([c for c in run if c in HIT_COLUMNS]) == 51
+        if run["function"] == "1":  # the sphere: both solve it to 1e-8
+            assert run["solved"] == "True" and float(run["best_precision"]) <= 1e-8
+    ecdf = read(out / "ecdf.csv")
+    for method in ("auto", "pycma"):
+        curve = [float(r["ecdf"]) for r in ecdf if r["method"] == method and r["dim"] == "2"]
+        assert len(curve) > 10 and all(0 <= v <= 1 for v in curve)
+        assert curve == sorted(curve) and curve[-1] > 0.5
+    summary = read(out / "summary.csv")
+    assert [(r["method"], r["dim"], r["runs"]) for r in summary] == [
+        ("auto", "2", "2"), ("auto", "all", "2"), ("pycma", "2", "2"), ("pycma", "all", "2")]
+    assert all(int(r["solved_1e-8"]) >= 1 for r in summary)  # f1 at least
+    assert "| auto |" in done.stdout and (out / "results.md").exists()
+    # Results do not depend on the number of processes (wall times do).
+    again = run_cli([*args, "--jobs", "2", "--out", str(tmp_path / "jobs2")], timeout=60)
+    assert again.returncode == 0, again.stderr
+    strip = [{k: v for k, v in r.items() if k != "wall_s"} for r in runs]
+    assert strip == [{k: v for k, v in r.items() if k != "wall_s"}
+                     for r in read(tmp_path / "jobs2" / "runs.csv")]
+
+
+def test_highdim_smoke_and_one_line_errors(tmp_path):
+    out = tmp_path / "high"
+    done = run_cli(["es-bench", "highdim", "--dims", "30", "--functions", "sphere",
+                    "--methods", "auto,pycma,pycma-diag", "--evals-per-dim", "20",
+                    "--out", str(out)], timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = read(out / "highdim.csv")
+    assert [r["method"] for r in rows] == ["auto", "pycma", "pycma-diag"]
+    for row in rows:
+        assert int(row["evals"]) == 600 and row["stopped"] == "budget"
+        assert float(row["best_f"]) < 30 * 9.0  # below f(x0) = 270
+        assert float(row["ms_per_generation"]) > 0 and int(row["common_evals"]) == 600
+    for argv, message in ((["bbob", "--methods", "nope"], "--methods 'nope'"),
+                          (["bbob", "--dims", "1"], "--dims '1'"),
+                          (["highdim", "--functions", "ackley"], "--functions 'ackley'")):
+        bad = run_cli(["es-bench", *argv])
+        assert bad.returncode == 2 and message in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
