@@ -25,7 +25,7 @@ def args(strategy: str, *extra: str) -> list[str]:
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_parameters_are_bit_identical_for_any_rank_count_and_schedule(tmp_path, strategy):
     params = {}
-    for ranks, schedule in ((None, "static"), (2, "dynamic"), (3, "static")):
+    for ranks, schedule in ((None, "static"), (1, "static"), (2, "dynamic"), (3, "static")):
         run_dir = tmp_path / f"{ranks}{schedule}"
         done = run_cli(args(strategy, "--set", "run.generations=3", "--set",
                             f"run.schedule={schedule}", "--run-dir", str(run_dir)), ranks=ranks)
