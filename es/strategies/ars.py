@@ -28,7 +28,7 @@ from typing import ClassVar
 import numpy as np
 
 from es.noise import NoiseSource
-from es.strategies.base import NoiseStrategy
+from es.strategies.base import NoiseStrategy, fitness_summary
 
 
 class ARS(NoiseStrategy):
@@ -95,9 +95,7 @@ class ARS(NoiseStrategy):
         self.generation += 1
         self._pending = None
         return {
-            "fitness_mean": float(fitness.mean()),
-            "fitness_max": float(fitness.max()),
-            "fitness_min": float(fitness.min()),
+            **fitness_summary(fitness),
             "grad_norm": float(np.linalg.norm(gradient)),
             "sigma_r": sigma_r,
         }

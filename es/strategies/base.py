@@ -128,6 +128,13 @@ class ExplicitGeneration:
         return self.candidates[member]
 
 
+def fitness_summary(fitness: np.ndarray) -> dict[str, float]:
+    """The statistics every ``tell`` reports of the fitness it was given (failures already
+    ranked last)."""
+    return {"fitness_mean": float(fitness.mean()), "fitness_max": float(fitness.max()),
+            "fitness_min": float(fitness.min())}
+
+
 class NoiseStrategy:
     """What every strategy that samples ``mean + sign * scale * eps_k`` from shared noise has
     in common: checked settings, the pending generation (asking twice gives the same one) and

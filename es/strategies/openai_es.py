@@ -27,7 +27,7 @@ import numpy as np
 
 from es.noise import NoiseSource
 from es.optim import Optimizer
-from es.strategies.base import NoiseStrategy
+from es.strategies.base import NoiseStrategy, fitness_summary
 from es.strategies.shaping import centered_ranks
 
 
@@ -93,9 +93,7 @@ class OpenAIES(NoiseStrategy):
         self.generation += 1
         self._pending = None
         return {
-            "fitness_mean": float(fitness.mean()),
-            "fitness_max": float(fitness.max()),
-            "fitness_min": float(fitness.min()),
+            **fitness_summary(fitness),
             "grad_norm": float(np.linalg.norm(gradient)),
             "update_ratio": float(np.linalg.norm(step) / (np.linalg.norm(self.theta) + 1e-12)),
         }

@@ -31,7 +31,7 @@ import numpy as np
 
 from es.noise import NoiseSource
 from es.optim import Adam, ClipUp, Optimizer
-from es.strategies.base import NoiseStrategy
+from es.strategies.base import NoiseStrategy, fitness_summary
 from es.strategies.shaping import centered_ranks
 
 OPTIMIZERS = ("clipup", "adam")
@@ -119,9 +119,7 @@ class PGPE(NoiseStrategy):
         self.generation += 1
         self._pending = None
         return {
-            "fitness_mean": float(fitness.mean()),
-            "fitness_max": float(fitness.max()),
-            "fitness_min": float(fitness.min()),
+            **fitness_summary(fitness),
             "grad_norm": float(np.linalg.norm(g_mu)),
             "sigma_mean": float(self.sigma.mean()),
             "sigma_min": float(self.sigma.min()),

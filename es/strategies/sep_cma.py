@@ -37,7 +37,7 @@ from typing import ClassVar
 import numpy as np
 
 from es.noise import NoiseSource
-from es.strategies.base import NoiseStrategy
+from es.strategies.base import NoiseStrategy, fitness_summary
 from es.strategies.shaping import by_rank
 
 
@@ -150,9 +150,7 @@ class SepCMA(NoiseStrategy):
         self._pending = None
         scale = self.scale
         return {
-            "fitness_mean": float(fitness.mean()),
-            "fitness_max": float(fitness.max()),
-            "fitness_min": float(fitness.min()),
+            **fitness_summary(fitness),
             "sigma": self.sigma,
             "sigma_mean": float(scale.mean()),
             "sigma_max": float(scale.max()),

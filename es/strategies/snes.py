@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 from es.noise import NoiseSource
-from es.strategies.base import NoiseStrategy
+from es.strategies.base import NoiseStrategy, fitness_summary
 from es.strategies.shaping import by_rank, nes_utilities
 
 
@@ -74,9 +74,7 @@ class SNES(NoiseStrategy):
         self.generation += 1
         self._pending = None
         return {
-            "fitness_mean": float(fitness.mean()),
-            "fitness_max": float(fitness.max()),
-            "fitness_min": float(fitness.min()),
+            **fitness_summary(fitness),
             "sigma_mean": float(self.sigma.mean()),
             "sigma_max": float(self.sigma.max()),
             "sigma_min": float(self.sigma.min()),
