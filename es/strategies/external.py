@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from es.noise import NoiseSource
-from es.strategies.base import ExplicitGeneration
+from es.strategies.base import ExplicitGeneration, fitness_summary
 from es.strategies.shaping import worst_for_failures
 
 
@@ -141,8 +141,7 @@ class External:
             self.generation += 1
             self._pending = None
             self._after_tell()
-        return {"fitness_mean": float(shaped.mean()), "fitness_max": float(shaped.max()),
-                "fitness_min": float(shaped.min())}
+        return fitness_summary(shaped)
 
     def _after_tell(self) -> None:
         """Hook run after construction and after every tell (replay included), on the
