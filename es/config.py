@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from es.cliargs import one_line
+from es.strategies.sep_cma import STEP_SIZE_RULES
 
 
 class ConfigError(ValueError):
@@ -211,14 +212,17 @@ class SNESConfig:
 @dataclass(frozen=True)
 class SepCMAConfig:
     """``es.strategy = "sepcma"``: separable CMA-ES (Ros & Hansen 2008), a diagonal covariance
-    and cumulative step-size adaptation in O(d); ``es.sigma`` is the initial step size."""
+    in O(d); ``es.sigma`` is the initial step size."""
 
     mu: int = _doc("members recombined into the mean (0: half the population)", 0)
     cov_scale: float = _doc("multiplies the covariance learning rates", 1.0)
+    step_size: str = _doc("'csa' (cumulative), 'tpa' (two-point) or 'auto' (TPA from 300 "
+                          "parameters, as pycma)", "auto")
 
     def validate(self) -> None:
         _at_least("sepcma.mu", self.mu, 0)
         _positive("sepcma.cov_scale", self.cov_scale)
+        _one_of("sepcma.step_size", self.step_size, STEP_SIZE_RULES)
 
 
 @dataclass(frozen=True)

@@ -86,19 +86,58 @@ class SeedNoise:
         return SeededDirections(seed, generation, count, dim)
 
 
+#: Bytes of regenerated directions one generation keeps for reuse: a generation draws each
+#: direction for its members' parameters and again for every weighted sum of the update, and
+#: regenerating (seeding a generator, drawing d normals) is what a black-box generation costs
+#: at d = 1000. Past the cap a direction is regenerated each time, so memory stays bounded.
+CACHE_BYTES = 32 * 2**20
+
+
 class SeededDirections:
     def __init__(self, seed: int, generation: int, count: int, dim: int) -> None:
         self.seed, self.generation, self.count, self.dim = seed, generation, count, dim
+        self._cache: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
         return self.count
 
     def vector(self, k: int) -> np.ndarray:
+        """Direction k, read-only (it may be the kept copy)."""
+        cached = self._cache.get(k)
+        if cached is not None:
+            return cached
         rng = generator(self.seed, self.generation, k, TAG_DIRECTION)
-        return rng.standard_normal(self.dim, dtype=np.float32)
+        eps = rng.standard_normal(self.dim, dtype=np.float32)
+        eps.flags.writeable = False
+        if (len(self._cache) + 1) * eps.nbytes <= CACHE_BYTES:
+            self._cache[k] = eps
+        return eps
 
     def weighted_sum(self, weights: np.ndarray, squared: bool = False) -> np.ndarray:
         return _stream_weighted_sum(weights, self.vector, self.dim, squared)
+
+
+class ReplacedDirections:
+    """Shared directions with a few replaced by given unit-variance-scale vectors (a strategy's
+    own test points, such as sep-CMA-ES's two-point step-size adaptation along the last mean
+    shift). Every rank computes the replacements from the same state, so they never travel."""
+
+    def __init__(self, base: Perturbations, replaced: dict[int, np.ndarray]) -> None:
+        if any(not 0 <= k < len(base) for k in replaced):
+            raise IndexError(f"replaced directions {sorted(replaced)} outside 0..{len(base) - 1}")
+        self.base = base
+        self.replaced = {k: np.asarray(v, dtype=np.float32) for k, v in replaced.items()}
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def vector(self, k: int) -> np.ndarray:
+        replaced = self.replaced.get(k)
+        return replaced if replaced is not None else self.base.vector(k)
+
+    def weighted_sum(self, weights: np.ndarray, squared: bool = False) -> np.ndarray:
+        dim = self.vector(0).size
+        return _stream_weighted_sum(weights, self.vector, dim, squared)
 
 
 def _stream_weighted_sum(

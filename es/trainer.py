@@ -111,7 +111,7 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
                     lr_sigma=config.snes.lr_sigma or None)
     if es_cfg.strategy == "sepcma":
         return SepCMA(theta0, **common, mu=config.sepcma.mu or None,
-                      cov_scale=config.sepcma.cov_scale)
+                      cov_scale=config.sepcma.cov_scale, step_size=config.sepcma.step_size)
     if es_cfg.strategy == "ars":
         return ARS(theta0, **common, lr=config.ars.lr, top=config.ars.top or None)
     if es_cfg.strategy == "pgpe":

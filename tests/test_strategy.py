@@ -164,6 +164,45 @@ def test_perturbations_are_pure_functions_of_seed_generation_and_index(table):
     assert abs(float(np.std(table.table)) - 1.0) < 0.01
 
 
+def test_regenerated_directions_are_kept_up_to_the_cap_and_read_only(monkeypatch):
+    """A generation keeps the directions it regenerated (each is needed for the parameters and
+    again for each weighted sum) up to ``CACHE_BYTES``; past it they are regenerated. Either
+    way the vectors, and so every result, are the same."""
+    import es.noise
+
+    fresh = [SeedNoise().sample(4, 1, 6, 100).vector(k) for k in range(6)]
+    monkeypatch.setattr(es.noise, "CACHE_BYTES", 3 * 100 * 4)  # room for three directions
+    directions = SeedNoise().sample(4, 1, 6, 100)
+    vectors = [directions.vector(k) for k in range(6)]
+    assert sorted(directions._cache) == [0, 1, 2]
+    assert directions.vector(1) is vectors[1] and directions.vector(4) is not vectors[4]
+    for got, want in zip(vectors, fresh, strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="read-only"):
+        vectors[0] += 1.0
+    weights = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(directions.weighted_sum(weights),
+                                  SeedNoise().sample(4, 1, 6, 100).weighted_sum(weights))
+
+
+def test_replaced_directions_stream_like_the_others(table):
+    from es.noise import ReplacedDirections
+
+    base = table.sample(seed=2, generation=3, count=4, dim=20)
+    line = np.linspace(-1.0, 1.0, 20)
+    replaced = ReplacedDirections(base, {0: line, 1: -line})
+    assert len(replaced) == 4 and replaced.vector(0).dtype == np.float32
+    np.testing.assert_array_equal(replaced.vector(1), -line.astype(np.float32))
+    np.testing.assert_array_equal(replaced.vector(2), base.vector(2))
+    dense = np.stack([replaced.vector(k) for k in range(4)]).astype(np.float64)
+    weights = np.array([0.5, -1.0, 2.0, 0.25], dtype=np.float32)
+    np.testing.assert_allclose(replaced.weighted_sum(weights), weights @ dense, rtol=1e-5)
+    np.testing.assert_allclose(replaced.weighted_sum(weights, squared=True),
+                               weights @ dense**2, rtol=1e-5)
+    with pytest.raises(IndexError, match="outside 0..3"):
+        ReplacedDirections(base, {4: line})
+
+
 def test_noise_table_must_cover_the_parameters():
     with pytest.raises(ValueError, match="smaller than"):
         NoiseTable.build(1000, 0).sample(0, 0, 2, 2000)

@@ -11,18 +11,23 @@ from conftest import load_params, read_progress, run_cli
 from es.config import STRATEGY_NAMES
 
 # Members not divisible by 2 or 3 ranks: 5 mirrored pairs; 7 unmirrored members for CMA-ES,
-# which samples its own (not mirrored) population.
-MEMBERS = {"cma": ["--set", "es.mirrored=false", "--set", "es.population=7"]}
+# which samples its own (not mirrored) population. ``sepcma-tpa``: sep-CMA-ES with two-point
+# step-size adaptation (its default from 300 parameters), whose first two members every rank
+# places along the last mean shift itself.
+SETTINGS = {"cma": ["--set", "es.mirrored=false", "--set", "es.population=7"],
+            "sepcma-tpa": ["--set", "sepcma.step_size=tpa"]}
+VARIANTS = [*STRATEGY_NAMES, "sepcma-tpa"]
 BASE = ["configs/pendulum.toml", "--set", "policy.kind=linear", "--set", "es.population=10",
         "--set", "run.eval_every=2", "--set", "env.max_episode_steps=60", "--quiet"]
 
 
-def args(strategy: str, *extra: str) -> list[str]:
-    return ["es-train", *BASE, "--set", f"es.strategy={strategy}", *MEMBERS.get(strategy, []),
+def args(variant: str, *extra: str) -> list[str]:
+    strategy = variant.partition("-")[0]
+    return ["es-train", *BASE, "--set", f"es.strategy={strategy}", *SETTINGS.get(variant, []),
             *extra]
 
 
-@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("strategy", VARIANTS)
 def test_parameters_are_bit_identical_for_any_rank_count_and_schedule(tmp_path, strategy):
     params = {}
     for ranks, schedule in ((None, "static"), (1, "static"), (2, "dynamic"), (3, "static")):
@@ -37,7 +42,7 @@ def test_parameters_are_bit_identical_for_any_rank_count_and_schedule(tmp_path, 
         assert np.array_equal(value, plain), f"{strategy}: {key} differs from the plain run"
 
 
-@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("strategy", VARIANTS)
 def test_resume_on_another_rank_count_is_exact(tmp_path, strategy):
     whole, split = tmp_path / "whole", tmp_path / "split"
     done = run_cli(args(strategy, "--set", "run.generations=4", "--run-dir", str(whole)))
@@ -51,7 +56,7 @@ def test_resume_on_another_rank_count_is_exact(tmp_path, strategy):
     assert np.array_equal(load_params(split), load_params(whole)), strategy
 
 
-@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("strategy", VARIANTS)
 def test_bytes_per_generation_do_not_grow_with_the_parameters(tmp_path, strategy):
     sent = {}
     for policy in (["--set", "policy.kind=linear"],

@@ -178,14 +178,16 @@ class NoiseStrategy:
 
     def ask(self) -> NoiseGeneration:
         if self._pending is None:
-            directions = self.noise.sample(
-                self.seed, self.generation, self.num_directions, self.theta.size
-            )
             self._pending = NoiseGeneration(
                 self.generation, self.theta, self.scale, self.mirrored, self.population,
-                directions,
+                self._directions(),
             )
         return self._pending
+
+    def _directions(self) -> Perturbations:
+        """This generation's directions: the shared noise's (a strategy that places some
+        members itself replaces those)."""
+        return self.noise.sample(self.seed, self.generation, self.num_directions, self.theta.size)
 
     def _fitness(self, fitness: np.ndarray) -> np.ndarray:
         """The generation's fitness, checked; a failed evaluation below every other."""
