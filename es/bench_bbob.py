@@ -107,13 +107,14 @@ def known_methods() -> list[str]:
 
 
 def run_ours(method: str, fun: Callable, x0: np.ndarray, sigma0: float, budget: int, seed: int,
-             restarts: int = 0, bipop: bool = False, ftarget: float | None = SOLVED) -> Any:
+             restarts: int = 0, bipop: bool = False, ftarget: float | None = SOLVED,
+             vectorized: bool = False) -> Any:
     """``es.minimize(fun, x0, sigma0, method=method, ...)`` with its default stopping
     criteria."""
     import es
 
     return es.minimize(fun, x0, sigma0, method=method, seed=seed, max_evals=budget,
-                       ftarget=ftarget, restarts=restarts, bipop=bipop)
+                       ftarget=ftarget, restarts=restarts, bipop=bipop, vectorized=vectorized)
 
 
 def pycma_options(method: str, budget: int, seed: int, ftarget: float | None) -> dict:
@@ -450,14 +451,14 @@ def run_highdim(job: tuple[str, str, int, int, int, float]) -> dict[str, Any]:
         else:  # ours stop at max_evals or by themselves: no time limit
             counter = Counter(function, budget, None)
             result = run_ours(method, counter, np.full(dim, X0_HIGHDIM), SIGMA0_HIGHDIM,
-                              budget, seed, ftarget=None)
+                              budget, seed, ftarget=None, vectorized=True)
             generations = result.ngen
             popsize = round(counter.nfev / max(generations, 1))
     ended = time.perf_counter()
     setup = (counter.first_call or ended) - started
     stopped = ("budget" if counter.nfev >= budget else
                "time" if method in PYCMA and ended - started >= max_seconds else "own stop")
-    return {"function": name, "dim": dim, "method": method, "popsize": popsize,
+    return {"function": name, "dim": dim, "method": method, "seed": seed, "popsize": popsize,
             "generations": generations, "evals": min(counter.nfev, budget), "budget": budget,
             "setup_s": setup, "seconds": ended - started,
             "ms_per_generation": 1e3 * (ended - started - setup) / max(generations, 1),
@@ -476,17 +477,20 @@ def highdim(args: argparse.Namespace) -> int:
              ("--jobs", args.jobs, 1))
     if not 0 < args.max_seconds < math.inf:
         raise ValueError(f"--max-seconds {args.max_seconds}: must be a finite number > 0")
-    jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), args.seed, args.max_seconds)
-            for d in dims for f in functions for m in methods]
+    seeds = parse_ints("--seeds", args.seeds, 1)
+    jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), seed, args.max_seconds)
+            for d in dims for f in functions for m in methods for seed in seeds]
 
     def progress(row: dict[str, Any]) -> None:
-        print(f"{row['function']:>9} d={row['dim']:<6} {row['method']:>10}: "
+        print(f"{row['function']:>9} d={row['dim']:<6} {row['method']:>10} seed {row['seed']}: "
               f"{row['ms_per_generation']:.2f} ms/generation, {row['generations']} generations"
               f", best f {row['best_f']:.3g} ({row['stopped']})", flush=True)
 
     rows = run_jobs(run_highdim, jobs, args.jobs, progress)
     for row in rows:  # compare at the evaluations the shortest run of its group reached
-        group = [r for r in rows if (r["function"], r["dim"]) == (row["function"], row["dim"])]
+        group = [r for r in rows
+                 if (r["function"], r["dim"], r["seed"]) == (row["function"], row["dim"],
+                                                             row["seed"])]
         full = next((r for r in group if r["method"] == "pycma"), None)
         row["common_evals"] = min(r["evals"] for r in group)
         row["f_at_common_evals"] = row["best_f"] if row["evals"] <= row["common_evals"] else min(
@@ -495,19 +499,46 @@ def highdim(args: argparse.Namespace) -> int:
                                  if full else math.nan)
     for row in rows:
         del row["trace"]
+    summary = highdim_summary(rows)
     out = Path(args.out or "bench-results/highdim")
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "highdim.csv", rows)
-    columns = ["function", "dim", "method", "popsize", "generations", "ms_per_generation",
-               "pycma_ms_ratio", "evals", "best_f", "stopped", "common_evals",
-               "f_at_common_evals"]
+    write_csv(out / "summary.csv", summary)
+    columns = ["function", "dim", "method", "seeds", "popsize", "generations",
+               "ms_per_generation", "pycma_ms_ratio", "evals", "best_f", "best_f_range",
+               "common_evals", "f_at_common_evals"]
     from es.bench import markdown
 
     table = (f"## es-bench highdim: budget {args.evals_per_dim}·d (at most {args.max_evals}), "
-             f"pycma stopped after {args.max_seconds:g} s\n\n" + markdown(rows, columns))
+             f"pycma stopped after {args.max_seconds:g} s; medians over seeds {args.seeds}\n\n"
+             + markdown(summary, columns))
     (out / "results.md").write_text(table)
     print("\n" + table)
     return 0
+
+
+def highdim_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (function, dim, method): medians over the seeds (``best_f_range``: the
+    lowest and highest best f)."""
+    summary = []
+    for key in dict.fromkeys((r["function"], r["dim"], r["method"]) for r in rows):
+        group = [r for r in rows if (r["function"], r["dim"], r["method"]) == key]
+        best = [r["best_f"] for r in group]
+
+        def median(column: str, group: list[dict[str, Any]] = group) -> float:
+            return float(np.median([r[column] for r in group]))
+
+        summary.append({
+            "function": key[0], "dim": key[1], "method": key[2], "seeds": len(group),
+            "popsize": group[0]["popsize"], "generations": round(median("generations")),
+            "ms_per_generation": median("ms_per_generation"),
+            "pycma_ms_ratio": median("pycma_ms_ratio"), "evals": round(median("evals")),
+            "best_f": float(np.median(best)),
+            "best_f_range": f"{min(best):.3g}..{max(best):.3g}",
+            "common_evals": round(median("common_evals")),
+            "f_at_common_evals": median("f_at_common_evals"),
+        })
+    return summary
 
 
 def add_parsers(commands: Any) -> None:
@@ -532,7 +563,7 @@ def add_parsers(commands: Any) -> None:
     high.add_argument("--max-evals", type=int, default=1_000_000)
     high.add_argument("--max-seconds", type=float, default=120.0,
                       help="wall-time limit of a pycma run (ours always finish their budget)")
-    high.add_argument("--seed", type=int, default=1)
+    high.add_argument("--seeds", default="1", help="seeds, e.g. 1-5 (medians reported)")
     high.add_argument("--jobs", type=int, default=1, help="processes (skews the timings)")
     high.add_argument("--out", help="output folder (default bench-results/highdim)")
 

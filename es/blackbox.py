@@ -255,6 +255,7 @@ def minimize(
     *,
     method: str = "auto",
     workers: int = 1,
+    vectorized: bool = False,
     restarts: int = 0,
     bipop: bool = False,
     popsize: int | None = None,
@@ -276,6 +277,11 @@ def minimize(
     budget (``max_evals``, ``max_generations`` or ``timeout_s``) ``max_evals`` is
     1e4 * dimension. ``restarts``/``bipop``: IPOP or BIPOP restarts at local stops.
 
+    ``vectorized=True``: ``fun`` takes an ``(n, d)`` array of candidates and returns ``n``
+    values (as pycma's ``parallel_objective``, or a NumPy function written over rows), one
+    call per generation (per worker or rank, on its share). The result is the same for any
+    number of workers if a row's value does not depend on the other rows.
+
     ``workers=N`` evaluates each generation on N MPI worker processes that it spawns (the
     function is shipped with cloudpickle, so lambdas and closures from a notebook work). The
     workers do not run the caller's main script again, so scripts without an
@@ -295,7 +301,7 @@ def minimize(
                         max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
                         tolfun=tolfun, tolx=tolx, stagnation=stagnation, timeout_s=timeout_s,
                         **strategy_options)
-    with make_evaluator(fun, workers) as evaluate:
+    with make_evaluator(fun, workers, vectorized) as evaluate:
         while not optimizer.stop():
             candidates = optimizer.ask()
             optimizer.tell(candidates, evaluate(candidates))

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from es.comm import MPIComm, under_mpi_launcher
-from es.exchange import spread
+from es.exchange import gather_in_order, round_robin, spread
 
 if TYPE_CHECKING:
     from mpi4py.futures import MPIPoolExecutor
 
 Evaluate = Callable[[np.ndarray], np.ndarray]
-_LOADED: dict[bytes, Callable[[np.ndarray], float]] = {}  # per worker: functions by digest
+_LOADED: dict[bytes, Callable[[np.ndarray], Any]] = {}  # per worker: functions by digest
 
 LAUNCHER = "mpiexec"
 #: Workers start in ~0.5 s; a spawn still waiting after this long has failed (MPICH's
@@ -41,26 +41,38 @@ class WorkerStartError(RuntimeError):
     """Spawned workers could not start; the message says what to do instead."""
 
 
-def _evaluate_rows(blob: bytes, rows: np.ndarray) -> list[float]:
-    """Worker side: unpickle the function once (cloudpickle), evaluate each row."""
+def values_of(fun: Callable[[np.ndarray], Any], rows: np.ndarray,
+              vectorized: bool) -> np.ndarray:
+    """``fun`` of each row, as float64: one call per row, or with ``vectorized`` one call on
+    all rows that must return one value per row."""
+    if not vectorized:
+        return np.array([float(fun(row)) for row in rows], dtype=np.float64)
+    values = np.asarray(fun(rows), dtype=np.float64).ravel()
+    if values.size != len(rows):
+        raise ValueError(f"vectorized fun returned {values.size} values for {len(rows)} rows: "
+                         "it must return one value per row")
+    return values
+
+
+def _evaluate_rows(blob: bytes, rows: np.ndarray, vectorized: bool) -> list[float]:
+    """Worker side: unpickle the function once (cloudpickle), evaluate the rows."""
     key = hashlib.sha256(blob).digest()
     if key not in _LOADED:
         import cloudpickle
 
         _LOADED[key] = cloudpickle.loads(blob)
-    function = _LOADED[key]
-    return [float(function(row)) for row in rows]
+    return values_of(_LOADED[key], rows, vectorized).tolist()
 
 
-def _serial(fun: Callable[[np.ndarray], float]) -> Evaluate:
-    return lambda rows: np.array([float(fun(row)) for row in rows])
-
-
-def _ranks(fun: Callable[[np.ndarray], float], comm: MPIComm) -> Evaluate:
-    """Under mpiexec: rank r evaluates rows r, r + size, ...; one gather of the values."""
+def _ranks(fun: Callable[[np.ndarray], Any], comm: MPIComm, vectorized: bool) -> Evaluate:
+    """Under mpiexec: rank r evaluates rows r, r + size, ... (in one call if ``vectorized``);
+    one gather of the values."""
 
     def evaluate(rows: np.ndarray) -> np.ndarray:
-        return spread(comm, len(rows), lambda i: fun(rows[i]))
+        if not vectorized:
+            return spread(comm, len(rows), lambda i: fun(rows[i]))
+        shares = round_robin(len(rows), comm.size)
+        return gather_in_order(comm, shares, values_of(fun, rows[shares[comm.rank]], True))
 
     return evaluate
 
@@ -129,18 +141,21 @@ def _start(workers: int) -> MPIPoolExecutor:
 
 
 @contextlib.contextmanager
-def make_evaluator(fun: Callable[[np.ndarray], float], workers: int = 1) -> Iterator[Evaluate]:
+def make_evaluator(fun: Callable[[np.ndarray], Any], workers: int = 1,
+                   vectorized: bool = False) -> Iterator[Evaluate]:
     """The evaluator for ``workers`` (spawned worker processes; 1: this process), or the
-    ranks of the enclosing ``mpiexec`` job when there is one."""
+    ranks of the enclosing ``mpiexec`` job when there is one. ``vectorized``: ``fun`` takes a
+    block of rows and returns one value per row (each worker or rank calls it once on its
+    share)."""
     if workers < 1:
         raise ValueError(f"workers {workers}: must be >= 1")
     if under_mpi_launcher():
         comm = MPIComm()
         if comm.size > 1:
-            yield _ranks(fun, comm)
+            yield _ranks(fun, comm, vectorized)
             return
     if workers == 1:
-        yield _serial(fun)
+        yield lambda rows: values_of(fun, rows, vectorized)
         return
     import cloudpickle
 
@@ -149,7 +164,8 @@ def make_evaluator(fun: Callable[[np.ndarray], float], workers: int = 1) -> Iter
 
         def evaluate(rows: np.ndarray) -> np.ndarray:
             chunks = np.array_split(rows, min(workers, len(rows)))
-            parts = pool.map(_evaluate_rows, [blob] * len(chunks), chunks)
+            parts = pool.map(_evaluate_rows, [blob] * len(chunks), chunks,
+                             [vectorized] * len(chunks))
             return np.array([value for part in parts for value in part])
 
         yield evaluate
