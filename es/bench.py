@@ -5,6 +5,7 @@
     es-bench comm --params 1e4,1e5,1e6 --population 256,1024
     es-bench bbob --dims 2,5,10 --methods auto,pycma --jobs 2   # see es.bench_bbob
     es-bench highdim --dims 1000 --methods auto,pycma,pycma-diag
+    es-bench suite configs/suites/mujoco.toml --seeds 0-4      # see es.bench_suite
 
 For each rank count it launches ``mpiexec -n N es-train`` itself (several repetitions), reads
 the run's ``progress.csv`` and reports generations/s, env steps/s, parallel efficiency against
@@ -438,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     from es import bench_bbob  # numpy: imported only here, as late as the parser
 
     bench_bbob.add_parsers(commands)  # bbob, highdim
+    from es import bench_suite
+
+    bench_suite.add_parser(commands)
     worker = commands.add_parser("comm-worker")  # run by `es-bench comm` under mpiexec
     for option in ("--params", "--population", "--csv"):
         worker.add_argument(option, required=True)
@@ -446,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in bench_bbob.COMMANDS:
             return bench_bbob.COMMANDS[args.command](args)
+        if args.command == "suite":
+            return bench_suite.run_suite(args)
         check_args(args)
         if args.command == "comm-worker":
             comm_worker(parse_counts("--params", args.params),

@@ -12,6 +12,7 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import logging  # noqa: E402
 import shutil  # noqa: E402
 import socket  # noqa: E402
@@ -351,13 +352,15 @@ def eval_main(argv: list[str] | None = None) -> int:
                         help="stop the video after this many steps (default: the episode)")
     parser.add_argument("--random", action="store_true",
                         help="evaluate a uniformly random policy on the same episodes instead")
+    parser.add_argument("--json", metavar="PATH",
+                        help="also write every episode's return and length to PATH (JSON)")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         return _fail("es-eval", f"--episodes {args.episodes}: must be >= 1")
 
     import numpy as np
 
-    from es.checkpoint import load_policy
+    from es.checkpoint import load_policy, write_atomically
     from es.config import ConfigError, load_config
     from es.envs import env_from_config
     from es.rollout import random_policy, safe_episode
@@ -408,6 +411,15 @@ def eval_main(argv: list[str] | None = None) -> int:
         + (f"; {failed} of {args.episodes} episodes failed and are not in these figures"
            if failed else "")
     )
+    if args.json:
+        record = {"env": policy.env_id, "generation": policy.generation, "seed": args.seed,
+                  "random": args.random, "episodes": args.episodes, "failed": failed,
+                  "returns": returns.tolist(), "lengths": lengths.tolist()}
+        payload = (json.dumps(record, indent=1) + "\n").encode()
+        try:
+            write_atomically(Path(args.json), lambda handle: handle.write(payload))
+        except OSError as error:
+            return _fail("es-eval", f"--json {args.json!r}: {error.strerror or error}")
     if args.video:
         return _write_video(config, act, args)
     return 0

@@ -66,7 +66,6 @@ from es.noise import NoiseSource, Perturbations, ReplacedDirections
 from es.strategies.base import NoiseStrategy, fitness_summary
 from es.strategies.shaping import by_rank
 
-
 #: From this dimension on, ``step_size="auto"`` is two-point adaptation (pycma's threshold).
 TPA_DIMENSION = 300
 STEP_SIZE_RULES = ("auto", "csa", "tpa")

@@ -1,0 +1,530 @@
+"""``es-bench suite``: tasks x strategies x seeds, each run a real ``mpiexec es-train``, its
+final policy scored on fresh episodes: success rates and times to thresholds over seeds.
+
+    es-bench suite configs/suites/mujoco.toml --tasks swimmer,halfcheetah --seeds 0-4
+    es-bench suite configs/suites/mujoco.toml --strategies openai,ars --jobs 1 --ranks 2
+
+A suite file names its tasks; each gives its thresholds, a budget (``budget_s`` wall seconds of
+training and/or ``budget_steps`` env steps) and one config per strategy::
+
+    eval_episodes = 5        # thresholds are judged on evaluations of at least this many
+    final_episodes = 20      # the final policy's score: this many fresh episodes
+
+    [tasks.halfcheetah]
+    thresholds = [3430, 5000]
+    budget_s = 180
+    strategies = { openai = "configs/halfcheetah.toml", ars = "configs/halfcheetah_ars.toml" }
+    # or a config plus overrides, as es-train --set takes them:
+    # strategies.snes = { config = "configs/halfcheetah.toml", set = ["es.strategy=snes"] }
+
+A run is ``mpiexec -n RANKS es-train CONFIG --set run.seed=SEED`` with the budget as
+``run.max_seconds`` / ``run.max_timesteps``; it trains to its budget (no early stop, so the
+final score is the budget's), then ``es-eval --episodes FINAL --json`` scores the mean policy
+on the same fresh episodes (seeds 12345, 12346, ...) for every run. Times to a threshold are
+the training seconds (``time_s`` of ``progress.csv``: start-up excluded, resumed sessions
+added up) and env steps at the first evaluation that reached it. Thresholds are judged on
+evaluations of ``max(eval_episodes, the config's)`` episodes: a lucky pair of episodes does
+not count.
+
+The suite resumes: a run with its ``final.json`` is done and not redone; a run that was
+interrupted continues with ``es-train --resume`` (exact, see the README), and one killed
+before it wrote its config starts again. ``--jobs J`` runs J runs at a time, each on
+``--ranks`` ranks. Outputs in ``--out``: ``runs.csv`` (one row per run), ``results.md`` (per
+task and strategy: final score median/worst/best, seeds reaching each threshold, median and
+worst time and steps to it) and ``suite.png`` (median and quartile band of the evaluation
+return against training seconds and against steps, one line per strategy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import tomllib
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BIN = Path(sys.executable).parent
+FINAL_SEED = 12345  # es-eval's default: the same fresh episodes for every run
+SUITE_KEYS = {"eval_episodes", "final_episodes", "tasks"}
+TASK_KEYS = {"thresholds", "budget_s", "budget_steps", "strategies"}
+NO_GENERATION_LIMIT = 10**9  # the budget ends a run, not run.generations
+
+
+@dataclass(frozen=True)
+class Entry:
+    config: str
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    thresholds: tuple[float, ...]
+    budget_s: float
+    budget_steps: int
+    configs: dict[str, Entry]  # strategy -> its config and overrides
+
+
+@dataclass(frozen=True)
+class Suite:
+    eval_episodes: int
+    final_episodes: int
+    tasks: dict[str, Task]
+
+
+@dataclass(frozen=True)
+class Run:
+    task: Task
+    strategy: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.task.name}-{self.strategy}-seed{self.seed}"
+
+
+def _number(where: str, value: Any, integer: bool = False, minimum: float = 0.0) -> float:
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) \
+            or value < minimum:
+        kind = "an integer" if integer else "a finite number"
+        bound = f" >= {minimum:g}" if math.isfinite(minimum) else ""
+        raise ValueError(f"{where} = {value!r}: must be {kind}{bound}")
+    return value
+
+
+def load_suite(path: Path) -> Suite:
+    """The suite file, checked: one-line errors naming the bad key."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as error:
+        raise ValueError(f"suite {str(path)!r}: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"suite {str(path)!r}: not valid TOML ({error})") from None
+    unknown = sorted(set(data) - SUITE_KEYS)
+    if unknown:
+        raise ValueError(f"suite {str(path)!r}: unknown key {unknown[0]!r} "
+                         f"(allowed: {', '.join(sorted(SUITE_KEYS))})")
+    tasks: dict[str, Task] = {}
+    for name, entry in (data.get("tasks") or {}).items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"tasks.{name}: expected a table")
+        unknown = sorted(set(entry) - TASK_KEYS)
+        if unknown:
+            raise ValueError(f"tasks.{name}.{unknown[0]}: unknown key "
+                             f"(allowed: {', '.join(sorted(TASK_KEYS))})")
+        thresholds = entry.get("thresholds", [])
+        if not isinstance(thresholds, list) or not thresholds:
+            raise ValueError(f"tasks.{name}.thresholds: expected a non-empty list of numbers")
+        budget_s = _number(f"tasks.{name}.budget_s", entry.get("budget_s", 0))
+        budget_steps = _number(f"tasks.{name}.budget_steps", entry.get("budget_steps", 0),
+                               integer=True)
+        if not budget_s and not budget_steps:
+            raise ValueError(f"tasks.{name}: give budget_s or budget_steps (or both)")
+        strategies = entry.get("strategies")
+        if not isinstance(strategies, dict) or not strategies:
+            raise ValueError(f"tasks.{name}.strategies: expected {{strategy = \"config.toml\"}}")
+        configs = {strategy: parse_entry(f"tasks.{name}.strategies.{strategy}", value)
+                   for strategy, value in strategies.items()}
+        for strategy, item in configs.items():
+            check_config(f"tasks.{name}.strategies.{strategy}", config_path(path, item.config),
+                         item.overrides, strategy)
+        tasks[name] = Task(name, tuple(float(_number(f"tasks.{name}.thresholds", t,
+                                                     minimum=-math.inf)) for t in thresholds),
+                           float(budget_s), int(budget_steps), dict(configs))
+    if not tasks:
+        raise ValueError(f"suite {str(path)!r}: no [tasks.NAME] in it")
+    eval_episodes = int(_number("eval_episodes", data.get("eval_episodes", 5), integer=True))
+    final_episodes = int(_number("final_episodes", data.get("final_episodes", 20), integer=True))
+    if eval_episodes < 1 or final_episodes < 1:
+        raise ValueError("eval_episodes and final_episodes must be >= 1")
+    return Suite(eval_episodes, final_episodes, tasks)
+
+
+def parse_entry(where: str, value: Any) -> Entry:
+    """``"config.toml"`` or ``{ config = "config.toml", set = ["key=value", ...] }``."""
+    if isinstance(value, str):
+        return Entry(value)
+    if isinstance(value, dict) and set(value) <= {"config", "set"} and isinstance(
+            value.get("config"), str) and isinstance(value.get("set", []), list) and all(
+            isinstance(item, str) for item in value.get("set", [])):
+        return Entry(value["config"], tuple(value.get("set", [])))
+    raise ValueError(f"{where}: expected \"config.toml\" or {{ config = \"config.toml\", "
+                     "set = [\"key=value\", ...] }")
+
+
+def config_path(suite_file: Path, config: str) -> Path:
+    """Configs are paths relative to the working folder, or else to the suite file."""
+    return Path(config) if Path(config).is_file() else Path(suite_file).parent / config
+
+
+def check_config(where: str, config: Path, overrides: tuple[str, ...], strategy: str) -> None:
+    """The config loads (with its overrides) and trains with the strategy it is listed
+    under."""
+    from es.config import ConfigError, load_config
+
+    try:
+        loaded = load_config(config, list(overrides))
+    except ConfigError as error:
+        raise ValueError(f"{where}: {error}") from None
+    if loaded.es.strategy != strategy:
+        raise ValueError(f"{where}: {str(config)!r} trains with es.strategy = "
+                         f"{loaded.es.strategy!r}, not {strategy!r}")
+
+
+def config_eval_episodes(config: Path, overrides: tuple[str, ...]) -> int:
+    from es.config import load_config
+
+    return load_config(config, list(overrides)).run.eval_episodes
+
+
+def train_command(run: Run, suite: Suite, suite_file: Path, run_dir: Path, ranks: int,
+                  launcher: list[str]) -> list[str]:
+    """Resume an interrupted run; else start it from its config."""
+    if (run_dir / "config.toml").is_file():
+        return [*launcher, "-n", str(ranks), str(BIN / "es-train"), "--resume", str(run_dir),
+                "--quiet"]
+    entry = run.task.configs[run.strategy]
+    config = config_path(suite_file, entry.config)
+    episodes = max(suite.eval_episodes, config_eval_episodes(config, entry.overrides))
+    overrides = [*entry.overrides, f"run.seed={run.seed}",
+                 f"run.generations={NO_GENERATION_LIMIT}", f"run.eval_episodes={episodes}",
+                 f"run.max_seconds={run.task.budget_s}",
+                 f"run.max_timesteps={run.task.budget_steps}"]
+    sets = [item for override in overrides for item in ("--set", override)]
+    return [*launcher, "-n", str(ranks), str(BIN / "es-train"), str(config), "--run-dir",
+            str(run_dir), "--quiet", *sets]
+
+
+def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
+            launcher: list[str]) -> dict[str, Any]:
+    """Train (or resume) one run, score its final policy; its row of ``runs.csv``."""
+    run_dir = out / "runs" / run.name
+    final = run_dir / "final.json"
+    if not final.is_file():
+        if run_dir.exists() and not (run_dir / "config.toml").is_file():
+            shutil.rmtree(run_dir)  # killed before es-train wrote anything to resume from
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        command = train_command(run, suite, suite_file, run_dir, ranks, launcher)
+        returncode, stderr = supervised(command)
+        if returncode != 0:
+            raise RuntimeError(f"{run.name}: es-train exited with {returncode}: "
+                               f"{_last_line(stderr)}")
+        score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--episodes",
+                                str(suite.final_episodes), "--seed", str(FINAL_SEED),
+                                "--json", str(final)], capture_output=True, text=True)
+        if score.returncode != 0:
+            raise RuntimeError(f"{run.name}: es-eval exited with {score.returncode}: "
+                               f"{_last_line(score.stderr)}")
+    return run_row(run, run_dir)
+
+
+_LIVE: set[subprocess.Popen] = set()  # training processes running now
+_LIVE_LOCK = threading.Lock()
+
+
+def supervised(command: list[str]) -> tuple[int, str]:
+    """Run ``command``, known to ``stop_all`` while it runs; (exit code, stderr)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    with _LIVE_LOCK:
+        _LIVE.add(process)
+    try:
+        _, stderr = process.communicate()
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(process)
+    return process.returncode, stderr
+
+
+def stop_all(grace_s: float = 60.0) -> None:
+    """Interrupt every running training (SIGINT: es-train checkpoints on its way out, so the
+    next ``es-bench suite`` resumes it) and wait for them; kill what is still there after
+    ``grace_s``."""
+    with _LIVE_LOCK:
+        processes = list(_LIVE)
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+    for process in processes:
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "(no message)"
+
+
+def read_progress(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "progress.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def evaluations(rows: list[dict[str, str]]) -> list[tuple[float, int, float]]:
+    """(training seconds, env steps, eval return) of every evaluation of the mean policy."""
+    return [(float(r["time_s"]), int(r["timesteps"]), float(r["eval_return"]))
+            for r in rows if r.get("eval_return")]
+
+
+def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
+    rows = read_progress(run_dir)
+    evals = evaluations(rows)
+    final = json.loads((run_dir / "final.json").read_text())
+    returns = np.array(final["returns"], dtype=np.float64)
+    row: dict[str, Any] = {
+        "task": run.task.name, "strategy": run.strategy, "seed": run.seed,
+        "config": " ".join([run.task.configs[run.strategy].config,
+                            *run.task.configs[run.strategy].overrides]),
+        "budget_s": run.task.budget_s,
+        "budget_steps": run.task.budget_steps, "generations": int(rows[-1]["generation"]) + 1,
+        "train_s": float(rows[-1]["time_s"]), "steps": int(rows[-1]["timesteps"]),
+        "best_eval": max((e for _, _, e in evals), default=math.nan),
+        "final_mean": float(returns.mean()), "final_std": float(returns.std()),
+        "final_min": float(returns.min()), "final_episodes": len(returns),
+        "final_failed": int(final["failed"]),
+    }
+    for threshold in run.task.thresholds:
+        first = next(((t, s) for t, s, e in evals if e >= threshold), None)
+        row[f"time_to_{threshold:g}"] = first[0] if first else ""
+        row[f"steps_to_{threshold:g}"] = first[1] if first else ""
+    return row
+
+
+def summary_rows(rows: list[dict[str, Any]], tasks: dict[str, Task]) -> list[dict[str, Any]]:
+    """Per task and strategy: the final score over seeds and, per threshold, how many seeds
+    reached it and the median and worst time and steps (worst: "—" unless every seed did)."""
+    summary = []
+    for key in dict.fromkeys((r["task"], r["strategy"]) for r in rows):
+        group = [r for r in rows if (r["task"], r["strategy"]) == key]
+        finals = [r["final_mean"] for r in group]
+        entry: dict[str, Any] = {
+            "task": key[0], "strategy": key[1], "seeds": len(group),
+            "final_median": float(np.median(finals)), "final_worst": min(finals),
+            "final_best": max(finals),
+        }
+        for threshold in tasks[key[0]].thresholds:
+            times = [r[f"time_to_{threshold:g}"] for r in group]
+            steps = [r[f"steps_to_{threshold:g}"] for r in group]
+            reached = [(t, s) for t, s in zip(times, steps, strict=True) if t != ""]
+            everyone = len(reached) == len(group)
+            entry[f"reached_{threshold:g}"] = f"{len(reached)}/{len(group)}"
+            # Seeds that never reached it count as infinitely slow: the median exists only
+            # while at least half of them did.
+            ordered = sorted([t for t, _ in reached] + [math.inf] * (len(group) - len(reached)))
+            ordered_steps = sorted([s for _, s in reached]
+                                   + [math.inf] * (len(group) - len(reached)))
+            entry[f"median_s_{threshold:g}"] = _median_or_dash(ordered)
+            entry[f"worst_s_{threshold:g}"] = max(t for t, _ in reached) if everyone else "—"
+            entry[f"median_steps_{threshold:g}"] = _median_or_dash(ordered_steps)
+            entry[f"worst_steps_{threshold:g}"] = (max(s for _, s in reached) if everyone
+                                                   else "—")
+        summary.append(entry)
+    return summary
+
+
+def _median_or_dash(ordered: list[float]) -> float | str:
+    value = float(np.median(ordered))
+    return value if math.isfinite(value) else "—"
+
+
+def markdown(summary: list[dict[str, Any]], tasks: dict[str, Task], title: str) -> str:
+    from es.bench import markdown as table
+
+    parts = [f"## {title}\n"]
+    for name, task in tasks.items():
+        rows = [r for r in summary if r["task"] == name]
+        if not rows:
+            continue
+        budget = " and ".join(part for part in (
+            f"{task.budget_s:g} s" if task.budget_s else "",
+            f"{task.budget_steps:,} steps" if task.budget_steps else "") if part)
+        parts.append(f"### {name} (budget {budget})\n")
+        parts.append(table(rows, [c for c in rows[0] if c != "task"]))
+    return "\n".join(parts)
+
+
+def curves(rows_by_run: dict[str, list[tuple[float, int, float]]], axis: int,
+           grid: np.ndarray) -> np.ndarray:
+    """Each run's latest evaluation at each grid point (NaN before its first): one row per
+    run."""
+    lines = []
+    for evals in rows_by_run.values():
+        xs = np.array([e[axis] for e in evals], dtype=np.float64)
+        ys = np.array([e[2] for e in evals], dtype=np.float64)
+        index = np.searchsorted(xs, grid, side="right") - 1
+        lines.append(np.where(index >= 0, ys[np.clip(index, 0, None)], np.nan))
+    return np.array(lines)
+
+
+def plot(rows: list[dict[str, Any]], out: Path, tasks: dict[str, Task]) -> Path | None:
+    """``suite.png``: per task, eval return against training seconds and against steps."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("es-bench suite: matplotlib not installed, no suite.png "
+              "(pip install -e '.[plot]')", file=sys.stderr)
+        return None
+    names = [name for name in tasks if any(r["task"] == name for r in rows)]
+    figure, axes = plt.subplots(len(names), 2, figsize=(11, 3.6 * len(names)), squeeze=False)
+    for line, name in enumerate(names):
+        for column, (axis, label) in enumerate(((0, "training seconds"), (1, "env steps"))):
+            ax = axes[line][column]
+            for strategy in dict.fromkeys(r["strategy"] for r in rows if r["task"] == name):
+                runs = {r["seed"]: evaluations(read_progress(out / "runs" / _name(r)))
+                        for r in rows if (r["task"], r["strategy"]) == (name, strategy)}
+                runs = {seed: evals for seed, evals in runs.items() if evals}
+                if not runs:
+                    continue
+                end = max(e[-1][axis] for e in runs.values())
+                grid = np.linspace(0.0, end, 200)
+                values = curves(runs, axis, grid)
+                with warnings.catch_warnings():  # all-NaN columns before the first eval
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    q1, median, q3 = np.nanpercentile(values, [25, 50, 75], axis=0)
+                ax.plot(grid, median, label=f"{strategy} ({len(runs)} seeds)")
+                ax.fill_between(grid, q1, q3, alpha=0.25)
+            for threshold in tasks[name].thresholds:
+                ax.axhline(threshold, color="grey", linewidth=0.8, linestyle=":")
+            ax.set_xlabel(label)
+            ax.set_ylabel("eval return")
+            ax.set_title(f"{name}: median and quartiles over seeds")
+            ax.legend(fontsize=8)
+    figure.tight_layout()
+    path = out / "suite.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _name(row: dict[str, Any]) -> str:
+    return f"{row['task']}-{row['strategy']}-seed{row['seed']}"
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def select(suite: Suite, tasks: str | None, strategies: str | None) -> list[Task]:
+    chosen = list(suite.tasks) if not tasks else [t.strip() for t in tasks.split(",")]
+    unknown = [t for t in chosen if t not in suite.tasks]
+    if unknown:
+        raise ValueError(f"--tasks {tasks!r}: {unknown[0]!r} is not in the suite (it has "
+                         f"{', '.join(suite.tasks)})")
+    picked = None if not strategies else [s.strip() for s in strategies.split(",")]
+    selected = []
+    for name in chosen:
+        task = suite.tasks[name]
+        configs = task.configs if picked is None else {
+            s: c for s, c in task.configs.items() if s in picked}
+        if picked is not None and not configs:
+            raise ValueError(f"--strategies {strategies!r}: task {name!r} has configs for "
+                             f"{', '.join(task.configs)} only")
+        selected.append(Task(task.name, task.thresholds, task.budget_s, task.budget_steps,
+                             configs))
+    return selected
+
+
+def suite(args: argparse.Namespace) -> int:
+    """``es-bench suite``: run what is not done yet, then write the tables and the plot."""
+    import shlex
+
+    from es.bench_bbob import parse_ints
+
+    suite_file = Path(args.suite)
+    spec = load_suite(suite_file)
+    tasks = select(spec, args.tasks, args.strategies)
+    seeds = parse_ints("--seeds", args.seeds, 0)
+    if args.jobs < 1 or args.ranks < 1:
+        raise ValueError(f"--jobs {args.jobs} --ranks {args.ranks}: both must be >= 1")
+    launcher = shlex.split(args.launcher) if args.launcher else [str(BIN / "mpiexec")]
+    out = Path(args.out or f"bench-results/suite-{suite_file.stem}")
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [Run(task, strategy, seed) for task in tasks for strategy in task.configs
+            for seed in seeds]
+    print(f"es-bench suite: {len(runs)} runs ({sum(1 for r in runs if _done(out, r))} done "
+          f"already), {args.jobs} at a time on {args.ranks} ranks each", flush=True)
+
+    def work(run: Run) -> dict[str, Any]:
+        row = execute(run, spec, suite_file, out, args.ranks, launcher)
+        print(f"  {run.name}: final {row['final_mean']:.1f} ± {row['final_std']:.1f} "
+              f"({row['final_episodes']} episodes), best eval {row['best_eval']:.1f}, "
+              f"{row['train_s']:.0f} s, {row['steps']:,} steps", flush=True)
+        return row
+
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
+    try:
+        rows = list(pool.map(work, runs))
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_all()
+        print(f"es-bench suite: interrupted; run it again to resume ({out})", file=sys.stderr)
+        raise
+    pool.shutdown()
+    chosen = {task.name: task for task in tasks}
+    write_csv(out / "runs.csv", rows)
+    summary = summary_rows(rows, chosen)
+    write_csv(out / "summary.csv", summary)
+    seeds_text = args.seeds
+    title = (f"es-bench suite {suite_file.name}: seeds {seeds_text}, mpiexec -n {args.ranks}, "
+             f"final score over {spec.final_episodes} fresh episodes, thresholds judged on "
+             f"evaluations of >= {spec.eval_episodes} episodes")
+    text = markdown(summary, chosen, title)
+    (out / "results.md").write_text(text)
+    print("\n" + text)
+    plot(rows, out, chosen)
+    return 0
+
+
+def run_suite(args: argparse.Namespace) -> int:
+    """``suite`` with Ctrl-C and SIGTERM stopping the trainings cleanly (exit 130)."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return suite(args)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _done(out: Path, run: Run) -> bool:
+    return (out / "runs" / run.name / "final.json").is_file()
+
+
+def add_parser(commands: Any) -> None:
+    """The ``suite`` sub-command of ``es-bench``."""
+    bench = commands.add_parser("suite", help="tasks x strategies x seeds: success rates")
+    bench.add_argument("suite", help="suite file (TOML), e.g. configs/suites/mujoco.toml")
+    bench.add_argument("--tasks", help="comma-separated task names (default: all)")
+    bench.add_argument("--strategies", help="comma-separated strategies (default: all)")
+    bench.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,3")
+    bench.add_argument("--ranks", type=int, default=2, help="ranks per run")
+    bench.add_argument("--jobs", type=int, default=1, help="runs at a time")
+    bench.add_argument("--launcher", help="MPI launcher taking -n N (default: the mpiexec "
+                       "beside this Python)")
+    bench.add_argument("--out", help="output folder (default bench-results/suite-<file>)")

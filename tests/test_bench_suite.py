@@ -1,0 +1,127 @@
+"""es-bench suite end to end: 2 tasks x 2 strategies x 2 seeds on tiny budgets under real
+mpiexec, interrupted in the middle of a run and resumed; and its one-line errors."""
+
+import csv
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+from conftest import REPO, run_cli, tool
+
+SUITE = """
+eval_episodes = 3
+final_episodes = 4
+
+[tasks.cartpole]
+thresholds = [100, 475]
+budget_steps = 6000
+strategies.openai = "configs/cartpole.toml"
+strategies.snes = { config = "configs/cartpole.toml", set = ["es.strategy=snes", "es.sigma=0.5"] }
+
+[tasks.pendulum]
+thresholds = [-1400]
+budget_s = 5
+[tasks.pendulum.strategies.openai]
+config = "configs/pendulum.toml"
+set = ["policy.kind=linear", "run.checkpoint_every=1"]
+[tasks.pendulum.strategies.ars]
+config = "configs/pendulum.toml"
+set = ["policy.kind=linear", "es.strategy=ars", "run.checkpoint_every=1"]
+"""
+
+
+def read_csv(path):
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
+    suite, out = tmp_path / "tiny.toml", tmp_path / "out"
+    suite.write_text(SUITE)
+    command = [tool("es-bench"), "suite", str(suite), "--seeds", "0-1", "--ranks", "2",
+               "--out", str(out)]
+    # Interrupt the suite (SIGTERM) while it trains the first Pendulum run, after its first
+    # checkpoints: the four CartPole runs are done by then.
+    victim = out / "runs" / "pendulum-openai-seed0"
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+        if (victim / "progress.csv").is_file() and len(read_csv(victim / "progress.csv")) >= 3:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "interrupted; run it again to resume" in stderr
+    done_before = {path.parent.name: path.stat().st_mtime_ns
+                   for path in (out / "runs").glob("*/final.json")}
+    assert sorted(done_before) == [f"cartpole-{s}-seed{k}" for s in ("openai", "snes")
+                                   for k in (0, 1)]
+    assert not (victim / "final.json").exists()
+    first_rows = read_csv(victim / "progress.csv")
+
+    again = run_cli(["es-bench", *command[1:]], timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "4 done already" in again.stdout
+    for name, mtime in done_before.items():  # finished runs are not redone
+        assert (out / "runs" / name / "final.json").stat().st_mtime_ns == mtime
+    resumed = read_csv(victim / "progress.csv")
+    assert resumed[0] == first_rows[0]  # continued from its checkpoint, not started over
+    assert float(resumed[-1]["time_s"]) >= 5.0  # the wall budget counts both sessions
+
+    rows = read_csv(out / "runs.csv")
+    assert len(rows) == 8
+    for row in rows:
+        final = json.loads((out / "runs" / f"{row['task']}-{row['strategy']}-seed{row['seed']}"
+                            / "final.json").read_text())
+        assert len(final["returns"]) == 4 and final["seed"] == 12345
+        assert float(row["final_mean"]) == pytest.approx(sum(final["returns"]) / 4)
+        if row["task"] == "cartpole":
+            assert int(row["steps"]) >= 6000
+    summary = read_csv(out / "summary.csv")
+    assert [(r["task"], r["strategy"]) for r in summary] == [
+        ("cartpole", "openai"), ("cartpole", "snes"), ("pendulum", "openai"), ("pendulum", "ars")]
+    for entry in summary:  # the summary is the runs' own figures
+        group = [r for r in rows if (r["task"], r["strategy"]) == (entry["task"],
+                                                                    entry["strategy"])]
+        assert float(entry["final_worst"]) == min(float(r["final_mean"]) for r in group)
+        reached = sum(1 for r in group if r["time_to_100" if entry["task"] == "cartpole"
+                                             else "time_to_-1400"])
+        assert entry["reached_100" if entry["task"] == "cartpole"
+                     else "reached_-1400"] == f"{reached}/2"
+    assert "### cartpole (budget 6,000 steps)" in (out / "results.md").read_text()
+    assert (out / "suite.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[tasks.a]\nthresholds = [1]\nbudget_s = 5\nstrategies.snes = \"configs/cartpole.toml\"",
+     "tasks.a.strategies.snes: 'configs/cartpole.toml' trains with es.strategy = 'openai'"),
+    ("[tasks.a]\nthresholds = [1]\nstrategies.openai = \"configs/cartpole.toml\"",
+     "tasks.a: give budget_s or budget_steps"),
+    ("[tasks.a]\nthresholds = []\nbudget_s = 5\nstrategies.openai = \"configs/cartpole.toml\"",
+     "tasks.a.thresholds: expected a non-empty list"),
+    ("[tasks.a]\nthresholds = [1]\nbudget_s = 5\nstrategies.openai = \"nope.toml\"",
+     "tasks.a.strategies.openai:"),
+    ("[tasks.a]\nthresholds = [1]\nbudget_s = 5\nwhat = 1\nstrategies.openai = \"x\"",
+     "tasks.a.what: unknown key"),
+    ("seeds = 3", "unknown key 'seeds'"),
+])
+def test_bad_suite_files_are_one_line_errors(tmp_path, text, message):
+    suite = tmp_path / "bad.toml"
+    suite.write_text(text)
+    done = run_cli(["es-bench", "suite", str(suite), "--out", str(tmp_path / "out")])
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_unknown_task_or_strategy_is_refused(tmp_path):
+    suite = tmp_path / "s.toml"
+    suite.write_text("[tasks.a]\nthresholds = [1]\nbudget_s = 5\n"
+                     "strategies.openai = \"configs/cartpole.toml\"\n")
+    for option, message in ((["--tasks", "b"], "--tasks 'b': 'b' is not in the suite"),
+                            (["--strategies", "ars"], "task 'a' has configs for openai only")):
+        done = run_cli(["es-bench", "suite", str(suite), *option])
+        assert done.returncode == 2 and message in done.stderr, done.stderr
