@@ -17,7 +17,16 @@ import es
 import es.blackbox
 import es.functions
 from es.strategies.external import CMA, External
-from es.strategies.restarts import FIRST, LARGE, SMALL, LocalStop, Restarts
+from es.strategies.restarts import (
+    FIRST,
+    LARGE,
+    SMALL,
+    LocalStop,
+    Restarts,
+    is_flat,
+    local_stop,
+    max_generations,
+)
 
 
 @pytest.fixture
@@ -129,9 +138,11 @@ def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
 
 
 def test_stopping_criteria_and_their_reasons():
-    flat = es.minimize(lambda x: 1.0, x0=np.zeros(3), sigma0=0.1, max_generations=500,
-                       tolfun=1e-9)
-    assert flat.stop_reason == "tolfun" and flat.ngen < 500
+    flat = es.minimize(lambda x: 1.0, x0=np.zeros(3), sigma0=0.1, max_generations=500)
+    assert flat.stop_reason == "equalfunvals" and flat.ngen == 3  # more than 1/3 of d = 3
+    converged = es.minimize(es.functions.sphere, x0=np.ones(3), sigma0=0.1, tolfun=1e-6,
+                            max_generations=500)
+    assert converged.stop_reason == "tolfun" and converged.ngen < 500
     tiny = es.minimize(es.functions.sphere, x0=np.ones(2), sigma0=1e-13, tolx=1e-12)
     assert tiny.stop_reason == "tolx" and tiny.ngen == 0
     capped = es.minimize(es.functions.sphere, x0=np.ones(4), sigma0=0.1, max_evals=40)
@@ -249,6 +260,16 @@ def test_cma_adapter_resumes_by_replay_exactly():
         other.load_state(state)  # another seed replays elsewhere: refused, not resumed
 
 
+def test_cma_adapter_reports_pycmas_divergence_stop_as_a_local_stop():
+    # On a linear function sigma grows without bound: pycma's tolfacupx (1e3 times the
+    # initial step) ends the run, as it ends a run of cma.fmin2.
+    strategy = CMA(np.zeros(3), population=8, sigma=1e-3, noise=None, seed=1,
+                   dtype=np.float64)
+    while not strategy.local_stop() and strategy.generation < 1000:
+        strategy.tell(strategy.ask().candidates.sum(axis=1))  # fitness up along (1, 1, 1)
+    assert strategy.local_stop() == "tolfacupx" and strategy.sigma > 1.0
+
+
 class Unseeded:
     """A random search that breaks the adapter's contract: its RNG ignores any seed."""
 
@@ -303,6 +324,11 @@ class Stalls:
         self.generation = int(state["generation"])
 
 
+#: Only the strategy's own local stop: ``Stalls`` is told a flat fitness.
+OWN_STOP_ONLY = LocalStop(tolfun=None, tolx=None, stagnation=False, equalfunvals=False,
+                          maxiter=False)
+
+
 def drive(restarts: Restarts, generations: int) -> list[tuple[int, int, float, int]]:
     """(regime, population, sigma, seed) of every generation's run."""
     seen = []
@@ -321,7 +347,7 @@ def runs_of(seen):
 
 def test_ipop_doubles_the_population_at_each_local_stop():
     restarts = Restarts(Stalls, np.zeros(2), population=6, sigma=1.0, seed=7, max_restarts=3,
-                        criteria=LocalStop(tolfun=None, tolx=None, stagnation=False))
+                        criteria=OWN_STOP_ONLY)
     runs = runs_of(drive(restarts, 1000))
     assert [(kind, population, sigma) for kind, population, sigma, _ in runs] == [
         (FIRST, 6, 1.0), (LARGE, 12, 1.0), (LARGE, 24, 1.0), (LARGE, 48, 1.0)]
@@ -333,8 +359,7 @@ def test_ipop_doubles_the_population_at_each_local_stop():
 def test_bipop_interlaces_small_runs_while_their_budget_is_below_the_large_one():
     def make(seed):
         return Restarts(Stalls, np.zeros(2), population=6, sigma=2.0, seed=seed, bipop=True,
-                        max_restarts=4,
-                        criteria=LocalStop(tolfun=None, tolx=None, stagnation=False))
+                        max_restarts=4, criteria=OWN_STOP_ONLY)
 
     restarts = make(7)
     seen = drive(restarts, 10_000)
@@ -347,7 +372,7 @@ def test_bipop_interlaces_small_runs_while_their_budget_is_below_the_large_one()
         evals = sum(p for k, p, s, _ in seen if (k, p, s) == (kind, population, sigma))
         if kind == SMALL:
             assert small < large  # the rule that chose this run
-            assert 6 <= population <= large_population // 2 and 0.02 <= sigma <= 2.0
+            assert 6 <= population <= large_population and 0.02 <= sigma <= 2.0
             small += evals
         elif kind == LARGE:
             assert population == 2 * large_population and sigma == 2.0
@@ -360,12 +385,60 @@ def test_bipop_interlaces_small_runs_while_their_budget_is_below_the_large_one()
     assert drive(make(8), 10_000) != seen
 
 
+def test_bipop_small_populations_span_the_default_to_the_last_large_one():
+    # Hansen 2009 as pycma's fmin reads it: lambda_s = floor(6 * (lambda_l / 6) ** (u**2)) with
+    # lambda_l the last large population, so up to lambda_l itself (not lambda_l / 2), and
+    # sigma_s = 2 * 10 ** (-2 u').
+    drawn = []
+    for seed in range(40):
+        restarts = Restarts(Stalls, np.zeros(2), population=6, sigma=2.0, seed=seed,
+                            bipop=True, max_restarts=3, criteria=OWN_STOP_ONLY)
+        runs = runs_of(drive(restarts, 10_000))
+        large = 6
+        for kind, population, sigma, _ in runs:
+            if kind == LARGE:
+                large = population
+            elif kind == SMALL:
+                assert 6 <= population <= large and 0.02 <= sigma <= 2.0
+                drawn.append((population, population / large, sigma))
+    populations, ratios, sigmas = np.array(drawn).T
+    assert populations.min() == 6 and ratios.max() > 0.75
+    assert sigmas.min() < 0.1 and sigmas.max() > 1.0
+
+
+def test_equalfunvals_stops_a_run_whose_best_ties_its_kth_best_in_a_third_of_d_generations():
+    # k = 1 + ceil(0.1 + 8 / 4) = 4 for a population of 8 (Hansen 2009's EqualFunVals).
+    assert is_flat(np.array([3.0, 3.0, 3.0, 3.0, 2.0, 1.0, 0.0, -1.0]))
+    assert not is_flat(np.array([3.0, 3.0, 3.0, 2.9, 2.0, 1.0, 0.0, -1.0]))
+    only = LocalStop(tolfun=None, tolx=None, stagnation=False, maxiter=False)
+    history = np.zeros(6)
+
+    def reason(flat):
+        return local_stop(only, 6, 8, history, history, history, np.array(flat), 6, 0,
+                          np.ones(6))
+
+    assert reason([True, True, False, False, False, False]) == ""  # 2 of the last 6: not > 1/3
+    assert reason([False, True, False, True, False, True]) == "equalfunvals"
+    assert reason([True, True, True]) == ""  # fewer than d generations yet
+
+
+def test_maxiter_is_pycmas_default_from_the_first_runs_population():
+    for dim, population in [(2, 6), (5, 8), (10, 10), (40, 15)]:
+        options = cma.CMAEvolutionStrategy(np.zeros(dim), 1.0, {"popsize": population,
+                                                                "verbose": -9}).opts
+        assert max_generations(dim, population) == options["maxiter"]
+    only = LocalStop(tolfun=None, tolx=None, stagnation=False, equalfunvals=False)
+    history = np.zeros(3)
+    for generations, expected in [(3493, ""), (3494, "maxiter")]:
+        assert local_stop(only, 5, 64, history, history, history, np.zeros(3, dtype=bool),
+                          generations, max_generations(5, 8), np.ones(5)) == expected
+
+
 @pytest.mark.parametrize("bipop", [False, True])
 def test_restarts_resume_exactly_from_their_state(bipop):
     def make():
         return Restarts(Stalls, np.zeros(2), population=6, sigma=2.0, seed=3, bipop=bipop,
-                        max_restarts=3,
-                        criteria=LocalStop(tolfun=None, tolx=None, stagnation=False))
+                        max_restarts=3, criteria=OWN_STOP_ONLY)
 
     straight = make()
     drive(straight, 40)

@@ -169,9 +169,12 @@ class External:
                              "the optimizer is not deterministic given its seed")
 
 
-#: pycma's own stopping conditions that say the *model* broke down numerically; the restart
-#: wrapper (``es.strategies.restarts``) treats them like its generic tolfun/tolx/stagnation.
-CMA_LOCAL_STOPS = ("tolconditioncov", "noeffectaxis", "noeffectcoord", "tolupsigma")
+#: pycma's own default stopping conditions on its *model* (numerical breakdown, a step size
+#: that diverged or crept up, a mean that no longer moves), the ones ``cma.fmin2`` ends a run
+#: by besides those the restart wrapper (``es.strategies.restarts``) defines for every
+#: strategy (tolfun, tolx, flat fitness, stagnation, maxiter); it treats them alike.
+CMA_LOCAL_STOPS = ("tolconditioncov", "noeffectaxis", "noeffectcoord", "tolupsigma",
+                   "tolfacupx", "tolxstagnation")
 
 
 class CMA(External):

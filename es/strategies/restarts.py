@@ -1,16 +1,25 @@
 """IPOP and BIPOP restarts over any strategy, behind the same ask/tell protocol.
 
 A run of the inner strategy ends at a *local stop* (``LocalStop``), a pure function of the
-fitness told so far and the search scale, defined for any strategy as in Hansen 2009
-("Benchmarking a BI-population CMA-ES on the BBOB-2009 function testbed"):
+fitness told so far and the search scale, defined for any strategy after Hansen 2009
+("Benchmarking a BI-population CMA-ES on the BBOB-2009 function testbed") and the defaults of
+pycma 4.5 (``cma.CMAOptions``, which end the runs of ``cma.fmin2(..., bipop=True)``):
 
 - ``tolx``: the search distribution's standard deviation is below ``tolx`` in every
   coordinate (``search_scale``);
-- ``tolfun``: the fitness range of the last generation and the range of the best fitness over
-  the last ``10 + ceil(30 d / population)`` generations are both below ``tolfun``;
-- ``stagnation``: over the last 20% of the run's generations (at least ``120 + 30 d /
-  population``, at most 20,000) the median of the most recent 30% of both the best and the
+- ``tolfun`` (pycma's rule): the fitness range of the last generation and the range of the
+  best fitness over the last ``10 + ceil(30 d / population)`` generations are both below
+  ``tolfun``;
+- ``equalfunvals`` (Hansen's EqualFunVals; pycma's ``tolflatfitness`` is the same test on
+  its 75th percentile): in more than a third of the last ``d`` generations the best and the
+  ``k``-th best fitness were equal, ``k = 1 + ceil(0.1 + population / 4)``: a flat fitness
+  ranks nothing, and neither ``tolfun`` nor ``tolx`` need ever fire on a plateau;
+- ``stagnation`` (Hansen's): over the last 20% of the run's generations (at least ``120 + 30 d
+  / population``, at most 20,000) the median of the most recent 30% of both the best and the
   median fitness is no better than the median of the first 30%;
+- ``maxiter`` (pycma's default): ``100 + 150 (d + 3)**2 / sqrt(population)`` generations,
+  ``population`` the first run's, for every run (pycma's ``fmin`` keeps the first run's
+  value);
 - a strategy's own condition, if it has a ``local_stop()`` method (``CMA``: pycma's
   numerical ones, such as ``tolconditioncov``).
 
@@ -20,12 +29,14 @@ Then a new run starts from the initial mean:
   population size"): restart k has population ``population * 2**k`` and the initial sigma.
 - **BIPOP** (Hansen 2009): two interlaced regimes with equal budgets. The *large* regime is
   IPOP (the k-th large restart has ``population * 2**k``); the *small* regime draws
-  ``lambda_s = floor(population * (lambda_large / (2 population)) ** (u1**2))`` and
+  ``lambda_s = floor(population * (lambda_large / population) ** (u1**2))`` and
   ``sigma_s = sigma * 10 ** (-2 u2)`` (u1, u2 uniform in [0, 1], ``lambda_large`` the last
-  large population) and is capped at half the large regime's evaluations. The first run
-  counts toward the small regime's evaluations (as pycma does), so the first restart is large;
-  later a small run starts whenever the small regime has used fewer evaluations than the
-  large one. ``max_restarts`` counts large restarts only (pycma's ``restarts`` does too).
+  large population: Hansen's ``lambda_l / 2`` with his ``lambda_l`` the regime's next one, as
+  pycma's ``fmin`` and DEAP's ``cma_bipop`` example read it), and a small run is capped at half
+  the large regime's evaluations so far (pycma). The first run counts toward the small
+  regime's evaluations (as pycma does), so the first restart is large; later a small run
+  starts whenever the small regime has used fewer evaluations than the large one.
+  ``max_restarts`` counts large restarts only (pycma's ``restarts`` does too).
 
 Every decision is a pure function of the fitness told and the seed (restart k's strategy
 seed and its BIPOP draws come from ``(seed, k)``; run 0 uses ``seed`` itself), so every rank
@@ -57,11 +68,14 @@ STAGNATION_MAX = 20_000  # generations, Hansen 2009
 
 @dataclass(frozen=True)
 class LocalStop:
-    """When a run has converged or stalled (module docstring); None switches one off."""
+    """When a run has converged or stalled (module docstring); None or False switches one
+    off."""
 
     tolfun: float | None = 1e-12
     tolx: float | None = 1e-12
     stagnation: bool = True
+    equalfunvals: bool = True
+    maxiter: bool = True
 
 
 def search_scale(strategy: Any) -> np.ndarray:
@@ -84,12 +98,29 @@ def tolfun_window(dim: int, population: int) -> int:
     return 10 + math.ceil(30 * dim / population)
 
 
+def max_generations(dim: int, population: int) -> int:
+    """pycma's default ``maxiter``: ``100 + 150 (d + 3)**2 // sqrt(population)``."""
+    return 100 + math.floor(150 * (dim + 3) ** 2 / math.sqrt(population))
+
+
+def equal_rank(population: int) -> int:
+    """Hansen's ``k``: EqualFunVals compares the best with the k-th best fitness."""
+    return min(population, 1 + math.ceil(0.1 + population / 4))
+
+
+def is_flat(fitness: np.ndarray) -> bool:
+    """The best and the ``equal_rank``-th best of one generation's fitness are equal."""
+    ranked = np.sort(fitness)[::-1]
+    return bool(ranked[0] == ranked[equal_rank(ranked.size) - 1])
+
+
 def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
-               median: np.ndarray, last: np.ndarray | None, generations: int,
-               scale: np.ndarray) -> str:
-    """The first generic local stop met (``""`` if none): ``best`` and ``median`` hold the
-    run's per-generation best and median fitness (the most recent ones at least), ``last``
-    the last generation's fitness, ``generations`` how many the run has had."""
+               median: np.ndarray, last: np.ndarray | None, flat: np.ndarray,
+               generations: int, limit: int, scale: np.ndarray) -> str:
+    """The first generic local stop met (``""`` if none): ``best``, ``median`` and ``flat``
+    hold the run's per-generation best and median fitness and ``is_flat`` (the most recent
+    ones at least), ``last`` the last generation's fitness, ``generations`` how many the run
+    has had, ``limit`` its ``max_generations``."""
     if criteria.tolx is not None and float(scale.max()) < criteria.tolx:
         return "tolx"
     window = tolfun_window(dim, population)
@@ -97,6 +128,8 @@ def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
             and float(np.ptp(last)) < criteria.tolfun
             and float(np.ptp(best[-window:])) < criteria.tolfun):
         return "tolfun"
+    if criteria.equalfunvals and len(flat) >= dim and 3 * np.sum(flat[-dim:]) > dim:
+        return "equalfunvals"
     shortest = 120 + math.ceil(30 * dim / population)
     if criteria.stagnation and generations >= shortest:
         span = min(max(shortest, math.ceil(0.2 * generations)), STAGNATION_MAX, len(best))
@@ -105,6 +138,8 @@ def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
         if (np.median(recent_best[-part:]) <= np.median(recent_best[:part])
                 and np.median(recent_median[-part:]) <= np.median(recent_median[:part])):
             return "stagnation"
+    if criteria.maxiter and generations >= limit:
+        return "maxiter"
     return ""
 
 
@@ -170,8 +205,9 @@ class Restarts:
         self.run_evals += shaped.size
         self._best.append(float(shaped.max()))
         self._median.append(float(np.median(shaped)))
+        self._flat.append(is_flat(shaped))
         keep = max(STAGNATION_MAX, tolfun_window(self.mean0.size, self.population))
-        del self._best[:-keep], self._median[:-keep]
+        del self._best[:-keep], self._median[:-keep], self._flat[:-self.mean0.size]
         self._last = shaped
         run, population = self.run, self.population
         self._settle()
@@ -190,14 +226,17 @@ class Restarts:
         self.run_generations = self.run_evals = 0
         self._best: list[float] = []
         self._median: list[float] = []
+        self._flat: list[bool] = []
         self._last: np.ndarray | None = None
 
     def _reason(self) -> str:
         if self.cap and self.run_evals >= self.cap:
             return "budget"
-        reason = local_stop(self.criteria, self.mean0.size, self.population,
-                            np.asarray(self._best), np.asarray(self._median), self._last,
-                            self.run_generations, search_scale(self.inner))
+        dim = self.mean0.size
+        reason = local_stop(self.criteria, dim, self.population, np.asarray(self._best),
+                            np.asarray(self._median), self._last, np.asarray(self._flat),
+                            self.run_generations, max_generations(dim, self.population0),
+                            search_scale(self.inner))
         own = getattr(self.inner, "local_stop", None)
         return reason or (own() if own is not None else "")
 
@@ -223,10 +262,9 @@ class Restarts:
         if self.bipop and large > 0 and small < large:
             u1, u2 = generator(self.seed, self.run, TAG_RESTART, SMALL).random(2)
             lambda_large = self.population0 * 2**self.large_runs
-            population = int(self.population0 * (lambda_large / (2 * self.population0))
-                             ** (u1**2))
-            self._begin(SMALL, max(population, 2), self.sigma0 * 10 ** (-2 * u2),
-                        max(large // 2, 1))
+            population = math.floor(self.population0 * (lambda_large / self.population0)
+                                    ** (u1**2))
+            self._begin(SMALL, population, self.sigma0 * 10 ** (-2 * u2), max(large // 2, 1))
             return
         self.large_runs += 1
         self._begin(LARGE, self.population0 * 2**self.run if not self.bipop
@@ -245,6 +283,7 @@ class Restarts:
             "restart_sigma": np.array(self.run_sigma, dtype=np.float64),
             "restart_best": np.array(self._best, dtype=np.float64),
             "restart_median": np.array(self._median, dtype=np.float64),
+            "restart_flat": np.array(self._flat, dtype=bool),
             "restart_last": (np.array(self._last, dtype=np.float64) if self._last is not None
                              else np.zeros(0)),
             "restart_stop_reason": np.array(self.stop_reason),
@@ -263,6 +302,7 @@ class Restarts:
                                                                                        large]
         self._best = [float(v) for v in state["restart_best"]]
         self._median = [float(v) for v in state["restart_median"]]
+        self._flat = [bool(v) for v in state["restart_flat"]]
         last = np.asarray(state["restart_last"], dtype=np.float64)
         self._last = last.copy() if self.run_generations else None
         self.stop_reason = str(state["restart_stop_reason"])
