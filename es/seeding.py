@@ -16,6 +16,7 @@ TAG_EVAL = 0xE7A1  # evaluation episodes' reset seeds
 TAG_INIT = 0x1217  # initial parameters
 TAG_ACTION_NOISE = 0xAC7  # Gaussian action noise of a training episode
 TAG_VBN = 0xB47C  # the VBN reference batch: its episodes and random actions
+TAG_CMA = 0xC3A  # pycma's samples (its randn) in the CMA adapter
 
 SEED_BOUND = 2**31 - 1
 

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 import es
 import es.blackbox
 import es.functions
-from es.strategies.external import CMA, External
+from es.strategies.external import CMA, External, cma_randn
 from es.strategies.restarts import (
     FIRST,
     LARGE,
@@ -50,8 +50,10 @@ def sphere_values(xs: np.ndarray) -> np.ndarray:
     ("rosenbrock", 10, 1e-2, 500_000, 0.0),
 ])
 def test_minimize_reaches_the_target_within_the_budget(name, dim, target, budget, x0):
+    # CMA-ES ends in Rosenbrock's local minimum (f ~ 4) in a fair share of runs in 10-D:
+    # restarts make reaching the target a property of the method, not of the seed.
     result = es.minimize(getattr(es.functions, name), x0=np.full(dim, x0), sigma0=1.0, seed=1,
-                         ftarget=target, max_evals=budget)
+                         ftarget=target, max_evals=budget, restarts=3)
     assert result.method == "cma"  # the default up to d = 100
     assert result.stop_reason == "ftarget", (result.fun, result.nfev)
     assert result.fun <= target and result.nfev <= budget
@@ -187,9 +189,9 @@ def test_auto_is_cma_up_to_100_dimensions_then_sepcma():
 # ---- the pycma adapter ------------------------------------------------------------------------
 
 def plain_pycma(x0, sigma0, popsize, seed, generations):
-    """pycma driven directly, as its users do; the adapter's seed s is pycma's seed s + 1."""
-    strategy = cma.CMAEvolutionStrategy(x0, sigma0, {"seed": seed + 1, "popsize": popsize,
-                                                     "verbose": -9})
+    """pycma driven directly, as its users do, sampling through the adapter's ``randn``."""
+    strategy = cma.CMAEvolutionStrategy(x0, sigma0, {"randn": cma_randn(seed),
+                                                     "popsize": popsize, "verbose": -9})
     asked = []
     for _ in range(generations):
         xs = strategy.ask()
@@ -267,7 +269,7 @@ def test_cma_adapter_reports_pycmas_divergence_stop_as_a_local_stop():
                    dtype=np.float64)
     while not strategy.local_stop() and strategy.generation < 1000:
         strategy.tell(strategy.ask().candidates.sum(axis=1))  # fitness up along (1, 1, 1)
-    assert strategy.local_stop() == "tolfacupx" and strategy.sigma > 1.0
+    assert strategy.local_stop() == "tolfacupx" and strategy.scale.max() > 1e3 * 1e-3
 
 
 class Unseeded:
