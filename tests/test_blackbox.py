@@ -142,6 +142,9 @@ def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
 def test_stopping_criteria_and_their_reasons():
     flat = es.minimize(lambda x: 1.0, x0=np.zeros(3), sigma0=0.1, max_generations=500)
     assert flat.stop_reason == "equalfunvals" and flat.ngen == 3  # more than 1/3 of d = 3
+    unflagged = es.minimize(lambda x: 1.0, x0=np.zeros(3), sigma0=0.1, max_generations=500,
+                            equalfunvals=False)
+    assert unflagged.stop_reason == "tolfun" and unflagged.ngen > 3
     converged = es.minimize(es.functions.sphere, x0=np.ones(3), sigma0=0.1, tolfun=1e-6,
                             max_generations=500)
     assert converged.stop_reason == "tolfun" and converged.ngen < 500
