@@ -130,12 +130,12 @@ class AskTell:
     (best value at or below it), ``max_evals``, ``max_generations``, then the local stops of
     the last run once ``restarts`` are spent (``tolx``: the search scale below it in every
     coordinate; ``tolfun``: the values of a generation and the best values over the last
-    ``10 + 30 d / popsize`` generations all within it; ``equalfunvals``: a flat fitness in
-    more than a third of the last d generations; ``stagnation``; ``maxiter``: pycma's
-    ``100 + 150 (d + 3)**2 / sqrt(popsize)`` generations per run (these three: False turns
-    them off); ``budget`` (a BIPOP small run's cap); a strategy's own, e.g. pycma's
-    ``tolconditioncov``; see ``es.strategies.restarts``), and ``timeout_s`` (wall seconds
-    since construction).
+    ``10 + 30 d / popsize`` generations all within it; ``flatfitness``: the best equal to the
+    75th percentile in more than 3 generations in a row (pycma's ``tolflatfitness``);
+    ``stagnation``; ``maxiter``: pycma's ``100 + 150 (d + 3)**2 / sqrt(popsize)``
+    generations per run (these three: False turns them off); ``budget`` (a BIPOP small
+    run's cap); a strategy's own, e.g. pycma's ``tolconditioncov``; see
+    ``es.strategies.restarts``), and ``timeout_s`` (wall seconds since construction).
 
     ``restarts=k`` restarts at each local stop up to k times with a doubled population
     (IPOP), or with ``bipop=True`` interlaces BIPOP's small-population runs (which do not
@@ -158,7 +158,7 @@ class AskTell:
         tolfun: float | None = 1e-12,
         tolx: float | None = 1e-12,
         stagnation: bool = True,
-        equalfunvals: bool = True,
+        flatfitness: bool = True,
         maxiter: bool = True,
         timeout_s: float | None = None,
         **options: Any,
@@ -177,7 +177,7 @@ class AskTell:
             raise ValueError(f"popsize {popsize}: must be >= 2")
         self.strategy = Restarts(factory, x0, population=popsize, sigma=float(sigma0),
                                  seed=seed, max_restarts=restarts, bipop=bipop,
-                                 criteria=LocalStop(tolfun, tolx, stagnation, equalfunvals,
+                                 criteria=LocalStop(tolfun, tolx, stagnation, flatfitness,
                                                     maxiter))
         self.limits = {"max_evals": max_evals, "max_generations": max_generations,
                        "ftarget": ftarget, "timeout_s": timeout_s}
@@ -271,7 +271,7 @@ def minimize(
     tolfun: float | None = 1e-12,
     tolx: float | None = 1e-12,
     stagnation: bool = True,
-    equalfunvals: bool = True,
+    flatfitness: bool = True,
     maxiter: bool = True,
     timeout_s: float | None = None,
     **strategy_options: Any,
@@ -307,7 +307,7 @@ def minimize(
     optimizer = AskTell(method, x0, sigma0, popsize, seed, restarts=restarts, bipop=bipop,
                         max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
                         tolfun=tolfun, tolx=tolx, stagnation=stagnation,
-                        equalfunvals=equalfunvals, maxiter=maxiter, timeout_s=timeout_s,
+                        flatfitness=flatfitness, maxiter=maxiter, timeout_s=timeout_s,
                         **strategy_options)
     with make_evaluator(fun, workers, vectorized) as evaluate:
         while not optimizer.stop():

@@ -36,7 +36,7 @@ def run_es(method: str, name: str, dim: int, budget: int, seed: int) -> dict:
     started = time.perf_counter()
     result = es.minimize(getattr(es.functions, name), x0=np.full(dim, START[name]), sigma0=1.0,
                          method=method, seed=seed, max_evals=budget, ftarget=FTARGET,
-                         tolfun=None, tolx=None, stagnation=False, equalfunvals=False,
+                         tolfun=None, tolx=None, stagnation=False, flatfitness=False,
                          maxiter=False, vectorized=True)
     seconds = time.perf_counter() - started
     return {"method": result.method, "final_f": result.fun, "evals": result.nfev,

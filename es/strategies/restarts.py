@@ -10,10 +10,12 @@ pycma 4.5 (``cma.CMAOptions``, which end the runs of ``cma.fmin2(..., bipop=True
 - ``tolfun`` (pycma's rule): the fitness range of the last generation and the range of the
   best fitness over the last ``10 + ceil(30 d / population)`` generations are both below
   ``tolfun``;
-- ``equalfunvals`` (Hansen's EqualFunVals; pycma's ``tolflatfitness`` is the same test on
-  its 75th percentile): in more than a third of the last ``d`` generations the best and the
-  ``k``-th best fitness were equal, ``k = 1 + ceil(0.1 + population / 4)``: a flat fitness
-  ranks nothing, and neither ``tolfun`` nor ``tolx`` need ever fire on a plateau;
+- ``flatfitness`` (pycma's ``tolflatfitness``): the best fitness equalled the one at rank
+  ``floor(0.75 population)`` in more than ``FLAT_GENERATIONS`` (3) consecutive generations: a
+  flat fitness ranks nothing, and neither ``tolfun`` nor ``tolx`` need ever fire on a plateau.
+  Hansen 2009's EqualFunVals (best against the ``1 + ceil(0.1 + population / 4)``-th in a
+  third of the last d generations) ended runs on BBOB's step ellipsoid f7 after one flat
+  generation at d = 2, where pycma's rule let them step off the plateau;
 - ``stagnation`` (Hansen's): over the last 20% of the run's generations (at least ``120 + 30 d
   / population``, at most 20,000) the median of the most recent 30% of both the best and the
   median fitness is no better than the median of the first 30%;
@@ -64,6 +66,7 @@ Factory = Callable[[np.ndarray, int, float, int], Strategy]
 
 FIRST, LARGE, SMALL = 0, 1, 2  # the regime of a run
 STAGNATION_MAX = 20_000  # generations, Hansen 2009
+FLAT_GENERATIONS = 3  # pycma 4.5's tolflatfitness: flat generations tolerated in a row
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class LocalStop:
     tolfun: float | None = 1e-12
     tolx: float | None = 1e-12
     stagnation: bool = True
-    equalfunvals: bool = True
+    flatfitness: bool = True
     maxiter: bool = True
 
 
@@ -103,15 +106,11 @@ def max_generations(dim: int, population: int) -> int:
     return 100 + math.floor(150 * (dim + 3) ** 2 / math.sqrt(population))
 
 
-def equal_rank(population: int) -> int:
-    """Hansen's ``k``: EqualFunVals compares the best with the k-th best fitness."""
-    return min(population, 1 + math.ceil(0.1 + population / 4))
-
-
 def is_flat(fitness: np.ndarray) -> bool:
-    """The best and the ``equal_rank``-th best of one generation's fitness are equal."""
+    """The best fitness of a generation equals the one at rank ``floor(0.75 population)``
+    (0-based, best first), as pycma tests it."""
     ranked = np.sort(fitness)[::-1]
-    return bool(ranked[0] == ranked[equal_rank(ranked.size) - 1])
+    return bool(ranked[0] == ranked[int(0.75 * ranked.size)])
 
 
 def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
@@ -128,8 +127,9 @@ def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
             and float(np.ptp(last)) < criteria.tolfun
             and float(np.ptp(best[-window:])) < criteria.tolfun):
         return "tolfun"
-    if criteria.equalfunvals and len(flat) >= dim and 3 * np.sum(flat[-dim:]) > dim:
-        return "equalfunvals"
+    if (criteria.flatfitness and len(flat) > FLAT_GENERATIONS
+            and bool(np.all(flat[-FLAT_GENERATIONS - 1:]))):
+        return "flatfitness"
     shortest = 120 + math.ceil(30 * dim / population)
     if criteria.stagnation and generations >= shortest:
         span = min(max(shortest, math.ceil(0.2 * generations)), STAGNATION_MAX, len(best))
@@ -207,7 +207,7 @@ class Restarts:
         self._median.append(float(np.median(shaped)))
         self._flat.append(is_flat(shaped))
         keep = max(STAGNATION_MAX, tolfun_window(self.mean0.size, self.population))
-        del self._best[:-keep], self._median[:-keep], self._flat[:-self.mean0.size]
+        del self._best[:-keep], self._median[:-keep], self._flat[:-FLAT_GENERATIONS - 1]
         self._last = shaped
         run, population = self.run, self.population
         self._settle()
