@@ -48,7 +48,10 @@ TARGETS = 10.0 ** np.linspace(2.0, -8.0, 51)  # f - f_opt, COCO's 51 standard ta
 SOLVED = TARGETS[-1]
 X0_BBOB, SIGMA0_BBOB = 0.0, 2.0
 X0_HIGHDIM, SIGMA0_HIGHDIM = 3.0, 1.0
-PYCMA = ("pycma", "pycma-diag")  # pycma's full CMA-ES and its CMA_diagonal variant
+#: pycma's full CMA-ES, its CMA_diagonal variant, and full CMA-ES drawing the same random
+#: numbers as es.minimize's ``cma`` (its ``randn``): a paired comparison, in which the two
+#: differ only by what es.minimize adds (its stopping and restart rules).
+PYCMA = ("pycma", "pycma-diag", "pycma-paired")
 HIGHDIM_FUNCTIONS = ("sphere", "ellipsoid", "rastrigin")
 
 
@@ -100,7 +103,7 @@ class Tracker:
 
 def known_methods() -> list[str]:
     """What ``--methods`` accepts: ``auto`` (es.minimize's default), every registered
-    strategy, and pycma's two."""
+    strategy, and pycma's three."""
     from es.strategies import STRATEGIES
 
     return ["auto", *sorted(set(STRATEGIES) - {"auto"}), *PYCMA]
@@ -123,6 +126,11 @@ def pycma_options(method: str, budget: int, seed: int, ftarget: float | None) ->
         options["ftarget"] = ftarget
     if method == "pycma-diag":
         options["CMA_diagonal"] = True
+    if method == "pycma-paired":
+        from es.strategies.external import cma_randn
+
+        del options["seed"]  # pycma only reads it to seed NumPy's global RNG
+        options["randn"] = cma_randn(seed)
     return options
 
 

@@ -90,6 +90,22 @@ def test_bbob_smoke_two_functions_through_the_cli(tmp_path):
                      for r in read(tmp_path / "jobs2" / "runs.csv")]
 
 
+def test_paired_pycma_draws_what_es_minimize_draws(tmp_path):
+    """``pycma-paired`` is plain cma.fmin2 given the random numbers es.minimize's ``cma``
+    uses: every target is reached at the same evaluation, so a paired comparison measures
+    only what es.minimize adds."""
+    out = tmp_path / "paired"
+    done = run_cli(["es-bench", "bbob", "--functions", "1,8", "--dims", "3", "--instances", "2",
+                    "--budget-per-dim", "300", "--methods", "auto,pycma-paired", "--out",
+                    str(out)], timeout=60)
+    assert done.returncode == 0, done.stderr
+    runs = {(r["method"], r["function"]): r for r in read(out / "runs.csv")}
+    for function in ("1", "8"):
+        ours, theirs = runs["auto", function], runs["pycma-paired", function]
+        assert [ours[c] for c in HIT_COLUMNS] == [theirs[c] for c in HIT_COLUMNS]
+        assert any(ours[c] != "inf" for c in HIT_COLUMNS)
+
+
 def test_highdim_smoke_and_one_line_errors(tmp_path):
     out = tmp_path / "high"
     done = run_cli(["es-bench", "highdim", "--dims", "30", "--functions", "sphere",
