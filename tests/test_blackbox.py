@@ -474,7 +474,7 @@ def test_restarts_over_every_method_resume_exactly(method):
         return asked
 
     straight = make()
-    generations(straight, 250)
+    generations(straight, 700)  # ars, pgpe and openai restart by stagnation (after 500)
     state = straight.strategy.state()
     expected = generations(straight, 50)
     resumed = make()

@@ -16,9 +16,14 @@ pycma 4.5 (``cma.CMAOptions``, which end the runs of ``cma.fmin2(..., bipop=True
   Hansen 2009's EqualFunVals (best against the ``1 + ceil(0.1 + population / 4)``-th in a
   third of the last d generations) ended runs on BBOB's step ellipsoid f7 after one flat
   generation at d = 2, where pycma's rule let them step off the plateau;
-- ``stagnation`` (Hansen's): over the last 20% of the run's generations (at least ``120 + 30 d
-  / population``, at most 20,000) the median of the most recent 30% of both the best and the
-  median fitness is no better than the median of the first 30%;
+- ``stagnation`` (pycma's ``tolstagnation``, with ``T = 100 + 100 d**1.5 / population``):
+  after more than ``d (5 + 100 / population)`` and 500 generations, the run's best fitness is
+  more than ``T / 2`` generations old and, over the last two windows of ``max(T / 2,
+  generations / 10)`` generations, the median of both the best and the median fitness of
+  the recent window is no better than the earlier one's (pycma samples every fifth
+  generation for these medians; here every generation counts). Hansen 2009's version (20%
+  of the run, at least ``120 + 30 d / population`` generations, no age condition) ended
+  runs on BBOB's f19, f23 and f24 that pycma's rule let go on to better precision;
 - ``maxiter`` (pycma's default): ``100 + 150 (d + 3)**2 / sqrt(population)`` generations,
   ``population`` the first run's, for every run (pycma's ``fmin`` keeps the first run's
   value);
@@ -65,7 +70,7 @@ TAG_RESTART = 0x2E57A27  # a restart's strategy seed and its BIPOP draws
 Factory = Callable[[np.ndarray, int, float, int], Strategy]
 
 FIRST, LARGE, SMALL = 0, 1, 2  # the regime of a run
-STAGNATION_MAX = 20_000  # generations, Hansen 2009
+STAGNATION_MAX = 20_000  # generations of fitness history kept (pycma keeps as many)
 FLAT_GENERATIONS = 3  # pycma 4.5's tolflatfitness: flat generations tolerated in a row
 
 
@@ -113,6 +118,26 @@ def is_flat(fitness: np.ndarray) -> bool:
     return bool(ranked[0] == ranked[int(0.75 * ranked.size)])
 
 
+def stagnation_generations(dim: int, population: int) -> int:
+    """pycma's default ``tolstagnation``: ``100 + 100 d**1.5 / population``."""
+    return int(100 + 100 * dim**1.5 / population)
+
+
+def stagnated(dim: int, population: int, best: np.ndarray, median: np.ndarray,
+              generations: int) -> bool:
+    """The ``stagnation`` stop (module docstring) on the per-generation best and median
+    fitness (the most recent, up to ``STAGNATION_MAX``)."""
+    patience = stagnation_generations(dim, population)
+    window = int(max(patience / 2, generations / 10))
+    if (generations <= max(dim * (5 + 100 / population), 500)
+            or 2 * window >= min(generations, len(best))):
+        return False
+    age = len(best) - 1 - int(np.argmax(best))  # since the run's best (within the history)
+    return bool(age > patience / 2
+                and np.median(best[-window:]) <= np.median(best[-2 * window:-window])
+                and np.median(median[-window:]) <= np.median(median[-2 * window:-window]))
+
+
 def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
                median: np.ndarray, last: np.ndarray | None, flat: np.ndarray,
                generations: int, limit: int, scale: np.ndarray) -> str:
@@ -130,14 +155,8 @@ def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
     if (criteria.flatfitness and len(flat) > FLAT_GENERATIONS
             and bool(np.all(flat[-FLAT_GENERATIONS - 1:]))):
         return "flatfitness"
-    shortest = 120 + math.ceil(30 * dim / population)
-    if criteria.stagnation and generations >= shortest:
-        span = min(max(shortest, math.ceil(0.2 * generations)), STAGNATION_MAX, len(best))
-        part = math.ceil(0.3 * span)
-        recent_best, recent_median = best[-span:], median[-span:]
-        if (np.median(recent_best[-part:]) <= np.median(recent_best[:part])
-                and np.median(recent_median[-part:]) <= np.median(recent_median[:part])):
-            return "stagnation"
+    if criteria.stagnation and stagnated(dim, population, best, median, generations):
+        return "stagnation"
     if criteria.maxiter and generations >= limit:
         return "maxiter"
     return ""
