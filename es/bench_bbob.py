@@ -145,22 +145,23 @@ def run_pycma(method: str, fun: Callable, x0: np.ndarray, sigma0: float, budget:
                   restarts=restarts, bipop=bipop)
 
 
-def bbob_seed(function: int, instance: int) -> int:
+def bbob_seed(function: int, instance: int, offset: int = 0) -> int:
     """One seed per (function, instance), the same for every method and dimension (>= 1:
-    pycma reads seed 0 as 'from the clock')."""
-    return 1000 * function + instance
+    pycma reads seed 0 as 'from the clock'); ``--seed-offset`` shifts them all, to see how
+    much a method's ECDF moves with its random numbers alone."""
+    return 1000 * function + instance + 100_000 * offset
 
 
-def run_bbob(job: tuple[str, int, int, int, int, int, bool]) -> dict[str, Any]:
+def run_bbob(job: tuple[str, int, int, int, int, int, bool, int]) -> dict[str, Any]:
     """One (method, function, instance, dimension) run; the row of ``runs.csv``."""
     import ioh
     from threadpoolctl import threadpool_limits
 
-    method, function, instance, dim, budget, restarts, bipop = job
+    method, function, instance, dim, budget, restarts, bipop, offset = job
     problem = ioh.get_problem(function, instance=instance, dimension=dim,
                               problem_class=ioh.ProblemClass.BBOB)
     tracker = Tracker(problem, budget)
-    seed = bbob_seed(function, instance)
+    seed = bbob_seed(function, instance, offset)
     runner = run_pycma if method in PYCMA else run_ours
     started = time.perf_counter()
     with threadpool_limits(limits=1):
@@ -353,8 +354,8 @@ def bbob(args: argparse.Namespace) -> int:
     dims = parse_ints("--dims", args.dims, 2, 100)
     methods = parse_methods(args.methods)
     at_least(("--budget-per-dim", args.budget_per_dim, 1), ("--jobs", args.jobs, 1),
-             ("--restarts", args.restarts, 0))
-    jobs = [(m, f, i, d, args.budget_per_dim * d, args.restarts, args.bipop)
+             ("--restarts", args.restarts, 0), ("--seed-offset", args.seed_offset, 0))
+    jobs = [(m, f, i, d, args.budget_per_dim * d, args.restarts, args.bipop, args.seed_offset)
             for m in methods for d in sorted(dims, reverse=True) for f in functions
             for i in instances]
     group_left = {(m, d): len(functions) * len(instances) for m in methods for d in dims}
@@ -561,6 +562,8 @@ def add_parsers(commands: Any) -> None:
     bench.add_argument("--restarts", type=int, default=0)
     bench.add_argument("--bipop", action="store_true", help="BIPOP restarts (with --restarts)")
     bench.add_argument("--jobs", type=int, default=1, help="processes running problems")
+    bench.add_argument("--seed-offset", type=int, default=0,
+                       help="shift every run's seed (another draw of the random numbers)")
     bench.add_argument("--out", help="output folder (default bench-results/bbob)")
     high = commands.add_parser("highdim", help="d = 1000, 10000: time per generation, "
                                "precision at equal evaluations")
