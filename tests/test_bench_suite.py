@@ -125,3 +125,14 @@ def test_unknown_task_or_strategy_is_refused(tmp_path):
                             (["--strategies", "ars"], "task 'a' has configs for openai only")):
         done = run_cli(["es-bench", "suite", str(suite), *option])
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs" / "suites").glob("*.toml")),
+                         ids=lambda path: path.name)
+def test_shipped_suites_load_and_name_configs_of_their_strategies(path):
+    """Every shipped suite file loads: its configs exist and train with the strategy they are
+    listed under (load_suite checks both)."""
+    from es.bench_suite import load_suite
+
+    suite = load_suite(path)
+    assert suite.tasks and all(task.configs for task in suite.tasks.values())
