@@ -9,13 +9,10 @@
 2. **tell is deterministic**: its effect depends only on the candidates it was asked and the
    values it is told;
 3. **no hidden state outside the instance**: nothing that other code can change (files,
-   clocks, threads, module globals) decides what it asks. An optimizer that draws from
-   NumPy's *global* RNG (as pycma does unless given a ``randn``) is allowed if the adapter
-   is told so
-   (``global_rng_seed``): the adapter keeps its own copy of the global RNG's state and swaps
-   it in around every call into the optimizer (construction, ask, tell, stop checks) and
-   back out afterwards, so a user's function, Gymnasium or another strategy drawing from
-   ``np.random`` between generations cannot change its samples, and it cannot change theirs.
+   clocks, threads, module globals such as NumPy's *global* RNG) decides what it asks. An
+   optimizer that samples from a global RNG by default must be given a generator of its own
+   (pycma: its ``randn`` option, as ``CMA`` does), so a user's function, Gymnasium or another
+   strategy drawing from ``np.random`` between generations cannot change its samples.
 
 Then every rank runs the same seeded instance: ``ask()`` returns an ``ExplicitGeneration``
 whose candidate matrix every rank computed alike (nothing travels; each rank holds the whole
@@ -35,8 +32,7 @@ Ostermeier 2001; Hansen 2016, "The CMA Evolution Strategy: A Tutorial", arXiv 16
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -64,7 +60,6 @@ class External:
         mean_of: Callable[[Any], np.ndarray],
         scale_of: Callable[[Any], np.ndarray] | None = None,
         minimizes: bool = True,
-        global_rng_seed: int | None = None,
         dtype: type = np.float32,
     ) -> None:
         if population < 2:
@@ -72,7 +67,6 @@ class External:
         self.population, self.minimizes, self.dtype = population, minimizes, np.dtype(dtype)
         self.mirrored = False
         self._make, self._mean_of, self._scale_of = make, mean_of, scale_of
-        self._global_rng_seed = global_rng_seed
         self._start()
 
     def _start(self) -> None:
@@ -80,31 +74,12 @@ class External:
         self.generation = 0
         self._told: list[np.ndarray] = []
         self._pending: tuple[ExplicitGeneration, Any] | None = None
-        self._rng_state: dict[str, Any] | None = None
-        if self._global_rng_seed is not None:
-            self._rng_state = np.random.RandomState(self._global_rng_seed % 2**32).get_state(
-                legacy=False)
-        with self._own_global_rng():
-            self.optimizer = self._make()
-            self._after_tell()
-
-    @contextlib.contextmanager
-    def _own_global_rng(self) -> Iterator[None]:
-        """Run the optimizer on its own copy of NumPy's global RNG state (module docstring)."""
-        if self._rng_state is None:
-            yield
-            return
-        outside = np.random.get_state(legacy=False)
-        np.random.set_state(self._rng_state)
-        try:
-            yield
-        finally:
-            self._rng_state = np.random.get_state(legacy=False)
-            np.random.set_state(outside)
+        self.optimizer = self._make()
+        self._after_tell()
 
     @property
     def mean(self) -> np.ndarray:
-        """The optimizer's current solution (``mean_of`` only reads: no RNG swap)."""
+        """The optimizer's current solution."""
         return np.asarray(self._mean_of(self.optimizer), dtype=self.dtype)
 
     @property
@@ -117,8 +92,7 @@ class External:
     def ask(self) -> ExplicitGeneration:
         """The optimizer's candidates (asking again returns the same ones)."""
         if self._pending is None:
-            with self._own_global_rng():
-                asked = self.optimizer.ask()
+            asked = self.optimizer.ask()
             candidates = np.array(asked, dtype=self.dtype)
             if candidates.ndim != 2 or len(candidates) != self.population:
                 raise ValueError(f"the optimizer asked {np.shape(candidates)} candidates; "
@@ -137,17 +111,15 @@ class External:
         if raw.size != self.population:
             raise ValueError(f"got {raw.size} fitness values for {self.population} members")
         shaped = worst_for_failures(raw)
-        with self._own_global_rng():  # one swap for both: a swap is ~150 us of CPU
-            self.optimizer.tell(asked, -shaped if self.minimizes else shaped)
-            self._told.append(raw.copy())
-            self.generation += 1
-            self._pending = None
-            self._after_tell()
+        self.optimizer.tell(asked, -shaped if self.minimizes else shaped)
+        self._told.append(raw.copy())
+        self.generation += 1
+        self._pending = None
+        self._after_tell()
         return fitness_summary(shaped)
 
     def _after_tell(self) -> None:
-        """Hook run after construction and after every tell (replay included), on the
-        optimizer's own global RNG state."""
+        """Hook run after construction and after every tell (replay included)."""
 
     def state(self) -> dict[str, np.ndarray]:
         """The mean and every fitness told: the optimizer is rebuilt by replay."""
