@@ -46,7 +46,6 @@ import signal
 import subprocess
 import sys
 import threading
-import tomllib
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -106,13 +105,11 @@ def _number(where: str, value: Any, integer: bool = False, minimum: float = 0.0)
 
 
 def load_suite(path: Path) -> Suite:
-    """The suite file, checked: one-line errors naming the bad key."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as error:
-        raise ValueError(f"suite {str(path)!r}: {error.strerror or error}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"suite {str(path)!r}: not valid TOML ({error})") from None
+    """The suite file, checked: one-line errors naming the bad key (an unreadable file or bad
+    TOML: the config loader's one-line ``ConfigError``, a ``ValueError``)."""
+    from es.config import read_toml
+
+    data = read_toml(path)
     unknown = sorted(set(data) - SUITE_KEYS)
     if unknown:
         raise ValueError(f"suite {str(path)!r}: unknown key {unknown[0]!r} "
@@ -190,6 +187,10 @@ def config_eval_episodes(config: Path, overrides: tuple[str, ...]) -> int:
     return load_config(config, list(overrides)).run.eval_episodes
 
 
+def run_folder(out: Path, run: Run) -> Path:
+    return out / "runs" / run.name
+
+
 def train_command(run: Run, suite: Suite, suite_file: Path, run_dir: Path, ranks: int,
                   launcher: list[str]) -> list[str]:
     """Resume an interrupted run; else start it from its config."""
@@ -211,7 +212,7 @@ def train_command(run: Run, suite: Suite, suite_file: Path, run_dir: Path, ranks
 def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
             launcher: list[str]) -> dict[str, Any]:
     """Train (or resume) one run, score its final policy; its row of ``runs.csv``."""
-    run_dir = out / "runs" / run.name
+    run_dir = run_folder(out, run)
     final = run_dir / "final.json"
     if not final.is_file():
         if run_dir.exists() and not (run_dir / "config.toml").is_file():
@@ -371,7 +372,7 @@ def curves(rows_by_run: dict[str, list[tuple[float, int, float]]], axis: int,
     return np.array(lines)
 
 
-def plot(rows: list[dict[str, Any]], out: Path, tasks: dict[str, Task]) -> Path | None:
+def plot(runs: list[Run], out: Path, tasks: dict[str, Task]) -> Path | None:
     """``suite.png``: per task, eval return against training seconds and against steps."""
     try:
         import matplotlib
@@ -382,24 +383,24 @@ def plot(rows: list[dict[str, Any]], out: Path, tasks: dict[str, Task]) -> Path 
         print("es-bench suite: matplotlib not installed, no suite.png "
               "(pip install -e '.[plot]')", file=sys.stderr)
         return None
-    names = [name for name in tasks if any(r["task"] == name for r in rows)]
+    evals = {run.name: evaluations(read_progress(run_folder(out, run))) for run in runs}
+    names = [name for name in tasks if any(run.task.name == name for run in runs)]
     figure, axes = plt.subplots(len(names), 2, figsize=(11, 3.6 * len(names)), squeeze=False)
     for line, name in enumerate(names):
         for column, (axis, label) in enumerate(((0, "training seconds"), (1, "env steps"))):
             ax = axes[line][column]
-            for strategy in dict.fromkeys(r["strategy"] for r in rows if r["task"] == name):
-                runs = {r["seed"]: evaluations(read_progress(out / "runs" / _name(r)))
-                        for r in rows if (r["task"], r["strategy"]) == (name, strategy)}
-                runs = {seed: evals for seed, evals in runs.items() if evals}
-                if not runs:
+            for strategy in dict.fromkeys(r.strategy for r in runs if r.task.name == name):
+                seeds = {r.seed: evals[r.name] for r in runs
+                         if (r.task.name, r.strategy) == (name, strategy) and evals[r.name]}
+                if not seeds:
                     continue
-                end = max(e[-1][axis] for e in runs.values())
+                end = max(e[-1][axis] for e in seeds.values())
                 grid = np.linspace(0.0, end, 200)
-                values = curves(runs, axis, grid)
+                values = curves(seeds, axis, grid)
                 with warnings.catch_warnings():  # all-NaN columns before the first eval
                     warnings.simplefilter("ignore", RuntimeWarning)
                     q1, median, q3 = np.nanpercentile(values, [25, 50, 75], axis=0)
-                ax.plot(grid, median, label=f"{strategy} ({len(runs)} seeds)")
+                ax.plot(grid, median, label=f"{strategy} ({len(seeds)} seeds)")
                 ax.fill_between(grid, q1, q3, alpha=0.25)
             for threshold in tasks[name].thresholds:
                 ax.axhline(threshold, color="grey", linewidth=0.8, linestyle=":")
@@ -412,10 +413,6 @@ def plot(rows: list[dict[str, Any]], out: Path, tasks: dict[str, Task]) -> Path 
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
-
-
-def _name(row: dict[str, Any]) -> str:
-    return f"{row['task']}-{row['strategy']}-seed{row['seed']}"
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -493,7 +490,7 @@ def suite(args: argparse.Namespace) -> int:
     text = markdown(summary, chosen, title)
     (out / "results.md").write_text(text)
     print("\n" + text)
-    plot(rows, out, chosen)
+    plot(runs, out, chosen)
     return 0
 
 
@@ -513,7 +510,7 @@ def _interrupt(*_: object) -> None:
 
 
 def _done(out: Path, run: Run) -> bool:
-    return (out / "runs" / run.name / "final.json").is_file()
+    return (run_folder(out, run) / "final.json").is_file()
 
 
 def add_parser(commands: Any) -> None:
