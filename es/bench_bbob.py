@@ -33,11 +33,12 @@ with matplotlib (the ``[plot]`` extra) an ECDF plot.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,9 @@ SOLVED = TARGETS[-1]
 X0_BBOB, SIGMA0_BBOB = 0.0, 2.0
 X0_HIGHDIM, SIGMA0_HIGHDIM = 3.0, 1.0
 #: pycma's full CMA-ES, its CMA_diagonal variant, and full CMA-ES drawing the same random
-#: numbers as es.minimize's ``cma`` (its ``randn``): a paired comparison, in which the two
-#: differ only by what es.minimize adds (its stopping and restart rules).
+#: numbers as es.minimize's ``cma`` (its ``randn``; with restarts each run's, and BIPOP's
+#: draws): a paired comparison, in which the two differ only by what es.minimize adds or
+#: leaves out (its stopping and restart rules).
 PYCMA = ("pycma", "pycma-diag", "pycma-paired")
 HIGHDIM_FUNCTIONS = ("sphere", "ellipsoid", "rastrigin")
 
@@ -131,6 +133,9 @@ def pycma_options(method: str, budget: int, seed: int, ftarget: float | None) ->
 
         del options["seed"]  # pycma only reads it to seed NumPy's global RNG
         options["randn"] = cma_randn(seed)
+        # fmin2 evaluates each run's final mean, one evaluation es.minimize does not spend:
+        # with restarts it would shift every later run's budget accounting.
+        options["eval_final_mean"] = False
     return options
 
 
@@ -139,10 +144,51 @@ def run_pycma(method: str, fun: Callable, x0: np.ndarray, sigma0: float, budget:
     """``cma.fmin2`` with pycma's defaults (its population size, its stopping criteria)."""
     import cma
 
+    options = pycma_options(method, budget, seed, SOLVED)
     with warnings.catch_warnings():  # pycma's numerical notes, thousands on ill-conditioning
         warnings.filterwarnings("ignore", module="cma")
-        cma.fmin2(fun, x0, sigma0, pycma_options(method, budget, seed, SOLVED),
-                  restarts=restarts, bipop=bipop)
+        if method == "pycma-paired" and restarts:
+            with restarts_drawing_ours(seed):
+                cma.fmin2(fun, x0, sigma0, options, restarts=restarts, bipop=bipop)
+        else:
+            cma.fmin2(fun, x0, sigma0, options, restarts=restarts, bipop=bipop)
+
+
+@contextlib.contextmanager
+def restarts_drawing_ours(seed: int) -> Iterator[None]:
+    """Inside, ``cma.fmin2``'s restarts draw what ``es.minimize(seed=seed)``'s draw: run k's
+    ``randn`` from ``run_seed(seed, k)`` and a BIPOP small run's two uniforms from
+    ``small_run_draws`` (pycma draws the sigma's first). pycma has no option for either, so
+    this swaps, for the call only, the class that ``fmin`` instantiates and NumPy's
+    ``np.random.uniform`` that it draws from (this process only: the benchmark's worker)."""
+    import cma.evolution_strategy as pycma_es
+
+    from es.strategies.external import cma_randn
+    from es.strategies.restarts import run_seed, small_run_draws
+
+    original, uniform = pycma_es.CMAEvolutionStrategy, np.random.uniform
+    runs_started = 0
+    pending: list[float] = []
+
+    class Paired(original):  # type: ignore[misc, valid-type]
+        def __init__(self, x0: Any, sigma0: Any, inopts: Any = None, **kwargs: Any) -> None:
+            nonlocal runs_started
+            inopts = {**inopts, "randn": cma_randn(run_seed(seed, runs_started))}
+            runs_started += 1
+            super().__init__(x0, sigma0, inopts, **kwargs)
+
+    def draws(*args: Any, **kwargs: Any) -> float:
+        if pending:
+            return pending.pop()
+        population_draw, sigma_draw = small_run_draws(seed, runs_started)
+        pending.append(population_draw)
+        return sigma_draw
+
+    pycma_es.CMAEvolutionStrategy, np.random.uniform = Paired, draws
+    try:
+        yield
+    finally:
+        pycma_es.CMAEvolutionStrategy, np.random.uniform = original, uniform
 
 
 def bbob_seed(function: int, instance: int, offset: int = 0) -> int:

@@ -66,10 +66,14 @@ def resolve_method(method: str, dim: int) -> str:
     return method
 
 
-def default_popsize(dim: int, mirrored: bool) -> int:
-    """``4 + floor(3 ln d)`` (pycma's default), made even for mirrored sampling."""
-    population = 4 + int(3 * math.log(dim))
-    return population + population % 2 if mirrored else population
+def default_popsize(dim: int, mirrored: bool) -> float:
+    """pycma's default ``4 + 3 ln d``, unrounded: the first run has its floor and restarts
+    scale the unrounded value, as ``cma.fmin`` does (d = 2: 6, then 12, 24, 48, 97, ...). For
+    mirrored sampling the floor, made even."""
+    population = 4 + 3 * math.log(dim)
+    if not mirrored:
+        return population
+    return int(population) + int(population) % 2
 
 
 def make_factory(method: str, dim: int, options: dict[str, Any]) -> Callable[..., Any]:
@@ -130,8 +134,9 @@ class AskTell:
     (best value at or below it), ``max_evals``, ``max_generations``, then the local stops of
     the last run once ``restarts`` are spent (``tolx``: the search scale below it in every
     coordinate; ``tolfun``: the values of a generation and the best values over the last
-    ``10 + 30 d / popsize`` generations all within it; ``flatfitness``: the best equal to the
-    75th percentile in more than 3 generations in a row (pycma's ``tolflatfitness``);
+    ``10 + 30 d / popsize`` generations all within it; ``tolfunhist``: those best values
+    alone, over more than 9 generations; ``flatfitness``: the best equal to the 75th
+    percentile in 2 generations in a row (pycma's ``tolflatfitness``); defaults as pycma's;
     ``stagnation``; ``maxiter``: pycma's ``100 + 150 (d + 3)**2 / sqrt(popsize)``
     generations per run (these three: False turns them off); ``budget`` (a BIPOP small
     run's cap); a strategy's own, e.g. pycma's ``tolconditioncov``; see
@@ -155,8 +160,9 @@ class AskTell:
         max_evals: int | None = None,
         max_generations: int | None = None,
         ftarget: float | None = None,
-        tolfun: float | None = 1e-12,
-        tolx: float | None = 1e-12,
+        tolfun: float | None = 1e-11,
+        tolx: float | None = 1e-11,
+        tolfunhist: float | None = 1e-12,
         stagnation: bool = True,
         flatfitness: bool = True,
         maxiter: bool = True,
@@ -177,8 +183,10 @@ class AskTell:
             raise ValueError(f"popsize {popsize}: must be >= 2")
         self.strategy = Restarts(factory, x0, population=popsize, sigma=float(sigma0),
                                  seed=seed, max_restarts=restarts, bipop=bipop,
-                                 criteria=LocalStop(tolfun, tolx, stagnation, flatfitness,
-                                                    maxiter))
+                                 criteria=LocalStop(tolfun=tolfun, tolx=tolx,
+                                                    tolfunhist=tolfunhist,
+                                                    stagnation=stagnation,
+                                                    flatfitness=flatfitness, maxiter=maxiter))
         self.limits = {"max_evals": max_evals, "max_generations": max_generations,
                        "ftarget": ftarget, "timeout_s": timeout_s}
         self.generation = self.nfev = 0
@@ -268,8 +276,9 @@ def minimize(
     max_evals: int | None = None,
     max_generations: int | None = None,
     ftarget: float | None = None,
-    tolfun: float | None = 1e-12,
-    tolx: float | None = 1e-12,
+    tolfun: float | None = 1e-11,
+    tolx: float | None = 1e-11,
+    tolfunhist: float | None = 1e-12,
     stagnation: bool = True,
     flatfitness: bool = True,
     maxiter: bool = True,
@@ -306,7 +315,7 @@ def minimize(
         max_evals = 10_000 * np.asarray(x0).size
     optimizer = AskTell(method, x0, sigma0, popsize, seed, restarts=restarts, bipop=bipop,
                         max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
-                        tolfun=tolfun, tolx=tolx, stagnation=stagnation,
+                        tolfun=tolfun, tolx=tolx, tolfunhist=tolfunhist, stagnation=stagnation,
                         flatfitness=flatfitness, maxiter=maxiter, timeout_s=timeout_s,
                         **strategy_options)
     with make_evaluator(fun, workers, vectorized) as evaluate:

@@ -124,3 +124,25 @@ def test_highdim_smoke_and_one_line_errors(tmp_path):
         bad = run_cli(["es-bench", *argv])
         assert bad.returncode == 2 and message in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_paired_pycma_restarts_as_es_minimize_restarts():
+    """With BIPOP restarts too: ``pycma-paired`` (cma.fmin2 drawing es.minimize's random
+    numbers for every run and every BIPOP draw) reaches every target at the same evaluation
+    as ``auto``, so the two restart the same runs at the same generations."""
+    import ioh
+
+    from es.bench_bbob import SOLVED, bbob_seed, run_bbob, run_ours
+
+    budget = 4000
+    for function in (3, 4, 15, 24):
+        ours, theirs = (run_bbob((method, function, 1, 2, budget, 9, True, 0))
+                        for method in ("auto", "pycma-paired"))
+        assert [ours[c] for c in HIT_COLUMNS + ["nfev"]] == [theirs[c]
+                                                            for c in HIT_COLUMNS + ["nfev"]]
+        problem = ioh.get_problem(function, instance=1, dimension=2,
+                                  problem_class=ioh.ProblemClass.BBOB)
+        result = run_ours("auto", lambda x, p=problem: p(x) - p.optimum.y, np.zeros(2), 2.0,
+                          budget, bbob_seed(function, 1), restarts=9, bipop=True,
+                          ftarget=SOLVED)
+        assert result.restarts >= 3  # several runs, small and large, were compared

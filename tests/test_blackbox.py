@@ -23,6 +23,7 @@ from es.strategies.restarts import (
     SMALL,
     LocalStop,
     Restarts,
+    RunHistory,
     is_flat,
     local_stop,
     max_generations,
@@ -140,11 +141,14 @@ def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
 
 
 def test_stopping_criteria_and_their_reasons():
-    flat = es.minimize(lambda x: 1.0, x0=np.zeros(3), sigma0=0.1, max_generations=500)
-    assert flat.stop_reason == "flatfitness" and flat.ngen == 4  # 4 flat in a row
-    unflagged = es.minimize(lambda x: 1.0, x0=np.zeros(3), sigma0=0.1, max_generations=500,
-                            flatfitness=False)
-    assert unflagged.stop_reason == "tolfun" and unflagged.ngen > 3
+    def flat(**switches):
+        result = es.minimize(lambda x: 1.0, x0=np.zeros(3), sigma0=0.1, max_generations=500,
+                             **switches)
+        return result.stop_reason, result.ngen
+
+    assert flat() == ("tolfun", 1)  # as pycma: no spread now, none in the history so far
+    assert flat(tolfun=None) == ("flatfitness", 2)  # 2 flat in a row
+    assert flat(tolfun=None, flatfitness=False) == ("tolfunhist", 10)
     converged = es.minimize(es.functions.sphere, x0=np.ones(3), sigma0=0.1, tolfun=1e-6,
                             max_generations=500)
     assert converged.stop_reason == "tolfun" and converged.ngen < 500
@@ -184,7 +188,7 @@ def test_bad_input_gives_clear_errors():
 def test_auto_is_cma_up_to_100_dimensions_then_sepcma():
     assert es.blackbox.resolve_method("auto", 100) == "cma"
     assert es.blackbox.resolve_method("auto", 101) == "sepcma"
-    assert es.blackbox.default_popsize(10, mirrored=False) == 10  # 4 + floor(3 ln 10)
+    assert es.blackbox.default_popsize(10, mirrored=False) == 4 + 3 * np.log(10)  # pycma's
     assert es.blackbox.default_popsize(2, mirrored=True) == 6  # 4 + 2, even
     assert es.blackbox.default_popsize(3, mirrored=True) == 8  # 4 + 3, made even
 
@@ -265,6 +269,31 @@ def test_cma_adapter_resumes_by_replay_exactly():
         other.load_state(state)  # another seed replays elsewhere: refused, not resumed
 
 
+PYCMA_NAMES = {"flatfitness": "tolflatfitness"}  # our reason -> pycma's stop() key
+
+
+def step_sphere(x: np.ndarray) -> float:
+    return float(np.sum(np.floor(4 * x) ** 2))  # flat plateaus around the optimum
+
+
+@pytest.mark.parametrize("fun, dim, seed", [
+    (es.functions.sphere, 2, 1), (es.functions.sphere, 5, 2), (es.functions.rosenbrock, 3, 3),
+    (step_sphere, 2, 4), (step_sphere, 4, 5), (lambda x: 1.0, 3, 6),
+    (es.functions.rastrigin, 2, 7)])
+def test_a_cma_run_ends_where_pycmas_own_stop_ends_it(fun, dim, seed):
+    # The same random numbers (pycma's randn): es.minimize's generic stops (tolfun,
+    # tolfunhist, flat fitness, ...) end the run at pycma's generation, for pycma's reason.
+    reference = cma.CMAEvolutionStrategy(np.full(dim, 1.0), 0.5,
+                                         {"randn": cma_randn(seed), "verbose": -9})
+    while not reference.stop():
+        xs = reference.ask()
+        reference.tell(xs, [fun(x) for x in xs])
+    ours = es.minimize(fun, x0=np.full(dim, 1.0), sigma0=0.5, method="cma", seed=seed,
+                       max_evals=10**6)
+    assert ours.ngen == reference.countiter
+    assert PYCMA_NAMES.get(ours.stop_reason, ours.stop_reason) in reference.stop()
+
+
 def test_cma_adapter_reports_pycmas_divergence_stop_as_a_local_stop():
     # On a linear function sigma grows without bound: pycma's tolfacupx (1e3 times the
     # initial step) ends the run, as it ends a run of cma.fmin2.
@@ -330,8 +359,8 @@ class Stalls:
 
 
 #: Only the strategy's own local stop: ``Stalls`` is told a flat fitness.
-OWN_STOP_ONLY = LocalStop(tolfun=None, tolx=None, stagnation=False, flatfitness=False,
-                          maxiter=False)
+OWN_STOP_ONLY = LocalStop(tolfun=None, tolx=None, tolfunhist=None, stagnation=False,
+                          flatfitness=False, maxiter=False)
 
 
 def drive(restarts: Restarts, generations: int) -> list[tuple[int, int, float, int]]:
@@ -348,6 +377,14 @@ def drive(restarts: Restarts, generations: int) -> list[tuple[int, int, float, i
 
 def runs_of(seen):
     return [run for i, run in enumerate(seen) if i == 0 or run != seen[i - 1]]
+
+
+def test_restarts_scale_pycmas_unrounded_default_population_as_cma_fmin():
+    # cma.fmin's restarts double 4 + 3 ln 2 = 6.08 unrounded: 6, 12, 24, 48, 97, 194.
+    restarts = Restarts(Stalls, np.zeros(2), population=es.blackbox.default_popsize(2, False),
+                        sigma=1.0, max_restarts=5, criteria=OWN_STOP_ONLY)
+    populations = [population for _, population, _, _ in runs_of(drive(restarts, 10_000))]
+    assert populations == [6, 12, 24, 48, 97, 194]
 
 
 def test_ipop_doubles_the_population_at_each_local_stop():
@@ -411,21 +448,20 @@ def test_bipop_small_populations_span_the_default_to_the_last_large_one():
     assert sigmas.min() < 0.1 and sigmas.max() > 1.0
 
 
-def test_flatfitness_stops_a_run_flat_in_more_than_three_generations_in_a_row():
+def test_flatfitness_stops_a_run_flat_in_more_than_one_generation_in_a_row():
     # pycma's test: the best equals the value at rank int(0.75 * 8) = 6 (best first).
     assert is_flat(np.array([3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, -1.0]))
     assert not is_flat(np.array([3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 2.9, -1.0]))
-    only = LocalStop(tolfun=None, tolx=None, stagnation=False, maxiter=False)
-    history = np.zeros(6)
+    only = LocalStop(tolfun=None, tolx=None, tolfunhist=None, stagnation=False, maxiter=False)
 
     def reason(flat):
-        return local_stop(only, 6, 8, history, history, history, np.array(flat), 6, 0,
-                          np.ones(6))
+        history = RunHistory(generations=len(flat), flat=flat)
+        return local_stop(only, 6, 8, history, 8, np.ones(6))
 
-    assert reason([True, True, True]) == ""  # three flat generations are tolerated
-    assert reason([True, True, True, False]) == ""
-    assert reason([True, True, True, False, True, True, True]) == ""  # not in a row
-    assert reason([False, True, True, True, True]) == "flatfitness"
+    assert reason([True]) == ""  # pycma's tolflatfitness = 1: one flat generation is tolerated
+    assert reason([True, True, False]) == ""
+    assert reason([True, False, True, False, True]) == ""  # not in a row
+    assert reason([False, True, True]) == "flatfitness"
 
 
 def test_maxiter_is_pycmas_default_from_the_first_runs_population():
@@ -433,11 +469,14 @@ def test_maxiter_is_pycmas_default_from_the_first_runs_population():
         options = cma.CMAEvolutionStrategy(np.zeros(dim), 1.0, {"popsize": population,
                                                                 "verbose": -9}).opts
         assert max_generations(dim, population) == options["maxiter"]
-    only = LocalStop(tolfun=None, tolx=None, stagnation=False, flatfitness=False)
-    history = np.zeros(3)
+        default = cma.CMAEvolutionStrategy(np.zeros(dim), 1.0, {"verbose": -9}).opts
+        unrounded = es.blackbox.default_popsize(dim, mirrored=False)
+        assert max_generations(dim, unrounded) == default["maxiter"]
+    only = LocalStop(tolfun=None, tolx=None, tolfunhist=None, stagnation=False,
+                     flatfitness=False)
     for generations, expected in [(3493, ""), (3494, "maxiter")]:
-        assert local_stop(only, 5, 64, history, history, history, np.zeros(3, dtype=bool),
-                          generations, max_generations(5, 8), np.ones(5)) == expected
+        assert local_stop(only, 5, 64, RunHistory(generations=generations), 8,
+                          np.ones(5)) == expected
 
 
 @pytest.mark.parametrize("bipop", [False, True])
@@ -493,7 +532,8 @@ def test_minimize_with_ipop_restarts_solves_rastrigin_where_one_run_does_not():
     ipop = es.minimize(es.functions.rastrigin, restarts=6, **kwargs)
     populations = [h["population"] for h in ipop.history]
     assert ipop.stop_reason == "ftarget" and ipop.restarts >= 1
-    assert sorted(set(populations)) == [7 * 2**k for k in range(ipop.restarts + 1)]
+    base = 4 + 3 * np.log(3)  # pycma's default, doubled unrounded
+    assert sorted(set(populations)) == [int(base * 2**k) for k in range(ipop.restarts + 1)]
 
 
 def test_test_functions_are_zero_at_their_minimum_and_vectorised():

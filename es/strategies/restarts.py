@@ -8,22 +8,25 @@ pycma 4.5 (``cma.CMAOptions``, which end the runs of ``cma.fmin2(..., bipop=True
 - ``tolx``: the search distribution's standard deviation is below ``tolx`` in every
   coordinate (``search_scale``);
 - ``tolfun`` (pycma's rule): the fitness range of the last generation and the range of the
-  best fitness over the last ``10 + ceil(30 d / population)`` generations are both below
-  ``tolfun``;
-- ``flatfitness`` (pycma's ``tolflatfitness``): the best fitness equalled the one at rank
-  ``floor(0.75 population)`` in more than ``FLAT_GENERATIONS`` (3) consecutive generations: a
-  flat fitness ranks nothing, and neither ``tolfun`` nor ``tolx`` need ever fire on a plateau.
-  Hansen 2009's EqualFunVals (best against the ``1 + ceil(0.1 + population / 4)``-th in a
-  third of the last d generations) ended runs on BBOB's step ellipsoid f7 after one flat
-  generation at d = 2, where pycma's rule let them step off the plateau;
-- ``stagnation`` (pycma's ``tolstagnation``, with ``T = 100 + 100 d**1.5 / population``):
-  after more than ``d (5 + 100 / population)`` and 500 generations, the run's best fitness is
-  more than ``T / 2`` generations old and, over the last two windows of ``max(T / 2,
-  generations / 10)`` generations, the median of both the best and the median fitness of
-  the recent window is no better than the earlier one's (pycma samples every fifth
-  generation for these medians; here every generation counts). Hansen 2009's version (20%
-  of the run, at least ``120 + 30 d / population`` generations, no age condition) ended
-  runs on BBOB's f19, f23 and f24 that pycma's rule let go on to better precision;
+  best fitness over the last ``floor(10 + 30 d / population)`` generations (fewer early in a
+  run) are both below ``tolfun``;
+- ``tolfunhist`` (pycma's): that history holds more than 9 generations and its range is below
+  ``tolfunhist``, whatever the last generation's range;
+- ``flatfitness`` (pycma's ``tolflatfitness``, default 1): the best fitness equalled the one
+  at rank ``floor(0.75 population)`` in more than ``FLAT_GENERATIONS`` (1) consecutive
+  generations: a flat fitness ranks nothing, and neither ``tolfun`` nor ``tolx`` need ever fire
+  on a plateau. Hansen 2009's EqualFunVals (best against the ``1 + ceil(0.1 + population /
+  4)``-th in a third of the last d generations) ended runs on BBOB's step ellipsoid f7 after
+  one flat generation at d = 2, where pycma's rule let them step off the plateau;
+- ``stagnation`` (pycma's ``tolstagnation``, with ``T = 100 + 100 d**1.5 / population``,
+  ``population`` the first run's for every run, as ``fmin`` keeps its evaluated options):
+  the best and median fitness of every fifth generation are recorded; after more than
+  ``d (5 + 100 / population)`` generations and 100 records, the run's best fitness is more
+  than ``T / 2`` generations old and, over the last two windows of ``max(T / 10, records /
+  10)`` records, the median of both the best and the median fitness of the recent window is
+  no better than the earlier one's. Hansen 2009's version (20% of the run, at least ``120 +
+  30 d / population`` generations, no age condition) ended runs on BBOB's f19, f23 and f24
+  that pycma's rule let go on to better precision;
 - ``maxiter`` (pycma's default): ``100 + 150 (d + 3)**2 / sqrt(population)`` generations,
   ``population`` the first run's, for every run (pycma's ``fmin`` keeps the first run's
   value);
@@ -54,7 +57,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -70,8 +73,9 @@ TAG_RESTART = 0x2E57A27  # a restart's strategy seed and its BIPOP draws
 Factory = Callable[[np.ndarray, int, float, int], Strategy]
 
 FIRST, LARGE, SMALL = 0, 1, 2  # the regime of a run
-STAGNATION_MAX = 20_000  # generations of fitness history kept (pycma keeps as many)
-FLAT_GENERATIONS = 3  # pycma 4.5's tolflatfitness: flat generations tolerated in a row
+STAGNATION_MAX = 20_000  # records of the stagnation history kept (pycma keeps as many)
+STAGNATION_EVERY = 5  # generations per record (pycma's fit.histbest)
+FLAT_GENERATIONS = 1  # pycma 4.5's tolflatfitness: flat generations tolerated in a row
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,9 @@ class LocalStop:
     """When a run has converged or stalled (module docstring); None or False switches one
     off."""
 
-    tolfun: float | None = 1e-12
-    tolx: float | None = 1e-12
+    tolfun: float | None = 1e-11
+    tolx: float | None = 1e-11
+    tolfunhist: float | None = 1e-12
     stagnation: bool = True
     flatfitness: bool = True
     maxiter: bool = True
@@ -103,10 +108,11 @@ def search_scale(strategy: Any) -> np.ndarray:
 
 
 def tolfun_window(dim: int, population: int) -> int:
-    return 10 + math.ceil(30 * dim / population)
+    """How many generations' best fitness ``tolfun`` looks at (pycma's ``fit.hist``)."""
+    return math.floor(10 + 30 * dim / population)
 
 
-def max_generations(dim: int, population: int) -> int:
+def max_generations(dim: int, population: float) -> int:
     """pycma's default ``maxiter``: ``100 + 150 (d + 3)**2 // sqrt(population)``."""
     return 100 + math.floor(150 * (dim + 3) ** 2 / math.sqrt(population))
 
@@ -118,48 +124,117 @@ def is_flat(fitness: np.ndarray) -> bool:
     return bool(ranked[0] == ranked[int(0.75 * ranked.size)])
 
 
-def stagnation_generations(dim: int, population: int) -> int:
+def stagnation_generations(dim: int, population: float) -> int:
     """pycma's default ``tolstagnation``: ``100 + 100 d**1.5 / population``."""
     return int(100 + 100 * dim**1.5 / population)
 
 
-def stagnated(dim: int, population: int, best: np.ndarray, median: np.ndarray,
-              generations: int) -> bool:
-    """The ``stagnation`` stop (module docstring) on the per-generation best and median
-    fitness (the most recent, up to ``STAGNATION_MAX``)."""
-    patience = stagnation_generations(dim, population)
-    window = int(max(patience / 2, generations / 10))
-    if (generations <= max(dim * (5 + 100 / population), 500)
-            or 2 * window >= min(generations, len(best))):
+@dataclass
+class RunHistory:
+    """What a run's local stops look at, recorded as pycma records it (fitness maximised):
+    the best of the recent generations (``tolfun``), the last generation, whether the recent
+    ones were flat, the best and median of every fifth generation (``stagnation``) and the
+    run's best so far with the generation that reached it."""
+
+    generations: int = 0
+    recent_best: list[float] = field(default_factory=list)
+    last: np.ndarray | None = None
+    flat: list[bool] = field(default_factory=list)
+    sampled_best: list[float] = field(default_factory=list)
+    sampled_median: list[float] = field(default_factory=list)
+    record: float = -math.inf
+    record_generation: int = 0
+
+    def add(self, fitness: np.ndarray, keep_recent: int) -> None:
+        self.generations += 1
+        best = float(fitness.max())
+        self.recent_best.append(best)
+        self.flat.append(is_flat(fitness))
+        del self.recent_best[:-keep_recent], self.flat[:-FLAT_GENERATIONS - 1]
+        self.last = fitness
+        if self.generations % STAGNATION_EVERY == 0:
+            self.sampled_best.append(best)
+            self.sampled_median.append(float(np.median(fitness)))
+            del self.sampled_best[:-STAGNATION_MAX], self.sampled_median[:-STAGNATION_MAX]
+        if best > self.record:
+            self.record, self.record_generation = best, self.generations
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {
+            "restart_best": np.array(self.recent_best, dtype=np.float64),
+            "restart_last": (np.array(self.last, dtype=np.float64) if self.last is not None
+                             else np.zeros(0)),
+            "restart_flat": np.array(self.flat, dtype=bool),
+            "restart_sampled": np.array([self.sampled_best, self.sampled_median],
+                                        dtype=np.float64).reshape(2, -1),
+            "restart_record": np.array([self.record, self.record_generation],
+                                       dtype=np.float64),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray], generations: int) -> RunHistory:
+        sampled = np.asarray(state["restart_sampled"], dtype=np.float64)
+        record, record_generation = np.asarray(state["restart_record"], dtype=np.float64)
+        return cls(generations=generations,
+                   recent_best=[float(v) for v in state["restart_best"]],
+                   last=np.asarray(state["restart_last"], dtype=np.float64).copy()
+                   if generations else None,
+                   flat=[bool(v) for v in state["restart_flat"]],
+                   sampled_best=sampled[0].tolist(), sampled_median=sampled[1].tolist(),
+                   record=float(record), record_generation=int(record_generation))
+
+
+def stagnated(dim: int, population: int, history: RunHistory, population0: float) -> bool:
+    """The ``stagnation`` stop (module docstring), pycma's ``tolstagnation`` test."""
+    patience = stagnation_generations(dim, population0)
+    best, median = np.asarray(history.sampled_best), np.asarray(history.sampled_median)
+    window = max(patience / STAGNATION_EVERY / 2, best.size / 10)
+    if window > history.generations:
         return False
-    age = len(best) - 1 - int(np.argmax(best))  # since the run's best (within the history)
-    return bool(age > patience / 2
+    window = int(window)
+    return bool(history.generations > dim * (5 + 100 / population)
+                and history.generations - history.record_generation > patience / 2
+                and best.size > 100 and 2 * window < best.size
                 and np.median(best[-window:]) <= np.median(best[-2 * window:-window])
                 and np.median(median[-window:]) <= np.median(median[-2 * window:-window]))
 
 
-def local_stop(criteria: LocalStop, dim: int, population: int, best: np.ndarray,
-               median: np.ndarray, last: np.ndarray | None, flat: np.ndarray,
-               generations: int, limit: int, scale: np.ndarray) -> str:
-    """The first generic local stop met (``""`` if none): ``best``, ``median`` and ``flat``
-    hold the run's per-generation best and median fitness and ``is_flat`` (the most recent
-    ones at least), ``last`` the last generation's fitness, ``generations`` how many the run
-    has had, ``limit`` its ``max_generations``."""
+def local_stop(criteria: LocalStop, dim: int, population: int, history: RunHistory,
+               population0: float, scale: np.ndarray) -> str:
+    """The first generic local stop met (``""`` if none) by a run with ``history``;
+    ``population0`` is the base population (``maxiter``, ``stagnation``)."""
     if criteria.tolx is not None and float(scale.max()) < criteria.tolx:
         return "tolx"
-    window = tolfun_window(dim, population)
-    if (criteria.tolfun is not None and last is not None and len(best) >= window
-            and float(np.ptp(last)) < criteria.tolfun
-            and float(np.ptp(best[-window:])) < criteria.tolfun):
+    recent = np.asarray(history.recent_best[-tolfun_window(dim, population):])
+    if (criteria.tolfun is not None and history.last is not None
+            and float(np.ptp(history.last)) < criteria.tolfun
+            and float(np.ptp(recent)) < criteria.tolfun):
         return "tolfun"
+    if (criteria.tolfunhist is not None and recent.size > 9
+            and float(np.ptp(recent)) < criteria.tolfunhist):
+        return "tolfunhist"
+    flat = history.flat
     if (criteria.flatfitness and len(flat) > FLAT_GENERATIONS
-            and bool(np.all(flat[-FLAT_GENERATIONS - 1:]))):
+            and all(flat[-FLAT_GENERATIONS - 1:])):
         return "flatfitness"
-    if criteria.stagnation and stagnated(dim, population, best, median, generations):
+    if criteria.stagnation and stagnated(dim, population, history, population0):
         return "stagnation"
-    if criteria.maxiter and generations >= limit:
+    if criteria.maxiter and history.generations >= max_generations(dim, population0):
         return "maxiter"
     return ""
+
+
+def run_seed(seed: int, run: int) -> int:
+    """The strategy seed of run ``run`` (0: the first) of restarts seeded ``seed``."""
+    if run == 0:
+        return seed
+    return int(generator(seed, run, TAG_RESTART).integers(0, SEED_BOUND))
+
+
+def small_run_draws(seed: int, run: int) -> tuple[float, float]:
+    """BIPOP's uniform draws for a small run: (population exponent, sigma exponent)."""
+    u1, u2 = generator(seed, run, TAG_RESTART, SMALL).random(2)
+    return float(u1), float(u2)
 
 
 class Restarts:
@@ -173,7 +248,7 @@ class Restarts:
         factory: Factory,
         mean0: np.ndarray,
         *,
-        population: int,
+        population: float,
         sigma: float,
         seed: int = 0,
         max_restarts: int = 0,
@@ -183,14 +258,16 @@ class Restarts:
         if max_restarts < 0:
             raise ValueError(f"max_restarts {max_restarts}: must be >= 0")
         self.factory, self.mean0 = factory, np.array(mean0, dtype=np.float64).ravel()
-        self.population0, self.sigma0, self.seed = int(population), float(sigma), int(seed)
+        # May be fractional (pycma's default 4 + 3 ln d): every run takes the floor of its
+        # scaled value, as cma.fmin's restarts scale the unrounded default.
+        self.population0, self.sigma0, self.seed = float(population), float(sigma), int(seed)
         self.max_restarts, self.bipop, self.criteria = int(max_restarts), bool(bipop), criteria
         self.generation = 0
         self.run = self.large_runs = 0  # runs started after the first; large ones among them
         self.evals = [0, 0]  # evaluations of the small (first run included) and large regimes
         self.stop_reason = ""
         self.ends: list[tuple[int, str]] = []  # (generation, reason) of each run's end
-        self._begin(FIRST, self.population0, self.sigma0, 0)
+        self._begin(FIRST, math.floor(self.population0), self.sigma0, 0)
         self._settle()
 
     # The protocol, forwarded to the current run's strategy.
@@ -220,42 +297,28 @@ class Restarts:
         metrics = self.inner.tell(fitness)
         shaped = worst_for_failures(fitness)
         self.generation += 1
-        self.run_generations += 1
         self.run_evals += shaped.size
-        self._best.append(float(shaped.max()))
-        self._median.append(float(np.median(shaped)))
-        self._flat.append(is_flat(shaped))
-        keep = max(STAGNATION_MAX, tolfun_window(self.mean0.size, self.population))
-        del self._best[:-keep], self._median[:-keep], self._flat[:-FLAT_GENERATIONS - 1]
-        self._last = shaped
+        self.history.add(shaped, tolfun_window(self.mean0.size, self.population))
         run, population = self.run, self.population
         self._settle()
         return {**metrics, "restart": float(run), "population": float(population)}
 
     # Runs and their ends.
-    def _seed_of(self, run: int) -> int:
-        if run == 0:
-            return self.seed
-        return int(generator(self.seed, run, TAG_RESTART).integers(0, SEED_BOUND))
-
     def _begin(self, kind: int, population: int, sigma: float, cap: int) -> None:
-        """Start a run; ``cap`` > 0 bounds its evaluations (BIPOP's small regime)."""
+        """Start a run; ``cap`` > 0 bounds its evaluations to ``cap / 2`` (BIPOP's small
+        regime: half the large regime's, unrounded as pycma's ``maxiter`` for it)."""
         self.kind, self.run_population, self.run_sigma, self.cap = kind, population, sigma, cap
-        self.inner = self.factory(self.mean0.copy(), population, sigma, self._seed_of(self.run))
-        self.run_generations = self.run_evals = 0
-        self._best: list[float] = []
-        self._median: list[float] = []
-        self._flat: list[bool] = []
-        self._last: np.ndarray | None = None
+        self.inner = self.factory(self.mean0.copy(), population, sigma,
+                                  run_seed(self.seed, self.run))
+        self.run_evals = 0
+        self.history = RunHistory()
 
     def _reason(self) -> str:
-        if self.cap and self.run_evals >= self.cap:
+        if self.cap and 2 * self.run_evals >= self.cap:
             return "budget"
         dim = self.mean0.size
-        reason = local_stop(self.criteria, dim, self.population, np.asarray(self._best),
-                            np.asarray(self._median), self._last, np.asarray(self._flat),
-                            self.run_generations, max_generations(dim, self.population0),
-                            search_scale(self.inner))
+        reason = local_stop(self.criteria, dim, self.population, self.history,
+                            self.population0, search_scale(self.inner))
         own = getattr(self.inner, "local_stop", None)
         return reason or (own() if own is not None else "")
 
@@ -279,15 +342,15 @@ class Restarts:
         self.run += 1
         small, large = self.evals
         if self.bipop and large > 0 and small < large:
-            u1, u2 = generator(self.seed, self.run, TAG_RESTART, SMALL).random(2)
+            u1, u2 = small_run_draws(self.seed, self.run)
             lambda_large = self.population0 * 2**self.large_runs
             population = math.floor(self.population0 * (lambda_large / self.population0)
                                     ** (u1**2))
-            self._begin(SMALL, population, self.sigma0 * 10 ** (-2 * u2), max(large // 2, 1))
+            self._begin(SMALL, population, self.sigma0 * 10 ** (-2 * u2), max(large, 1))
             return
         self.large_runs += 1
-        self._begin(LARGE, self.population0 * 2**self.run if not self.bipop
-                    else self.population0 * 2**self.large_runs, self.sigma0, 0)
+        doublings = self.large_runs if self.bipop else self.run
+        self._begin(LARGE, math.floor(self.population0 * 2**doublings), self.sigma0, 0)
 
     # Checkpoints.
     def state(self) -> dict[str, np.ndarray]:
@@ -295,16 +358,12 @@ class Restarts:
         (``inner_*``): everything the next decision depends on."""
         inner = {f"inner_{key}": value for key, value in self.inner.state().items()}
         counters = [self.generation, self.run, self.large_runs, self.kind, self.run_population,
-                    self.cap, self.run_generations, self.run_evals, *self.evals]
+                    self.cap, self.history.generations, self.run_evals, *self.evals]
         return {
             "theta": np.array(self.mean, copy=True),
             "restart_counters": np.array(counters, dtype=np.int64),
             "restart_sigma": np.array(self.run_sigma, dtype=np.float64),
-            "restart_best": np.array(self._best, dtype=np.float64),
-            "restart_median": np.array(self._median, dtype=np.float64),
-            "restart_flat": np.array(self._flat, dtype=bool),
-            "restart_last": (np.array(self._last, dtype=np.float64) if self._last is not None
-                             else np.zeros(0)),
+            **self.history.state(),
             "restart_stop_reason": np.array(self.stop_reason),
             **inner,
         }
@@ -317,11 +376,6 @@ class Restarts:
         self.inner.load_state({key.removeprefix("inner_"): value for key, value in state.items()
                                if key.startswith("inner_")})
         self.inner.generation = run_generations  # the protocol keeps the counter outside state()
-        self.run_generations, self.run_evals, self.evals = run_generations, run_evals, [small,
-                                                                                       large]
-        self._best = [float(v) for v in state["restart_best"]]
-        self._median = [float(v) for v in state["restart_median"]]
-        self._flat = [bool(v) for v in state["restart_flat"]]
-        last = np.asarray(state["restart_last"], dtype=np.float64)
-        self._last = last.copy() if self.run_generations else None
+        self.run_evals, self.evals = run_evals, [small, large]
+        self.history = RunHistory.from_state(state, run_generations)
         self.stop_reason = str(state["restart_stop_reason"])
