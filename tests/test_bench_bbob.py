@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
+import es
 from es.bench_bbob import HIT_COLUMNS, TARGETS, Stop, Tracker, ecdf_at, parse_ints
 
 pytest.importorskip("ioh")
@@ -146,3 +147,29 @@ def test_paired_pycma_restarts_as_es_minimize_restarts():
                           budget, bbob_seed(function, 1), restarts=9, bipop=True,
                           ftarget=SOLVED)
         assert result.restarts >= 3  # several runs, small and large, were compared
+
+
+def test_tolx_compares_pycmas_evolution_path_too():
+    """pycma's tolx also asks the step along the evolution path p_c to be below it: on this
+    BBOB run (f18, d = 10) the search scale alone is below 1e-11 one generation earlier."""
+    import cma
+    import ioh
+
+    from es.bench_bbob import bbob_seed
+    from es.strategies.external import cma_randn
+
+    problem = ioh.get_problem(18, instance=3, dimension=10, problem_class=ioh.ProblemClass.BBOB)
+
+    def precision(x):
+        return float(problem(x)) - problem.optimum.y
+
+    seed = bbob_seed(18, 3)
+    reference = cma.CMAEvolutionStrategy(np.zeros(10), 2.0,
+                                         {"randn": cma_randn(seed), "verbose": -9})
+    while not reference.stop():
+        xs = reference.ask()
+        reference.tell(xs, [precision(x) for x in xs])
+    ours = es.minimize(precision, x0=np.zeros(10), sigma0=2.0, method="cma", seed=seed,
+                       max_evals=10**6)
+    assert "tolx" in reference.stop()
+    assert (ours.stop_reason, ours.ngen) == ("tolx", reference.countiter)

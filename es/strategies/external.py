@@ -227,3 +227,11 @@ class CMA(External):
     def local_stop(self) -> str:
         """The name of a pycma condition in ``CMA_LOCAL_STOPS`` met now, else ``""``."""
         return self.local_stop_reason
+
+    @property
+    def tolx_scale(self) -> np.ndarray:
+        """What pycma's ``tolx`` compares per coordinate: the search scale, or the step
+        size along the evolution path ``p_c`` where that is longer."""
+        es = self.optimizer
+        path = es.sigma * es.sigma_vec.scaling * np.abs(es.pc)
+        return np.maximum(np.asarray(es.stds, dtype=np.float64), path)

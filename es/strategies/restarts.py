@@ -6,7 +6,8 @@ fitness told so far and the search scale, defined for any strategy after Hansen 
 pycma 4.5 (``cma.CMAOptions``, which end the runs of ``cma.fmin2(..., bipop=True)``):
 
 - ``tolx``: the search distribution's standard deviation is below ``tolx`` in every
-  coordinate (``search_scale``);
+  coordinate (``search_scale``; a strategy may define ``tolx_scale``, as ``CMA`` does to
+  compare pycma's evolution path too);
 - ``tolfun`` (pycma's rule): the fitness range of the last generation and the range of the
   best fitness over the last ``floor(10 + 30 d / population)`` generations (fewer early in a
   run) are both below ``tolfun``;
@@ -105,6 +106,13 @@ def search_scale(strategy: Any) -> np.ndarray:
         scale = candidates.std(axis=0)
     mean = np.asarray(strategy.mean)
     return np.abs(np.broadcast_to(np.asarray(scale, dtype=np.float64), mean.shape))
+
+
+def tolx_scale(strategy: Any) -> np.ndarray:
+    """What ``tolx`` compares: the strategy's ``tolx_scale`` if it has one, else its
+    ``search_scale``."""
+    own = getattr(strategy, "tolx_scale", None)
+    return search_scale(strategy) if own is None else np.asarray(own, dtype=np.float64)
 
 
 def tolfun_window(dim: int, population: int) -> int:
@@ -318,7 +326,7 @@ class Restarts:
             return "budget"
         dim = self.mean0.size
         reason = local_stop(self.criteria, dim, self.population, self.history,
-                            self.population0, search_scale(self.inner))
+                            self.population0, tolx_scale(self.inner))
         own = getattr(self.inner, "local_stop", None)
         return reason or (own() if own is not None else "")
 
