@@ -142,7 +142,9 @@ class RunHistory:
     """What a run's local stops look at, recorded as pycma records it (fitness maximised):
     the best of the recent generations (``tolfun``), the last generation, whether the recent
     ones were flat, the best and median of every fifth generation (``stagnation``) and the
-    run's best so far with the generation that reached it."""
+    run's best so far with where in the run it was evaluated, in generations (pycma's
+    ``best.evals`` over the population: generation ``g``'s member ``i`` of ``n`` is at
+    ``g - 1 + (i + 1) / n``)."""
 
     generations: int = 0
     recent_best: list[float] = field(default_factory=list)
@@ -151,7 +153,7 @@ class RunHistory:
     sampled_best: list[float] = field(default_factory=list)
     sampled_median: list[float] = field(default_factory=list)
     record: float = -math.inf
-    record_generation: int = 0
+    record_position: float = 0.0
 
     def add(self, fitness: np.ndarray, keep_recent: int) -> None:
         self.generations += 1
@@ -165,7 +167,9 @@ class RunHistory:
             self.sampled_median.append(float(np.median(fitness)))
             del self.sampled_best[:-STAGNATION_MAX], self.sampled_median[:-STAGNATION_MAX]
         if best > self.record:
-            self.record, self.record_generation = best, self.generations
+            member = int(np.argmax(fitness))
+            self.record = best
+            self.record_position = self.generations - 1 + (member + 1) / fitness.size
 
     def state(self) -> dict[str, np.ndarray]:
         return {
@@ -175,21 +179,20 @@ class RunHistory:
             "restart_flat": np.array(self.flat, dtype=bool),
             "restart_sampled": np.array([self.sampled_best, self.sampled_median],
                                         dtype=np.float64).reshape(2, -1),
-            "restart_record": np.array([self.record, self.record_generation],
-                                       dtype=np.float64),
+            "restart_record": np.array([self.record, self.record_position], dtype=np.float64),
         }
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray], generations: int) -> RunHistory:
         sampled = np.asarray(state["restart_sampled"], dtype=np.float64)
-        record, record_generation = np.asarray(state["restart_record"], dtype=np.float64)
+        record, record_position = np.asarray(state["restart_record"], dtype=np.float64)
         return cls(generations=generations,
                    recent_best=[float(v) for v in state["restart_best"]],
                    last=np.asarray(state["restart_last"], dtype=np.float64).copy()
                    if generations else None,
                    flat=[bool(v) for v in state["restart_flat"]],
                    sampled_best=sampled[0].tolist(), sampled_median=sampled[1].tolist(),
-                   record=float(record), record_generation=int(record_generation))
+                   record=float(record), record_position=float(record_position))
 
 
 def stagnated(dim: int, population: int, history: RunHistory, population0: float) -> bool:
@@ -201,7 +204,7 @@ def stagnated(dim: int, population: int, history: RunHistory, population0: float
         return False
     window = int(window)
     return bool(history.generations > dim * (5 + 100 / population)
-                and history.generations - history.record_generation > patience / 2
+                and history.generations - history.record_position > patience / 2
                 and best.size > 100 and 2 * window < best.size
                 and np.median(best[-window:]) <= np.median(best[-2 * window:-window])
                 and np.median(median[-window:]) <= np.median(median[-2 * window:-window]))
