@@ -331,16 +331,19 @@ def summary_rows(rows: list[dict[str, Any]], tasks: dict[str, Task]) -> list[dic
                                    + [math.inf] * (len(group) - len(reached)))
             entry[f"median_s_{threshold:g}"] = _median_or_dash(ordered)
             entry[f"worst_s_{threshold:g}"] = max(t for t, _ in reached) if everyone else "—"
-            entry[f"median_steps_{threshold:g}"] = _median_or_dash(ordered_steps)
+            entry[f"median_steps_{threshold:g}"] = _median_or_dash(ordered_steps, whole=True)
             entry[f"worst_steps_{threshold:g}"] = (max(s for _, s in reached) if everyone
                                                    else "—")
         summary.append(entry)
     return summary
 
 
-def _median_or_dash(ordered: list[float]) -> float | str:
+def _median_or_dash(ordered: list[float], whole: bool = False) -> float | int | str:
+    """The median, ``"—"`` if infinite; ``whole``: rounded to an int (steps)."""
     value = float(np.median(ordered))
-    return value if math.isfinite(value) else "—"
+    if not math.isfinite(value):
+        return "—"
+    return round(value) if whole else value
 
 
 def markdown(summary: list[dict[str, Any]], tasks: dict[str, Task], title: str) -> str:
