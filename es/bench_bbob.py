@@ -144,14 +144,12 @@ def run_pycma(method: str, fun: Callable, x0: np.ndarray, sigma0: float, budget:
     """``cma.fmin2`` with pycma's defaults (its population size, its stopping criteria)."""
     import cma
 
-    options = pycma_options(method, budget, seed, SOLVED)
-    with warnings.catch_warnings():  # pycma's numerical notes, thousands on ill-conditioning
+    paired = method == "pycma-paired" and restarts
+    with (warnings.catch_warnings(),  # pycma's numerical notes, thousands on ill-conditioning
+          restarts_drawing_ours(seed) if paired else contextlib.nullcontext()):
         warnings.filterwarnings("ignore", module="cma")
-        if method == "pycma-paired" and restarts:
-            with restarts_drawing_ours(seed):
-                cma.fmin2(fun, x0, sigma0, options, restarts=restarts, bipop=bipop)
-        else:
-            cma.fmin2(fun, x0, sigma0, options, restarts=restarts, bipop=bipop)
+        cma.fmin2(fun, x0, sigma0, pycma_options(method, budget, seed, SOLVED),
+                  restarts=restarts, bipop=bipop)
 
 
 @contextlib.contextmanager

@@ -354,9 +354,8 @@ class Restarts:
         small, large = self.evals
         if self.bipop and large > 0 and small < large:
             u1, u2 = small_run_draws(self.seed, self.run)
-            lambda_large = self.population0 * 2**self.large_runs
-            population = math.floor(self.population0 * (lambda_large / self.population0)
-                                    ** (u1**2))
+            # Up to the last large population, population0 * 2**large_runs (pycma's fmin).
+            population = math.floor(self.population0 * (2**self.large_runs) ** (u1**2))
             self._begin(SMALL, population, self.sigma0 * 10 ** (-2 * u2), max(large, 1))
             return
         self.large_runs += 1
