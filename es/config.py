@@ -140,6 +140,8 @@ class PolicyConfig:
 
 #: The strategies es-train can run (``es.strategies``); the order is the README's.
 STRATEGY_NAMES = ("openai", "snes", "ars", "pgpe", "sepcma", "cma")
+#: The strategies whose sigma and step size follow es.sigma_decay / es.lr_decay.
+SCHEDULED_STRATEGIES = ("openai", "ars")
 
 
 @dataclass(frozen=True)
@@ -149,10 +151,12 @@ class ESConfig:
     population: int = _doc("members per generation (even when mirrored)", 64)
     sigma: float = _doc("standard deviation of the parameter perturbations", 0.02)
     lr: float = _doc("optimizer step size", 0.01)
-    sigma_decay: float = _doc("sigma is multiplied by this every generation", 1.0)
+    sigma_decay: float = _doc("sigma is multiplied by this every generation ('openai' and "
+                              "'ars'; the others adapt sigma themselves)", 1.0)
     sigma_min: float = _doc("floor of the decayed sigma", 0.0)
-    lr_decay: float = _doc("lr is multiplied by this every generation", 1.0)
-    lr_min: float = _doc("floor of the decayed lr", 0.0)
+    lr_decay: float = _doc("the step size (es.lr; 'ars': ars.lr) is multiplied by this every "
+                           "generation ('openai' and 'ars')", 1.0)
+    lr_min: float = _doc("floor of the decayed step size", 0.0)
     fitness_shaping: str = _doc("'centered_ranks' (the paper) or 'standardized'", "centered_ranks")
     optimizer: str = _doc("'adam' or 'sgd' (with momentum)", "adam")
     momentum: float = _doc("momentum of 'sgd'", 0.9)
@@ -462,6 +466,13 @@ def from_dict(data: dict[str, Any]) -> Config:
 def _check_strategy(config: Config) -> None:
     """What a strategy needs of the shared ``[es]`` keys (each section validates itself)."""
     es = config.es
+    if es.strategy not in SCHEDULED_STRATEGIES:
+        for key in ("sigma_decay", "sigma_min", "lr_decay", "lr_min"):
+            value = getattr(es, key)
+            if value != ESConfig.__dataclass_fields__[key].default:
+                raise ConfigError(
+                    f"es.{key} = {value}: es.strategy = {es.strategy!r} sets its own step sizes;"
+                    f" the decays apply to {' and '.join(map(repr, SCHEDULED_STRATEGIES))}")
     if es.strategy in ("ars", "pgpe") and not es.mirrored:
         raise ConfigError(f"es.mirrored = false: es.strategy = {es.strategy!r} compares the two "
                           "members of mirrored pairs; set es.mirrored = true")

@@ -172,3 +172,15 @@ def test_strategy_needs_are_checked_across_sections():
     with pytest.raises(ConfigError, match=r"es.mirrored = false: es.strategy = 'pgpe'"):
         from_dict({"es": {"strategy": "pgpe", "mirrored": False, "population": 5}})
     assert from_dict({"es": {"strategy": "ars", "population": 8}, "ars": {"top": 4}}).ars.top == 4
+
+
+def test_decays_only_for_strategies_with_a_fixed_step_size():
+    from es.config import ConfigError, from_dict
+
+    assert from_dict({"es": {"strategy": "ars", "lr_decay": 0.99}}).es.lr_decay == 0.99
+    with pytest.raises(ConfigError, match=r"es.sigma_decay = 0.99: es.strategy = 'snes' sets "
+                                          r"its own step sizes; the decays apply to 'openai' "
+                                          r"and 'ars'"):
+        from_dict({"es": {"strategy": "snes", "sigma_decay": 0.99}})
+    with pytest.raises(ConfigError, match=r"es.lr_min = 0.1: es.strategy = 'cma'"):
+        from_dict({"es": {"strategy": "cma", "lr_min": 0.1}})

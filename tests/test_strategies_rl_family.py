@@ -165,6 +165,26 @@ def test_ars_non_finite_fitness_ranks_last(table):
     np.testing.assert_array_equal(ars.mean, same.mean)
 
 
+def test_ars_decays_nu_and_alpha_per_generation_down_to_floors(table):
+    ars = ARS(np.zeros(3), population=4, sigma=0.4, noise=table, lr=0.1, top=1,
+              sigma_decay=0.5, sigma_min=0.15, lr_decay=0.9, lr_min=0.08, dtype=np.float64)
+    nus, steps = [], []
+    for _ in range(4):
+        gen = ars.ask()
+        nus.append(gen.scale)
+        np.testing.assert_allclose(gen.params(0) - gen.mean, gen.scale * dense(gen, 0))
+        before = ars.mean.copy()
+        fitness = np.array([1.0, 0.0, 0.5, 0.5])
+        ars.tell(fitness)
+        # top 1 is direction 0: g = (1 - 0) delta_0 / sigma_R over the returns (1, 0).
+        g = dense(gen, 0) / np.std([1.0, 0.0])
+        steps.append(float(np.linalg.norm(ars.mean - before) / np.linalg.norm(g)))
+    assert nus == [0.4, 0.2, 0.15, 0.15]
+    np.testing.assert_allclose(steps, [0.1, 0.09, 0.081, 0.08])
+    with pytest.raises(ValueError, match="lr_decay"):
+        ARS(np.zeros(3), population=4, sigma=0.1, noise=table, lr_decay=0.0)
+
+
 def test_ars_refuses_unmirrored_sampling_and_bad_options(table):
     with pytest.raises(ValueError, match="mirrored"):
         ARS(np.zeros(3), population=6, sigma=0.1, noise=table, mirrored=False)

@@ -11,6 +11,10 @@ where ``sigma_R`` is the standard deviation of the ``2b`` returns used. There is
 shaping and no optimizer: dividing by ``sigma_R`` is the method's only normalisation, so the
 step adapts to the returns' scale.
 
+Beyond the paper, ``nu`` and ``alpha`` may decay exponentially per generation (to a floor),
+as OpenAI-ES's sigma and step size can: a fixed ``alpha`` that finds a good gait fast keeps
+stepping as far once it is there, and a gait that is nearly right then tips over.
+
 The paper's four variants:
 
 - V1: the update above on raw observations; V1-t: with ``top < N``.
@@ -28,7 +32,7 @@ from typing import ClassVar
 import numpy as np
 
 from es.noise import NoiseSource
-from es.strategies.base import NoiseStrategy, fitness_summary
+from es.strategies.base import NoiseStrategy, check_decay, decayed, fitness_summary
 
 
 class ARS(NoiseStrategy):
@@ -49,9 +53,14 @@ class ARS(NoiseStrategy):
         dtype: type | np.dtype = np.float32,
         lr: float = 0.02,
         top: int | None = None,
+        sigma_decay: float = 1.0,
+        sigma_min: float = 0.0,
+        lr_decay: float = 1.0,
+        lr_min: float = 0.0,
     ) -> None:
         """``sigma`` is the paper's nu, ``lr`` its alpha, ``top`` its b (None: all directions,
-        V1/V2; fewer: V1-t/V2-t)."""
+        V1/V2; fewer: V1-t/V2-t); the decays multiply nu and alpha every generation, down to
+        their floors (1: fixed, the paper)."""
         super().__init__(mean0, population=population, sigma=sigma, noise=noise, seed=seed,
                          mirrored=mirrored, dtype=dtype)
         if not lr > 0:
@@ -60,11 +69,23 @@ class ARS(NoiseStrategy):
         top = directions if top is None else int(top)
         if not 1 <= top <= directions:
             raise ValueError(f"top {top}: must be between 1 and the {directions} directions")
-        self.sigma, self.lr, self.top = float(sigma), float(lr), top
+        check_decay("sigma_decay", sigma_decay)
+        check_decay("lr_decay", lr_decay)
+        self.sigma0, self.lr0, self.top = float(sigma), float(lr), top
+        self.sigma_decay, self.sigma_min = float(sigma_decay), float(sigma_min)
+        self.lr_decay, self.lr_min = float(lr_decay), float(lr_min)
 
     @property
-    def scale(self) -> float:
-        return self.sigma
+    def sigma(self) -> float:
+        """This generation's nu."""
+        return decayed(self.sigma0, self.sigma_decay, self.sigma_min, self.generation)
+
+    scale = sigma
+
+    @property
+    def lr(self) -> float:
+        """This generation's alpha."""
+        return decayed(self.lr0, self.lr_decay, self.lr_min, self.generation)
 
     def top_directions(self, fitness: np.ndarray) -> np.ndarray:
         """The ``top`` directions with the highest ``max(r+, r-)``, best first (ties: lower
@@ -101,7 +122,8 @@ class ARS(NoiseStrategy):
         }
 
     def state(self) -> dict[str, np.ndarray]:
-        """The parameters: ARS keeps nothing else (nu, alpha and b are fixed)."""
+        """The parameters: ARS keeps nothing else (b is fixed, nu and alpha are functions of
+        the generation)."""
         return {"theta": self.theta.copy()}
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:

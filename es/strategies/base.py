@@ -135,6 +135,17 @@ def fitness_summary(fitness: np.ndarray) -> dict[str, float]:
             "fitness_min": float(fitness.min())}
 
 
+def decayed(start: float, decay: float, floor: float, generation: int) -> float:
+    """An exponential schedule, ``max(start * decay**generation, floor)``: a pure function of
+    the generation, so a strategy that uses one keeps no extra state (as evosax's OpenES)."""
+    return max(start * decay**generation, floor)
+
+
+def check_decay(name: str, decay: float) -> None:
+    if not 0 < decay <= 1:
+        raise ValueError(f"{name} {decay}: must be in (0, 1]")
+
+
 class NoiseStrategy:
     """What every strategy that samples ``mean + sign * scale * eps_k`` from shared noise has
     in common: checked settings, the pending generation (asking twice gives the same one) and

@@ -27,7 +27,7 @@ import numpy as np
 
 from es.noise import NoiseSource
 from es.optim import Optimizer
-from es.strategies.base import NoiseStrategy, fitness_summary
+from es.strategies.base import NoiseStrategy, check_decay, decayed, fitness_summary
 from es.strategies.shaping import centered_ranks
 
 
@@ -55,9 +55,8 @@ class OpenAIES(NoiseStrategy):
     ) -> None:
         super().__init__(theta0, population=population, sigma=sigma, noise=noise, seed=seed,
                          mirrored=mirrored, dtype=np.float32)
-        for name, decay in (("sigma_decay", sigma_decay), ("lr_decay", lr_decay)):
-            if not 0 < decay <= 1:
-                raise ValueError(f"{name} {decay}: must be in (0, 1]")
+        check_decay("sigma_decay", sigma_decay)
+        check_decay("lr_decay", lr_decay)
         self.sigma0, self.l2 = float(sigma), float(l2)
         self.sigma_decay, self.sigma_min = float(sigma_decay), float(sigma_min)
         self.lr0, self.lr_decay, self.lr_min = float(optimizer.lr), float(lr_decay), float(lr_min)
@@ -66,14 +65,14 @@ class OpenAIES(NoiseStrategy):
     @property
     def sigma(self) -> float:
         """This generation's perturbation scale."""
-        return max(self.sigma0 * self.sigma_decay**self.generation, self.sigma_min)
+        return decayed(self.sigma0, self.sigma_decay, self.sigma_min, self.generation)
 
     scale = sigma
 
     @property
     def lr(self) -> float:
         """This generation's optimizer step size."""
-        return max(self.lr0 * self.lr_decay**self.generation, self.lr_min)
+        return decayed(self.lr0, self.lr_decay, self.lr_min, self.generation)
 
     def tell(self, fitness: np.ndarray) -> dict[str, float]:
         """Step the parameters from the fitness of every member, in member order.
