@@ -283,6 +283,7 @@ def minimize(
     flatfitness: bool = True,
     maxiter: bool = True,
     timeout_s: float | None = None,
+    callback: Callable[[dict[str, float]], object] | None = None,
     **strategy_options: Any,
 ) -> Result:
     """Minimise ``fun`` from ``x0`` with the strategy ``method`` (``AskTell``); runs until a
@@ -308,7 +309,13 @@ def minimize(
     start within a minute raise it too, never hang. Under ``mpiexec`` (more than one rank)
     every rank runs this call and evaluates its share instead; nothing is spawned. Either way
     the result is bit-identical to ``workers=1``.
+
+    ``callback(row)`` is called after every generation with its ``Result.history`` row
+    (``ngen``, ``nfev``, ``best_f``, ``f_min``, ``f_median``, ``sigma_mean``, ``population``,
+    ``restart``, ``time_s``); returning ``False`` stops there with ``stop_reason``
+    ``"callback"``. Under ``mpiexec`` rank 0's callback decides for every rank.
     """
+    from es.comm import make_comm, rank_zero_decides
     from es.evaluate import make_evaluator
 
     if max_evals is None and max_generations is None and timeout_s is None:
@@ -318,8 +325,12 @@ def minimize(
                         tolfun=tolfun, tolx=tolx, tolfunhist=tolfunhist, stagnation=stagnation,
                         flatfitness=flatfitness, maxiter=maxiter, timeout_s=timeout_s,
                         **strategy_options)
+    comm = make_comm() if callback is not None else None
     with make_evaluator(fun, workers, vectorized) as evaluate:
         while not optimizer.stop():
             candidates = optimizer.ask()
             optimizer.tell(candidates, evaluate(candidates))
+            if comm is not None and not rank_zero_decides(comm, callback,
+                                                          dict(optimizer.history[-1])):
+                optimizer.stop_reason = "callback"
     return optimizer.result

@@ -109,10 +109,22 @@ def train_parser() -> argparse.ArgumentParser:
         f"{', '.join(RESUME_OVERRIDES)} may be changed with --set",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-generation progress line")
+    add_tensorboard_flag(parser)
     return parser
 
 
-RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds")
+def add_tensorboard_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="also write TensorBoard event files under RUN_DIR/tb/ "
+                        "(run.tensorboard = true; needs pip install 'es[tensorboard]')")
+
+
+def flag_overrides(args: argparse.Namespace) -> list[str]:
+    """``--set`` overrides with the ones that flags stand for appended."""
+    return [*args.overrides, *(["run.tensorboard=true"] if args.tensorboard else [])]
+
+
+RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds", "run.tensorboard")
 
 
 def _load_resume(run_dir: str, overrides: list[str]):
@@ -155,6 +167,7 @@ def _prepare(args):
     rank gets the outcome, so all ranks exit alike on a user error."""
     from es.config import ConfigError, load_config
     from es.envs import check_env_id
+    from es.tensorboard_log import require_tensorboard
 
     try:
         if args.resume:
@@ -171,6 +184,8 @@ def _prepare(args):
             config, state, warnings = load_config(args.config, args.overrides), None, []
             run_dir = None
         check_env_id(config.env.id)
+        if config.run.tensorboard:
+            require_tensorboard()
     except (ConfigError, ValueError) as error:
         return None, None, None, [], str(error)
     if run_dir is None:
@@ -256,6 +271,7 @@ def _check_sweep(runs: list[argparse.Namespace]) -> None:
 def train_main(argv: list[str] | None = None) -> int:
     """One run, or a sweep: the world's ranks split into groups, each training its runs."""
     args = train_parser().parse_args(argv)
+    args.overrides = flag_overrides(args)
     from es.comm import make_comm
 
     world = make_comm()

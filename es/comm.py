@@ -210,7 +210,7 @@ class MPIComm:
         return result
 
     def broadcast(self, obj: Any) -> Any:
-        """Start-up only (small Python objects such as the run folder's name)."""
+        """Small Python objects: the run folder's name at start-up, a callback's answer."""
         return self.world.bcast(obj, root=0)
 
     def allgather_objects(self, obj: Any) -> list[Any]:
@@ -325,6 +325,23 @@ class MPIComm:
         sys.stdout.flush()
         sys.stderr.flush()
         self.world.Abort(code)
+
+
+def rank_zero_decides(comm: Comm, callback: Callable[[Any], object], row: Any) -> bool:
+    """Rank 0 calls ``callback(row)`` (a user's) and every rank gets its answer: False only if
+    it returned False. If it raises, rank 0 raises that error and the other ranks a
+    ``RuntimeError`` naming it, rather than waiting forever for an answer."""
+    answer = None
+    if comm.rank == 0:
+        try:
+            answer = ("answered", callback(row) is not False)
+        except Exception as error:
+            comm.broadcast(("raised", f"{type(error).__name__}: {error}"))
+            raise
+    kind, value = comm.broadcast(answer)
+    if kind == "raised":
+        raise RuntimeError(f"the callback raised on rank 0: {value}")
+    return value
 
 
 def under_mpi_launcher() -> bool:

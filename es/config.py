@@ -58,6 +58,10 @@ class RunConfig:
         "stop after this many seconds of training (0: no limit); es-compare gives every "
         "method the same budget this way", 0.0
     )
+    tensorboard: bool = _doc(
+        "also write TensorBoard event files under RUN_DIR/tb/ (every progress.csv column "
+        "against env steps, and this config); needs the tensorboard extra", False
+    )
 
     def validate(self) -> None:
         _at_least("run.generations", self.generations, 1)

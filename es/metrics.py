@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from es.tensorboard_log import TB_FOLDER, TensorBoardLog
+
 COLUMNS = (
     "generation",
     "timesteps",
@@ -34,11 +36,15 @@ COLUMNS = (
 
 
 class ProgressLog:
-    """Appends rows to ``progress.csv``, flushed each generation so a crash loses nothing."""
+    """Appends rows to ``progress.csv``, flushed each generation so a crash loses nothing, and
+    with ``tensorboard_config`` (the resolved config as TOML) the same rows as TensorBoard
+    scalars under the run folder's ``tb/``."""
 
-    def __init__(self, path: Path, keep_through: int | None = None) -> None:
+    def __init__(self, path: Path, keep_through: int | None = None,
+                 tensorboard_config: str | None = None) -> None:
         """Append to ``path``; with ``keep_through`` (a resume), first drop the rows of later
         generations, which the resumed run writes again."""
+        kept_steps = None
         if keep_through is not None and path.exists():
             with path.open(newline="") as handle:
                 kept = [r for r in csv.DictReader(handle) if _complete(r, keep_through)]
@@ -46,19 +52,28 @@ class ProgressLog:
                 writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
                 writer.writeheader()
                 writer.writerows(kept)
+            kept_steps = int(kept[-1]["timesteps"]) if kept else 0
         new = not path.exists() or path.stat().st_size == 0
         self._file = path.open("a", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
         if new:
             self._writer.writeheader()
             self._file.flush()
+        self._tensorboard = None
+        if tensorboard_config is not None:
+            self._tensorboard = TensorBoardLog(path.parent / TB_FOLDER, tensorboard_config,
+                                               purge_after=kept_steps)
 
     def write(self, row: dict[str, Any]) -> None:
         self._writer.writerow({key: _cell(row.get(key)) for key in COLUMNS})
         self._file.flush()
+        if self._tensorboard is not None:
+            self._tensorboard.write({key: row.get(key) for key in COLUMNS})
 
     def close(self) -> None:
         self._file.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
 
 
 def evaluation_columns(returns: np.ndarray | None) -> dict[str, float | int | None]:

@@ -15,19 +15,20 @@ import logging
 import signal
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tomli_w
 
 from es.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
-from es.comm import Comm
+from es.comm import Comm, rank_zero_decides
 from es.config import Config
 from es.envs import env_from_config, policy_spec_for
 from es.exchange import GenerationResults, share_results, spread, static_share
-from es.metrics import ProgressLog, evaluation_columns, progress_line
+from es.metrics import COLUMNS, ProgressLog, evaluation_columns, progress_line
 from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.optim import make_optimizer
 from es.policies import ObsNorm, bind_policy, with_action_noise
@@ -45,6 +46,10 @@ from es.strategies import ARS, CMA, PGPE, SNES, Generation, OpenAIES, SepCMA, St
 from es.strategies.shaping import FITNESS_SHAPINGS
 
 log = logging.getLogger("es")
+
+
+#: Called with each generation's progress row; returning False stops the run (checkpointed).
+Callback = Callable[[dict[str, Any]], object]
 
 
 @dataclass
@@ -300,16 +305,24 @@ class Trainer:
     def elapsed_s(self) -> float:
         return self.elapsed_before + time.time() - self.start_time
 
-    def run(self) -> TrainResult:
-        """Train until a budget is spent; raises ``Stopped`` or ``TrainingError`` after saving.
+    def run(self, callback: Callback | None = None) -> TrainResult:
+        """Train until a budget is spent or ``callback`` returns False; raises ``Stopped`` or
+        ``TrainingError`` after saving.
 
-        Whatever ends the loop, the last finished generation is checkpointed first.
+        ``callback`` is called on rank 0 with each generation's ``progress.csv`` row (a dict
+        of its columns; None for an empty cell), after the row is written; the other ranks
+        follow its answer. Whatever ends the loop, the last finished generation is
+        checkpointed first.
         """
         writer = self.comm.rank == 0 and self.run_dir is not None
-        progress = ProgressLog(self.run_dir / "progress.csv", self.resumed_at) if writer else None
+        progress = None
         if writer:
-            payload = tomli_w.dumps(self.config.to_dict()).encode()
-            write_atomically(self.run_dir / "config.toml", lambda handle: handle.write(payload))
+            config_toml = tomli_w.dumps(self.config.to_dict())
+            write_atomically(self.run_dir / "config.toml",
+                             lambda handle: handle.write(config_toml.encode()))
+            progress = ProgressLog(
+                self.run_dir / "progress.csv", self.resumed_at,
+                tensorboard_config=config_toml if self.config.run.tensorboard else None)
         eval_return, saved_at, torn = None, self.strategy.generation, False
         best_eval, first = None, (self.strategy.generation, self.timesteps, time.perf_counter())
         try:
@@ -330,6 +343,9 @@ class Trainer:
                 self.io_s = time.perf_counter() - io_started
                 if row["stop_signal"]:
                     raise Stopped(row["stop_signal"], self.strategy.generation)
+                if callback is not None and not rank_zero_decides(
+                        self.comm, callback, {key: row.get(key) for key in COLUMNS}):
+                    break
         except KeyboardInterrupt:
             torn = True  # a second signal may land mid-update: keep the last checkpoint
             raise

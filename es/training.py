@@ -76,17 +76,27 @@ def train(
     force: bool = False,
     quiet: bool = True,
     comm: Comm | None = None,
+    callback: Callable[[dict[str, Any]], object] | None = None,
 ) -> TrainingRun:
     """Train as ``es-train CONFIG --set KEY=VALUE ... --run-dir RUN_DIR`` would, and return
     the run. Errors in the config raise ``ConfigError`` (a ``ValueError``) before anything
     starts; an existing run folder is refused unless ``force``. BLAS runs on one thread
-    during the call (restored after), as under ``es-train``."""
+    during the call (restored after), as under ``es-train``.
+
+    ``callback(row)`` is called after every generation with its ``progress.csv`` row (a dict:
+    ``generation``, ``timesteps``, ``return_mean``, ``eval_return``, ...; None where the
+    file's cell is empty). Returning ``False`` stops the run there, checkpointed, as a budget
+    would (any other value goes on). Under ``mpiexec`` rank 0's callback decides and every
+    rank stops with it."""
     from es.cli import _configure_logging, _prepare_run_dir
     from es.envs import check_env_id
+    from es.tensorboard_log import require_tensorboard
     from es.trainer import Trainer
 
     resolved = resolve_config(config, overrides)
     check_env_id(resolved.env.id)
+    if resolved.run.tensorboard:
+        require_tensorboard()
     comm = comm or make_comm()
     _configure_logging(comm.rank == 0 and not quiet)
     prepared = _prepare_run_dir(None if run_dir is None else str(run_dir), resolved, force) \
@@ -98,7 +108,7 @@ def train(
     # already (a notebook), so environment variables such as es.cli sets would be too late.
     # The trainer is closed after the run: its shared noise table is an MPI window.
     with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder)) as trainer:
-        result = trainer.run()
+        result = trainer.run(callback)
     comm.barrier()  # rank 0's files are complete before any rank reads them
     saved = load_policy(Path(folder) / "policy.npz")
     return TrainingRun(Path(folder), saved.act(), saved, _history(Path(folder)),

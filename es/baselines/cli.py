@@ -13,6 +13,8 @@ from es.cli import (  # sets BLAS threads first
     _crash,
     _fail,
     _prepare,
+    add_tensorboard_flag,
+    flag_overrides,
 )
 from es.cliargs import ArgumentParser
 
@@ -35,11 +37,13 @@ def parser() -> argparse.ArgumentParser:
                        "__{time})")
     parse.add_argument("--force", action="store_true", help="overwrite an existing run folder")
     parse.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_tensorboard_flag(parse)
     return parse
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    args.overrides = flag_overrides(args)
     from es.comm import make_comm
 
     comm = make_comm()

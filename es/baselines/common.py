@@ -86,9 +86,12 @@ class BaselineRun:
         self.eval_return: float | None = None
         self.progress: ProgressLog | None = None
         if comm.rank == 0 and run_dir is not None:
-            payload = tomli_w.dumps(config.to_dict()).encode()
-            write_atomically(run_dir / "config.toml", lambda handle: handle.write(payload))
-            self.progress = ProgressLog(run_dir / "progress.csv")
+            config_toml = tomli_w.dumps(config.to_dict())
+            write_atomically(run_dir / "config.toml",
+                             lambda handle: handle.write(config_toml.encode()))
+            self.progress = ProgressLog(
+                run_dir / "progress.csv",
+                tensorboard_config=config_toml if config.run.tensorboard else None)
 
     @property
     def elapsed_s(self) -> float:

@@ -1,0 +1,27 @@
+"""Run under mpiexec: every rank calls es.train and es.minimize with a callback. Rank 0's
+callback stops training after generation 3 and minimisation after generation 4; the other
+ranks' callbacks would stop at once, and are never asked. Each rank prints what it got."""
+
+import sys
+
+import numpy as np
+
+import es
+from es.comm import MPIComm
+
+comm = MPIComm()
+seen: list[int] = []
+
+
+def stop_training(row):
+    seen.append(row["generation"])
+    return comm.rank != 0 or row["generation"] < 3
+
+
+run = es.train("configs/pendulum.toml", {"es.population": 10, "env.max_episode_steps": 50,
+                                         "run.generations": 8, "run.eval_every": 2},
+               run_dir=sys.argv[1], force=True, callback=stop_training)
+result = es.minimize(lambda x: float(np.sum(x**2)), np.ones(4), 0.5, method="cma",
+                     callback=lambda row: comm.rank != 0 or row["ngen"] < 4)
+print(f"RANK {comm.rank} train {run.generations} seen {seen} minimize {result.ngen} "
+      f"{result.stop_reason} {result.x.tobytes().hex()}", flush=True)

@@ -1,0 +1,87 @@
+"""Callbacks of es.train and es.minimize: each generation's row, a clean stop on False
+(checkpointed, resumable), rank 0 deciding for every rank under mpiexec."""
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO, tool
+
+import es
+from es.checkpoint import load_latest_checkpoint
+from es.metrics import COLUMNS
+
+PENDULUM = {"es.population": 10, "env.max_episode_steps": 50, "run.eval_every": 2,
+            "run.eval_episodes": 1, "run.generations": 8}
+
+
+def test_train_callback_sees_every_row_and_stops_the_run_checkpointed(tmp_path):
+    rows = []
+
+    def watch(row):
+        rows.append(row)
+        return row["generation"] < 3
+
+    run = es.train(REPO / "configs/pendulum.toml", PENDULUM, run_dir=tmp_path / "cb",
+                   callback=watch)
+    assert run.generations == 3 and [r["generation"] for r in rows] == [1, 2, 3]
+    assert all(set(r) == set(COLUMNS) for r in rows)
+    assert rows[0]["eval_return"] is None and rows[1]["eval_return"] is not None
+    assert [r["timesteps"] for r in rows] == [h["timesteps"] for h in run.history]
+    state, _, _ = load_latest_checkpoint(tmp_path / "cb/checkpoints")
+    assert state.generation == 3
+
+
+def test_train_callback_returning_anything_but_false_goes_on(tmp_path):
+    answers = iter([None, True, 0, "", [], 1, None, None])
+    run = es.train(REPO / "configs/pendulum.toml", PENDULUM, run_dir=tmp_path / "on",
+                   callback=lambda row: next(answers))
+    assert run.generations == 8
+
+
+def test_train_callback_error_propagates_after_saving(tmp_path):
+    def broken(row):
+        if row["generation"] == 2:
+            raise KeyError("no such column")
+        return True
+
+    with pytest.raises(KeyError, match="no such column"):
+        es.train(REPO / "configs/pendulum.toml", PENDULUM, run_dir=tmp_path / "err",
+                 callback=broken)
+    state, _, _ = load_latest_checkpoint(tmp_path / "err/checkpoints")
+    assert state.generation == 2
+
+
+def test_minimize_callback_sees_the_history_rows_and_stops():
+    rows = []
+
+    def watch(row):
+        rows.append(row)
+        return row["ngen"] < 5
+
+    result = es.minimize(lambda x: float(np.sum(x**2)), np.ones(3), 0.5, method="sepcma",
+                         callback=watch)
+    assert result.stop_reason == "callback" and result.ngen == 5
+    assert rows == result.history
+    assert {"ngen", "nfev", "best_f", "f_min", "f_median", "sigma_mean"} <= set(rows[0])
+    plain = es.minimize(lambda x: float(np.sum(x**2)), np.ones(3), 0.5, method="sepcma",
+                        max_generations=5)
+    np.testing.assert_array_equal(result.x, plain.x)
+
+
+def test_under_mpiexec_rank_zero_decides_for_every_rank(tmp_path):
+    done = subprocess.run([tool("mpiexec"), "-n", "2", sys.executable,
+                           str(REPO / "tests/mpi_scripts/callbacks_spmd.py"),
+                           str(tmp_path / "spmd")],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("RANK"))
+    parsed = [re.fullmatch(r"RANK (\d) train (\d+) seen (\[.*\]) minimize (.*)", line).groups()
+              for line in lines]
+    assert [rank for rank, *_ in parsed] == ["0", "1"]
+    (_, trained0, seen0, minimized0), (_, trained1, seen1, minimized1) = parsed
+    assert trained0 == trained1 == "3"
+    assert seen0 == "[1, 2, 3]" and seen1 == "[]"  # only rank 0's callback was asked
+    assert minimized0 == minimized1 and minimized0.startswith("4 callback ")
