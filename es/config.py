@@ -45,7 +45,10 @@ class RunConfig:
     eval_episodes: int = _doc("episodes per evaluation of the mean policy", 5)
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(
-        "who evaluates which member: 'static' (round-robin) or 'dynamic' (work stealing)",
+        "who evaluates which member: 'static' (round-robin) or 'dynamic' (work stealing: a "
+        "thread on rank 0 hands the next member to whichever rank is free, 16 bytes a "
+        "member); bit-identical results either way, 'dynamic' pays off when episode lengths "
+        "vary",
         "static",
     )
     checkpoint_every: int = _doc("checkpoint every k generations (and always at exit)", 10)
@@ -55,8 +58,9 @@ class RunConfig:
         "stop if more than this fraction of a generation's episodes fail", 0.1
     )
     max_seconds: float = _doc(
-        "stop after this many seconds of training (0: no limit); es-compare gives every "
-        "method the same budget this way", 0.0
+        "stop after this many seconds since launch, all resumed sessions together (0: no "
+        "limit); the ranks agree on it, and the last generation is evaluated and saved; "
+        "es-compare gives every method the same budget this way", 0.0
     )
     tensorboard: bool = _doc(
         "also write TensorBoard event files under RUN_DIR/tb/ (every progress.csv column "
@@ -82,7 +86,9 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    id: str = _doc("a registered Gymnasium id, e.g. CartPole-v1, HalfCheetah-v5", "CartPole-v1")
+    id: str = _doc("any registered Gymnasium id, e.g. CartPole-v1, HalfCheetah-v5 ('ALE/...' "
+                   "ids register ale-py; 'module:Env-v0' imports module first, for your own "
+                   "environments)", "CartPole-v1")
     max_episode_steps: int = _doc("episode step cap (0: the environment's own limit)", 0)
     kwargs: dict = _doc("keyword arguments for gymnasium.make", default_factory=dict)
 
@@ -114,9 +120,12 @@ class PolicyConfig:
     kind: str = _doc("'linear', 'mlp' or 'cnn' (pixels: the DQN-Nature torso)", "linear")
     hidden: tuple = _doc("hidden layer sizes of the MLP", (64, 64))
     activation: str = _doc("hidden activation of the MLP: 'tanh' or 'relu'", "tanh")
-    obs_norm: bool = _doc("normalise observations by running mean and std", True)
+    obs_norm: bool = _doc("normalise observations by running mean and std (as the paper; "
+                          "false for 'cnn')", True)
     obs_clip: float = _doc("clip normalised observations to [-obs_clip, obs_clip]", 5.0)
-    torso: str = _doc("cnn: 'nature' (Mnih et al. 2015) or 'small' (Mnih et al. 2013, A3C's)",
+    torso: str = _doc("cnn: 'nature' (Mnih et al. 2015: conv 32 8x8/4, 64 4x4/2, 64 3x3/1, "
+                      "dense 512) or 'small' (Mnih et al. 2013, A3C's: conv 16 8x8/4, "
+                      "32 4x4/2, dense 256)",
                       "nature")
     vbn: bool = _doc("cnn: virtual batch normalisation of the hidden layers", True)
     vbn_batch: int = _doc("cnn: observations in the VBN reference batch", 128)
@@ -161,10 +170,13 @@ class ESConfig:
     lr_decay: float = _doc("the step size (es.lr; 'ars': ars.lr) is multiplied by this every "
                            "generation ('openai' and 'ars')", 1.0)
     lr_min: float = _doc("floor of the decayed step size", 0.0)
-    fitness_shaping: str = _doc("'centered_ranks' (the paper) or 'standardized'", "centered_ranks")
+    fitness_shaping: str = _doc("'centered_ranks' (the paper; ties share their rank) or "
+                                "'standardized' ((F - mean) / std)", "centered_ranks")
     optimizer: str = _doc("'adam' or 'sgd' (with momentum)", "adam")
     momentum: float = _doc("momentum of 'sgd'", 0.9)
-    l2: float = _doc("L2 weight decay coefficient added to the gradient", 0.005)
+    l2: float = _doc("L2 weight decay, the paper's l2coeff: the step follows "
+                     "-g + (l2 / sigma) theta, its released code's -sigma g + l2 theta over "
+                     "sigma (the same direction under Adam)", 0.005)
     mirrored: bool = _doc("evaluate each perturbation and its negative", True)
     noise: str = _doc("'table' (shared noise table) or 'seed' (regenerate from seeds)", "table")
     noise_table_size: int = _doc("floats in the shared noise table (4 bytes each)", 25_000_000)

@@ -1,0 +1,144 @@
+"""The README's commands work: every line of its ``bash`` blocks and its Python example run here,
+in order, from a scratch folder (with ``configs/`` linked in), the way a reader pastes them.
+
+Each README command needs an entry in ``CHECKS`` saying how it runs here: as written, or
+with a shorter budget, or (the quick start's install lines) by CI itself. A command the README
+gains without an entry fails the first test, so README and checks cannot drift apart. The
+docs' config reference is checked against the code the same way."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from conftest import BIN, REPO
+
+README = (REPO / "README.md").read_text()
+CI_RUN = (REPO / ".ci/run").read_text()
+
+#: How each README command is checked: "as written", a replacement command (a shorter budget,
+#: a launcher this machine has), "ci" (the test command: `.ci/run` runs it) or "server".
+CHECKS = {
+    'python3.11 -m venv .venv && . .venv/bin/activate && pip install -e ".[video,plot,'
+    'tensorboard]" && mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart '
+    '--force': "mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart --force",
+    'python3.11 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[test]" && ruff '
+    'check es tests scripts && python -m pytest -q': "ci",
+    "es-train configs/pendulum.toml --set run.generations=20 --run-dir runs/pendulum":
+        "as written",
+    "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=60 --run-dir "
+    "runs/hopper --tensorboard":
+        "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=8 --run-dir "
+        "runs/hopper --tensorboard",
+    "tensorboard --logdir runs/hopper/tb": "server",
+    "es-eval runs/hopper --episodes 10": "as written",
+    "es-eval runs/hopper --episodes 10 --random": "as written",
+    "es-eval runs/hopper --episodes 1 --video hopper.mp4": "as written",
+    "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=90":
+        "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=14",
+    "srun -n 64 es-train configs/humanoid.toml":  # no Slurm here: the same program, tiny
+        "mpiexec -n 2 es-train configs/humanoid.toml --set es.population=4 --set "
+        "es.noise_table_size=1000000 --set run.generations=1 --set env.max_episode_steps=20 "
+        "--set run.eval_episodes=1 --run-dir runs/humanoid",
+    "es-baseline dqn configs/baselines/cartpole_dqn.toml --set run.generations=20 --run-dir "
+    "runs/dqn": "as written",
+    "es-compare --env CartPole-v1 --budget-s 10 --seeds 2 --jobs 2 --out runs/compare":
+        "as written",
+}
+
+
+def readme_commands() -> list[str]:
+    """The lines of the README's bash blocks (comments dropped, continuations joined)."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("  #")[0].strip()
+            if line and not line.startswith("#"):
+                commands.append(" ".join(line.split()))
+    return commands
+
+
+def python_example() -> str:
+    (block,) = re.findall(r"```python\n(.*?)```", README, re.S)
+    return block
+
+
+def test_every_readme_command_has_a_check():
+    assert readme_commands(), "no bash blocks found"
+    assert [c for c in readme_commands() if c not in CHECKS] == []
+    assert [c for c in CHECKS if c not in readme_commands()] == []
+    # The test command is exactly what CI runs.
+    (test_command,) = [c for c, how in CHECKS.items() if how == "ci"]
+    assert test_command in CI_RUN
+
+
+def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "PMI_SIZE", "ES_COMM")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"  # as with the venv activated
+    return subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _serve(command: str, cwd: Path) -> None:
+    """Start the server the README names, read its run list, stop it."""
+    port = 16006 + os.getpid() % 1000
+    server = subprocess.Popen(f"{command} --host 127.0.0.1 --port {port}", shell=True,
+                              cwd=cwd, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert server.poll() is None, server.stderr.read()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs",
+                                            timeout=5) as response:
+                    if json.loads(response.read()):
+                        return
+            except (OSError, ValueError):
+                pass
+            assert time.monotonic() < deadline, f"{command}: nothing served within 90 s"
+            time.sleep(0.5)
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+
+
+def test_readme_commands_and_python_example_run(tmp_path):
+    (tmp_path / "configs").symlink_to(REPO / "configs")
+    for command in readme_commands():
+        how = CHECKS[command]
+        if how == "ci":
+            continue
+        if how == "server":
+            _serve(command, tmp_path)
+            continue
+        done = _run(command if how == "as written" else how, tmp_path)
+        assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
+    assert (tmp_path / "hopper.mp4").stat().st_size > 0
+    assert list((tmp_path / "runs/hopper/tb").iterdir())
+    assert (tmp_path / "runs/compare").is_dir()
+    example = subprocess.run([sys.executable, "-c", python_example()], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600)
+    assert example.returncode == 0, example.stderr[-2000:]
+    assert (tmp_path / "runs/notebook/policy.npz").is_file()
+
+
+def test_config_reference_matches_the_code():
+    from es.config_doc import with_reference
+
+    text = (REPO / "docs/configuration.md").read_text()
+    assert with_reference(text) == text, "run: python -m es.config_doc docs/configuration.md"
+
+
+def test_readme_stays_short_and_its_links_resolve():
+    assert len(README.splitlines()) < 200
+    for target in re.findall(r"\]\(([^)#]+)\)", README):
+        assert (REPO / target).exists(), target
+    for doc in (REPO / "docs").glob("*.md"):
+        for target in re.findall(r"\]\(([^)#:]+)\)", doc.read_text()):
+            assert (doc.parent / target).exists(), f"{doc.name}: {target}"
