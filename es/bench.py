@@ -1,8 +1,9 @@
 """``es-bench``: measured scaling of the trainer across rank counts.
 
-    es-bench scaling --env HalfCheetah-v5 --ranks 1,2 --mode weak
+    es-bench scaling --ranks 1,2 --mode weak
+    es-bench scaling --config configs/humanoid.toml --ranks 1,32,64,128
     es-bench scaling --synthetic-step-ms 2 --ranks 1,2,4,8,16,32,64
-    es-bench comm --params 1e4,1e5,1e6 --population 256,1024
+    es-bench comm --params 1e4,1e5,1e6 --populations 256,1024
     es-bench bbob --dims 2,5,10 --methods auto,pycma --jobs 2   # see es.bench_bbob
     es-bench highdim --dims 1000 --methods auto,pycma,pycma-diag
     es-bench suite configs/suites/mujoco.toml --seeds 0-4      # see es.bench_suite
@@ -13,6 +14,10 @@ the smallest rank count and rank 0's time breakdown per generation. Weak scaling
 members per rank fixed (ideal: constant time per generation); strong scaling keeps the
 population fixed (ideal: time per generation falls as 1/N). It writes a CSV, a Markdown table
 and, when matplotlib is installed, a PNG into ``--out``.
+
+The config (``--config``, by default ``es/bench_base.toml``: HalfCheetah, a linear policy, a
+small noise table) is trained as it is, its policy and noise table included; ``--env``,
+``--policy`` and ``--table-size`` replace its values, and say so in one printed line.
 
 With ``--synthetic-step-ms`` the environment is ``es/Sleep-v0``: steps sleep instead of
 computing, so many ranks on few cores measure coordination overhead only. With a real
@@ -33,23 +38,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from es.cliargs import ArgumentParser, fail
+from es import cliargs
+from es.cliargs import ArgumentParser, add_flag, fail
 
 BIN = Path(sys.executable).parent
 BREAKDOWN = ("rollout_s", "wait_s", "update_s", "eval_s", "io_s")
 WARMUP_GENERATIONS = 2  # start-up and the first noise-table touches are not steady state
 # The last generation of a run always evaluates the mean policy: not steady state either.
-
-
-def parse_ranks(text: str) -> list[int]:
-    """'1,2,4' -> [1, 2, 4]; a one-line ValueError for anything else."""
-    try:
-        ranks = [int(part) for part in text.split(",")]
-    except ValueError:
-        ranks = []
-    if not ranks or min(ranks) < 1 or ranks != sorted(set(ranks)):
-        raise ValueError(f"--ranks {text!r}: expected increasing integers >= 1, e.g. 1,2,4")
-    return ranks
 
 
 def steady_state(rows: list[dict[str, str]]) -> dict[str, float]:
@@ -163,26 +158,44 @@ def run_training(
             return list(csv.DictReader(handle))
 
 
-def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
-    ranks_list = parse_ranks(args.ranks)
-    base = [f"run.generations={args.generations}", "run.eval_every=1000000",
-            "run.checkpoint_every=1000000", f"run.schedule={args.schedule}",
-            "es.noise_table_size=1000000", "policy.kind=linear"]
+def replaced_values(args: argparse.Namespace) -> list[str]:
+    """The config's values that flags replace (``--set`` overrides): its environment, policy
+    kind and noise table size, only where a flag asks for it."""
+    replaced = []
     if args.synthetic_step_ms is not None:
-        env_id = "es/Sleep-v0"
-        base += [f"env.id={env_id}", f"env.kwargs.step_ms={args.synthetic_step_ms}",
-                 f"env.kwargs.lengths={args.lengths}", f"env.kwargs.mean_length={args.mean_length}",
-                 f"env.kwargs.max_length={args.max_length}",
-                 f"env.kwargs.min_sleep_ms={args.min_sleep_ms}"]
+        replaced += ["env.id=es/Sleep-v0", f"env.kwargs.step_ms={args.synthetic_step_ms}",
+                     f"env.kwargs.lengths={args.lengths}",
+                     f"env.kwargs.mean_length={args.mean_length}",
+                     f"env.kwargs.max_length={args.max_length}",
+                     f"env.kwargs.min_sleep_ms={args.min_sleep_ms}"]
+    elif args.env is not None:
+        replaced.append(f"env.id={args.env}")
+    if args.policy is not None:
+        replaced.append(f"policy.kind={args.policy}")
+    if args.table_size is not None:
+        replaced.append(f"es.noise_table_size={args.table_size}")
+    return replaced
+
+
+def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from es.config import load_config
+
+    replaced = replaced_values(args)
+    base = [f"run.generations={args.generations}", "run.eval_every=1000000",
+            "run.checkpoint_every=1000000", f"run.schedule={args.schedule}", *replaced]
+    config = load_config(args.config, base)  # a bad config or flag fails before any launch
+    if replaced:
+        print(f"es-bench scaling: flags replace values of {args.config}: "
+              f"{', '.join(replaced)}", flush=True)
+    env_id = config.env.id
+    if args.synthetic_step_ms is not None:
         kind = (f"coordination-only (synthetic, {args.synthetic_step_ms} ms sleeping steps, "
                 f"sleeps coalesced to >= {args.min_sleep_ms} ms)")
     else:
-        env_id = args.env
-        base += [f"env.id={env_id}"]
         kind = "CPU-bound (real environment)"
     rows: list[dict[str, Any]] = []
     baseline = None
-    for ranks in ranks_list:
+    for ranks in args.ranks:
         population = args.members_per_rank * ranks if args.mode == "weak" else args.population
         population += population % 2
         measured = [steady_state(run_training(ranks, [*base, f"es.population={population}"],
@@ -191,8 +204,10 @@ def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
         spg = statistics.median(m["seconds_per_generation"] for m in measured)
         steps_per_s = statistics.median(m["steps_per_s"] for m in measured)
         baseline = baseline or (ranks, spg, steps_per_s)
-        row = {"env": env_id, "kind": kind, "mode": args.mode, "schedule": args.schedule,
-               "ranks": ranks, "population": population, "repeats": args.repeats,
+        row = {"env": env_id, "policy": config.policy.kind,
+               "noise_table_size": config.es.noise_table_size, "kind": kind, "mode": args.mode,
+               "schedule": args.schedule, "ranks": ranks, "population": population,
+               "repeats": args.repeats,
                "seconds_per_generation": spg,
                "spg_min": min(m["seconds_per_generation"] for m in measured),
                "spg_max": max(m["seconds_per_generation"] for m in measured),
@@ -310,44 +325,39 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
 def check_args(args: argparse.Namespace) -> None:
     """A one-line ValueError for flags that would otherwise fail only after the first
     launches, or with a message about something else."""
-    if args.command == "scaling":
-        parse_ranks(args.ranks)
-        at_least = (("--members-per-rank", args.members_per_rank, 1),
-                    ("--population", args.population, 2), ("--repeats", args.repeats, 1),
-                    ("--generations", args.generations, WARMUP_GENERATIONS + 3))
-        finite = (("--synthetic-step-ms", args.synthetic_step_ms),
-                  ("--min-sleep-ms", args.min_sleep_ms))
-    elif args.command == "comm":
-        at_least = (("--ranks", args.ranks, 1), ("--repeats", args.repeats, 1))
-        finite = ()
-        if any(population % 2 for population in parse_counts("--population", args.population)):
-            raise ValueError(f"--population {args.population!r}: counts must be even (mirrored "
-                             "pairs)")
-    else:
-        at_least, finite = (("--repeats", args.repeats, 1),), ()
+    if args.command == "comm":
+        if any(population % 2 for population in args.populations):
+            raise ValueError(f"--populations {','.join(map(str, args.populations))}: counts "
+                             "must be even (mirrored pairs)")
+        return
+    at_least = (("--members-per-rank", args.members_per_rank, 1),
+                ("--population", args.population, 2),
+                ("--generations", args.generations, WARMUP_GENERATIONS + 3))
     for name, value, low in at_least:
         if value < low:
             raise ValueError(f"{name} {value}: must be >= {low}")
-    for name, value in finite:
+    for name, value in (("--synthetic-step-ms", args.synthetic_step_ms),
+                        ("--min-sleep-ms", args.min_sleep_ms)):
         if value is not None and not 0 <= value < math.inf:
             raise ValueError(f"{name} {value}: must be a finite number >= 0")
 
 
-def parse_counts(option: str, text: str) -> list[int]:
+def parse_counts(text: str) -> list[int]:
     """'1e4,1e5' -> [10000, 100000]."""
     try:
         counts = [int(float(part)) for part in text.split(",")]
     except (ValueError, OverflowError):  # not a number; inf
         counts = []
     if not counts or min(counts) < 1:
-        raise ValueError(f"{option} {text!r}: expected comma-separated counts, e.g. 1e4,1e5")
+        raise cliargs.SpecError(f"{text!r}: expected comma-separated counts, e.g. 1e4,1e5")
     return counts
 
 
-def comm_worker(params: list[int], populations: list[int], repeats: int, csv_path: str) -> None:
+def comm_worker(params: list[int], populations: list[int], repeats: int, out: Path) -> None:
     """Under mpiexec: time what the trainer exchanges per update (``es.exchange``, static
     schedule, no observation statistics) against an all-reduce of a float32 gradient of the
-    parameter count (what data-parallel policy gradient sends)."""
+    parameter count (what data-parallel policy gradient sends). Rank 0 writes
+    ``out/comm.csv``."""
     import time
 
     import numpy as np
@@ -388,88 +398,117 @@ def comm_worker(params: list[int], populations: list[int], repeats: int, csv_pat
                 "es_us": 1e6 * timings["es"][0], "allreduce_us": 1e6 * timings["allreduce"][0],
             })
     if comm.rank == 0:
-        with open(csv_path, "w", newline="") as handle:
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "comm.csv").open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
 
 
 def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
-    params = parse_counts("--params", args.params)
-    populations = parse_counts("--population", args.population)
     with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:
-        _run_mpi(args.ranks, sys.executable, "-m", "es.bench", "comm-worker", "--params",
-                 ",".join(map(str, params)), "--population", ",".join(map(str, populations)),
-                 "--repeats", str(args.repeats), "--csv", f"{tmp}/comm.csv",
-                 launcher=args.launcher)
+        _run_mpi(args.ranks[0], sys.executable, "-m", "es.bench", "comm-worker", "--params",
+                 ",".join(map(str, args.params)), "--populations",
+                 ",".join(map(str, args.populations)), "--repeats", str(args.repeats), "--out",
+                 tmp, launcher=args.launcher)
         with open(f"{tmp}/comm.csv") as handle:
             return [{k: float(v) if "." in v else int(v) for k, v in row.items()}
                     for row in csv.DictReader(handle)]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="es-bench", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    scale = commands.add_parser("scaling", help="efficiency across rank counts")
-    scale.add_argument("--env", default="HalfCheetah-v5")
+def add_comm_sizes(parser: argparse.ArgumentParser) -> None:
+    """What ``comm`` measures, passed on to ``comm-worker`` as it is."""
+    parser.add_argument("--params", type=parse_counts, default="1e4,1e5,1e6", metavar="LIST",
+                        help="parameter counts, comma-separated (default: %(default)s)")
+    parser.add_argument("--populations", type=parse_counts, default="256,1024",
+                        metavar="LIST", help="population sizes, even, comma-separated "
+                        "(default: %(default)s)")
+    add_flag(parser, "--repeats", "timed exchanges of each size", default=50)
+
+
+def parser() -> ArgumentParser:
+    from es import bench_bbob, bench_suite  # numpy: imported only here, as late as the parser
+
+    parse = ArgumentParser(prog="es-bench", description=__doc__.splitlines()[0],
+                           examples=["es-bench scaling --ranks 1,2,4 --mode weak",
+                                     "es-bench suite configs/suites/mujoco.toml --seeds 0-4",
+                                     "es-bench bbob --dims 2,5,10 --methods auto,pycma --jobs 2"])
+    commands = parse.add_subparsers(dest="command", required=True)
+    scale = commands.add_parser(
+        "scaling", help="efficiency across rank counts",
+        description="Measured scaling of es-train across rank counts: generations/s, env "
+        "steps/s, parallel efficiency and rank 0's time breakdown. The config is trained as it "
+        "is; --env, --policy and --table-size replace its values.",
+        examples=["es-bench scaling --ranks 1,2 --mode weak",
+                  "es-bench scaling --config configs/humanoid.toml --ranks 1,32,64,128 "
+                  "--launcher 'srun --mpi=pmix'",
+                  "es-bench scaling --synthetic-step-ms 2 --ranks 1,2,4,8,16,32,64"])
+    add_flag(scale, "--config", "trained as it is, policy and noise table included",
+             default=str(Path(__file__).parent / "bench_base.toml"))
+    add_flag(scale, "--env", "instead of the config's env.id")
+    scale.add_argument("--policy", choices=("linear", "mlp", "cnn"),
+                       help="policy.kind instead of the config's")
+    add_flag(scale, "--table-size", "instead of the config's")
     scale.add_argument("--synthetic-step-ms", type=float, help="use es/Sleep-v0 with this step")
     scale.add_argument("--lengths", choices=("fixed", "pareto"), default="fixed")
     scale.add_argument("--mean-length", type=int, default=100)
     scale.add_argument("--max-length", type=int, default=1000)
     scale.add_argument("--min-sleep-ms", type=float, default=10.0,
                        help="coalesce synthetic sleeps to at least this long (0: every step)")
-    scale.add_argument("--ranks", default="1,2")
+    cliargs.add_ranks(scale, "1,2", several=True, detail="one measurement per count")
     scale.add_argument("--mode", choices=("weak", "strong"), default="weak")
     scale.add_argument("--members-per-rank", type=int, default=16)
     scale.add_argument("--population", type=int, default=64, help="strong scaling population")
-    scale.add_argument("--generations", type=int, default=8)
-    scale.add_argument("--repeats", type=int, default=3)
+    add_flag(scale, "--generations", "at least 5 (warm-up and the final evaluation are not "
+             "timed)", default=8)
+    add_flag(scale, "--repeats", "runs of each rank count", default=3)
     scale.add_argument("--schedule", choices=("static", "dynamic"), default="static")
-    scale.add_argument("--config", default=str(Path(__file__).parent / "bench_base.toml"))
-    scale.add_argument("--out", help="output folder (default bench-results/scaling-<env>)")
-    compare = commands.add_parser("comm", help="ES scalars vs a gradient all-reduce")
-    compare.add_argument("--params", default="1e4,1e5,1e6")
-    compare.add_argument("--population", default="256,1024")
-    compare.add_argument("--ranks", type=int, default=2)
-    compare.add_argument("--repeats", type=int, default=50)
-    compare.add_argument("--out", help="output folder (default bench-results/comm)")
+    cliargs.add_out(scale, "scaling")
+    compare = commands.add_parser(
+        "comm", help="ES scalars vs a gradient all-reduce",
+        description="Bytes and time per update: what the ES ranks exchange against an "
+        "all-reduce of a float32 gradient of the same parameter count.",
+        examples=["es-bench comm --params 1e4,1e5,1e6 --populations 256,1024",
+                  "es-bench comm --ranks 128 --launcher 'srun --mpi=pmix'"])
+    add_comm_sizes(compare)
+    cliargs.add_ranks(compare, "2", several=False)
+    cliargs.add_out(compare, "comm")
     for sub in (scale, compare):
-        sub.add_argument("--launcher", help="MPI launcher taking -n N (default: the mpiexec "
-                         "beside this Python), e.g. 'srun --mpi=pmix' or 'mpiexec -f hosts'")
-    from es import bench_bbob  # numpy: imported only here, as late as the parser
-
+        add_flag(sub, "--launcher")
     bench_bbob.add_parsers(commands)  # bbob, highdim
-    from es import bench_suite
-
     bench_suite.add_parser(commands)
-    worker = commands.add_parser("comm-worker")  # run by `es-bench comm` under mpiexec
-    for option in ("--params", "--population", "--csv"):
-        worker.add_argument(option, required=True)
-    worker.add_argument("--repeats", type=int, required=True)
-    args = parser.parse_args(argv)
+    worker = commands.add_parser(
+        "comm-worker", help="run by es-bench comm under mpiexec",
+        examples=["mpiexec -n 2 python -m es.bench comm-worker --params 1e4 --populations 256 "
+                  "--out bench-results/comm"])
+    add_comm_sizes(worker)
+    cliargs.add_out(worker, "comm", "comm.csv goes there")
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    from es import bench_bbob, bench_suite
+
+    args = parser().parse_args(argv)
     try:
         if args.command in bench_bbob.COMMANDS:
             return bench_bbob.COMMANDS[args.command](args)
         if args.command == "suite":
             return bench_suite.run_suite(args)
-        check_args(args)
         if args.command == "comm-worker":
-            comm_worker(parse_counts("--params", args.params),
-                        parse_counts("--population", args.population), args.repeats, args.csv)
+            comm_worker(args.params, args.populations, args.repeats, args.out)
             return 0
+        check_args(args)
         if args.command == "comm":
             rows = comm_compare(args)
-            out = Path(args.out or "bench-results/comm")
-            write_table(rows, out, "es-bench comm: bytes and time per update, ES scalars vs "
-                        "float32 gradient all-reduce")
-            plot_comm(rows, out)
+            write_table(rows, args.out, "es-bench comm: bytes and time per update, ES scalars "
+                        "vs float32 gradient all-reduce")
+            plot_comm(rows, args.out)
             return 0
         rows = scaling(args)
     except (ValueError, RuntimeError) as error:
         return fail("es-bench", str(error))
-    name = "synthetic" if args.synthetic_step_ms is not None else args.env.replace("/", "_")
-    out = Path(args.out or f"bench-results/scaling-{name}-{args.mode}")
-    write_outputs(rows, out, f"es-bench scaling: {name}")
+    write_outputs(rows, args.out, f"es-bench scaling: {rows[0]['env']}")
     return 0
 
 

@@ -21,7 +21,7 @@ ours get ``restarts=N, bipop=True``). Results do not depend on ``--jobs``; wall 
 from x0 = 3 (sigma0 1, as ``scripts/bench_minimize.py``) with the same evaluation budget for
 every method, and reports milliseconds per generation and the best f at equal evaluations.
 pycma's full CMA-ES keeps d x d matrices (800 MB each at d = 10000) and its generations cost
-seconds there: ``--max-seconds`` stops a pycma run after that much wall time, its row then
+seconds there: ``--budget-s`` stops a pycma run after that much wall time, its row then
 says how many generations it did, and ``f_at_common_evals`` compares every method at the
 evaluations that the shortest run of the group reached.
 
@@ -397,8 +397,8 @@ def bbob(args: argparse.Namespace) -> int:
     instances = parse_ints("--instances", args.instances, 1, 1000)
     dims = parse_ints("--dims", args.dims, 2, 100)
     methods = parse_methods(args.methods)
-    at_least(("--budget-per-dim", args.budget_per_dim, 1), ("--jobs", args.jobs, 1),
-             ("--restarts", args.restarts, 0), ("--seed-offset", args.seed_offset, 0))
+    at_least(("--budget-per-dim", args.budget_per_dim, 1), ("--restarts", args.restarts, 0),
+             ("--seed-offset", args.seed_offset, 0))
     jobs = [(m, f, i, d, args.budget_per_dim * d, args.restarts, args.bipop, args.seed_offset)
             for m in methods for d in sorted(dims, reverse=True) for f in functions
             for i in instances]
@@ -423,7 +423,7 @@ def bbob(args: argparse.Namespace) -> int:
                 if args.restarts else ", no restarts")
     title = (f"es-bench bbob: functions {args.functions} ({len(functions)}), instances "
              f"{args.instances}, budget {args.budget_per_dim}·d{restarts}")
-    out = Path(args.out or "bench-results/bbob")
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(rows, methods, dims, args.budget_per_dim)
     write_csv(out / "runs.csv", rows)
@@ -526,13 +526,10 @@ def highdim(args: argparse.Namespace) -> int:
     if not functions or set(functions) - set(HIGHDIM_FUNCTIONS):
         raise ValueError(f"--functions {args.functions!r}: expected names among "
                          f"{', '.join(HIGHDIM_FUNCTIONS)}")
-    at_least(("--evals-per-dim", args.evals_per_dim, 1), ("--max-evals", args.max_evals, 1),
-             ("--jobs", args.jobs, 1))
-    if not 0 < args.max_seconds < math.inf:
-        raise ValueError(f"--max-seconds {args.max_seconds}: must be a finite number > 0")
-    seeds = parse_ints("--seeds", args.seeds, 1)
-    jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), seed, args.max_seconds)
-            for d in dims for f in functions for m in methods for seed in seeds]
+    if 0 in args.seeds:
+        raise ValueError("--seeds: pycma reads seed 0 as 'from the clock': use seeds >= 1")
+    jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), seed, args.budget_s)
+            for d in dims for f in functions for m in methods for seed in args.seeds]
 
     def progress(row: dict[str, Any]) -> None:
         print(f"{row['function']:>9} d={row['dim']:<6} {row['method']:>10} seed {row['seed']}: "
@@ -553,7 +550,7 @@ def highdim(args: argparse.Namespace) -> int:
     for row in rows:
         del row["trace"]
     summary = highdim_summary(rows)
-    out = Path(args.out or "bench-results/highdim")
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "highdim.csv", rows)
     write_csv(out / "summary.csv", summary)
@@ -563,7 +560,8 @@ def highdim(args: argparse.Namespace) -> int:
     from es.bench import markdown
 
     table = (f"## es-bench highdim: budget {args.evals_per_dim}·d (at most {args.max_evals}), "
-             f"pycma stopped after {args.max_seconds:g} s; medians over seeds {args.seeds}\n\n"
+             f"pycma stopped after {args.budget_s:g} s; medians over seeds "
+             f"{','.join(map(str, args.seeds))}\n\n"
              + markdown(summary, columns))
     (out / "results.md").write_text(table)
     print("\n" + table)
@@ -596,31 +594,46 @@ def highdim_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def add_parsers(commands: Any) -> None:
     """The ``bbob`` and ``highdim`` sub-commands of ``es-bench``."""
-    bench = commands.add_parser("bbob", help="BBOB suite (ioh): strategies beside pycma")
-    bench.add_argument("--functions", default="1-24", help="BBOB function ids, e.g. 1-24 or 1,8")
+    from es.cliargs import add_flag, add_out
+
+    bench = commands.add_parser(
+        "bbob", help="BBOB suite (ioh): strategies beside pycma",
+        description="The 24 noiseless BBOB functions through ioh: es.minimize's methods "
+        "beside pycma at equal budgets, as ECDFs of (problem, target) pairs reached.",
+        examples=["es-bench bbob --dims 2,5,10,20 --instances 1-5 --methods auto,snes,pycma "
+                  "--jobs 2",
+                  "es-bench bbob --restarts 9 --bipop --budget-per-dim 10000 "
+                  "--methods auto,pycma"])
+    add_flag(bench, "--functions", "BBOB function ids such as 1-24 or 1,8", default="1-24")
     bench.add_argument("--instances", default="1-5")
-    bench.add_argument("--dims", default="2,5,10,20")
-    bench.add_argument("--methods", default="auto,pycma",
-                       help="es.minimize methods and pycma/pycma-diag, comma-separated")
+    add_flag(bench, "--dims", "2 to 100", default="2,5,10,20")
+    add_flag(bench, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
+             default="auto,pycma")
     bench.add_argument("--budget-per-dim", type=int, default=1000)
     bench.add_argument("--restarts", type=int, default=0)
     bench.add_argument("--bipop", action="store_true", help="BIPOP restarts (with --restarts)")
-    bench.add_argument("--jobs", type=int, default=1, help="processes running problems")
+    add_flag(bench, "--jobs", "the results do not depend on it, wall times do")
     bench.add_argument("--seed-offset", type=int, default=0,
                        help="shift every run's seed (another draw of the random numbers)")
-    bench.add_argument("--out", help="output folder (default bench-results/bbob)")
-    high = commands.add_parser("highdim", help="d = 1000, 10000: time per generation, "
-                               "precision at equal evaluations")
-    high.add_argument("--dims", default="1000,10000")
-    high.add_argument("--functions", default=",".join(HIGHDIM_FUNCTIONS))
-    high.add_argument("--methods", default="auto,pycma,pycma-diag")
-    high.add_argument("--evals-per-dim", type=int, default=100)
-    high.add_argument("--max-evals", type=int, default=1_000_000)
-    high.add_argument("--max-seconds", type=float, default=120.0,
-                      help="wall-time limit of a pycma run (ours always finish their budget)")
-    high.add_argument("--seeds", default="1", help="seeds, e.g. 1-5 (medians reported)")
-    high.add_argument("--jobs", type=int, default=1, help="processes (skews the timings)")
-    high.add_argument("--out", help="output folder (default bench-results/highdim)")
+    add_out(bench, "bbob")
+    high = commands.add_parser(
+        "highdim", help="d = 1000, 10000: time per generation, precision at equal evaluations",
+        description="Sphere, ellipsoid and Rastrigin at d = 1000 and 10000: milliseconds per "
+        "generation and the best f at equal evaluations, our methods beside pycma.",
+        examples=["es-bench highdim --dims 1000,10000 --methods auto,sepcma,pycma,pycma-diag",
+                  "es-bench highdim --dims 1000 --seeds 1-5 --budget-s 60"])
+    add_flag(high, "--dims", "at least 2", default="1000,10000")
+    add_flag(high, "--functions", f"among {', '.join(HIGHDIM_FUNCTIONS)}",
+             default=",".join(HIGHDIM_FUNCTIONS))
+    add_flag(high, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
+             default="auto,pycma,pycma-diag")
+    add_flag(high, "--evals-per-dim", default=100)
+    add_flag(high, "--max-evals", default=1_000_000)
+    add_flag(high, "--budget-s", "of a pycma run (ours always finish their evaluations)",
+             default=120.0)
+    add_flag(high, "--seeds", "medians over them are reported; >= 1", default="1")
+    add_flag(high, "--jobs", "skews the timings")
+    add_out(high, "highdim")
 
 
 COMMANDS = {"bbob": bbob, "highdim": highdim}

@@ -27,9 +27,10 @@ evaluations of ``max(eval_episodes, the config's)`` episodes: a lucky pair of ep
 not count.
 
 The suite resumes: a run with its ``final.json`` is done and not redone; a run that was
-interrupted continues with ``es-train --resume`` (exact, see the README), and one killed
-before it wrote its config starts again. ``--jobs J`` runs J runs at a time, each on
-``--ranks`` ranks. Outputs in ``--out``: ``runs.csv`` (one row per run), ``results.md`` (per
+interrupted continues with ``es-train --resume`` (exact, see the README), and one killed before
+it wrote its config starts again. ``--jobs J`` runs J runs at a time, each on ``--ranks``
+ranks. Outputs in ``--out`` (default ``bench-results/suite``; it remembers its suite file in
+``suite.txt`` and refuses another suite's): ``runs.csv`` (one row per run), ``results.md`` (per
 task and strategy: final score median/worst/best, seeds reaching each threshold, median and
 worst time and steps to it) and ``suite.png`` (median and quartile band of the evaluation
 return against training seconds and against steps, one line per strategy).
@@ -450,24 +451,20 @@ def suite(args: argparse.Namespace) -> int:
     """``es-bench suite``: run what is not done yet, then write the tables and the plot."""
     import shlex
 
-    from es.bench_bbob import parse_ints
-
     suite_file = Path(args.suite)
     spec = load_suite(suite_file)
     tasks = select(spec, args.tasks, args.strategies)
-    seeds = parse_ints("--seeds", args.seeds, 0)
-    if args.jobs < 1 or args.ranks < 1:
-        raise ValueError(f"--jobs {args.jobs} --ranks {args.ranks}: both must be >= 1")
+    ranks = args.ranks[0]
     launcher = shlex.split(args.launcher) if args.launcher else [str(BIN / "mpiexec")]
-    out = Path(args.out or f"bench-results/suite-{suite_file.stem}")
-    out.mkdir(parents=True, exist_ok=True)
+    out = args.out
+    claim_output_folder(out, suite_file)
     runs = [Run(task, strategy, seed) for task in tasks for strategy in task.configs
-            for seed in seeds]
+            for seed in args.seeds]
     print(f"es-bench suite: {len(runs)} runs ({sum(1 for r in runs if _done(out, r))} done "
-          f"already), {args.jobs} at a time on {args.ranks} ranks each", flush=True)
+          f"already), {args.jobs} at a time on {ranks} ranks each", flush=True)
 
     def work(run: Run) -> dict[str, Any]:
-        row = execute(run, spec, suite_file, out, args.ranks, launcher)
+        row = execute(run, spec, suite_file, out, ranks, launcher)
         print(f"  {run.name}: final {row['final_mean']:.1f} ± {row['final_std']:.1f} "
               f"({row['final_episodes']} episodes), best eval {row['best_eval']:.1f}, "
               f"{row['train_s']:.0f} s, {row['steps']:,} steps", flush=True)
@@ -486,8 +483,8 @@ def suite(args: argparse.Namespace) -> int:
     write_csv(out / "runs.csv", rows)
     summary = summary_rows(rows, chosen)
     write_csv(out / "summary.csv", summary)
-    seeds_text = args.seeds
-    title = (f"es-bench suite {suite_file.name}: seeds {seeds_text}, mpiexec -n {args.ranks}, "
+    title = (f"es-bench suite {suite_file.name}: seeds {','.join(map(str, args.seeds))}, "
+             f"mpiexec -n {ranks}, "
              f"final score over {spec.final_episodes} fresh episodes, thresholds judged on "
              f"evaluations of >= {spec.eval_episodes} episodes")
     text = markdown(summary, chosen, title)
@@ -516,15 +513,35 @@ def _done(out: Path, run: Run) -> bool:
     return (run_folder(out, run) / "final.json").is_file()
 
 
+def claim_output_folder(out: Path, suite_file: Path) -> None:
+    """Make ``out`` the folder of this suite file's results. Finished runs in it are not
+    redone, so one that holds another suite's runs (of the same task and strategy names) is
+    refused instead."""
+    marker = out / "suite.txt"
+    mine = str(suite_file.resolve())
+    if marker.is_file() and marker.read_text().strip() != mine:
+        raise ValueError(f"--out {str(out)!r} holds the results of the suite "
+                         f"{marker.read_text().strip()!r}; pass another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(mine + "\n")
+
+
 def add_parser(commands: Any) -> None:
     """The ``suite`` sub-command of ``es-bench``."""
-    bench = commands.add_parser("suite", help="tasks x strategies x seeds: success rates")
+    from es.cliargs import add_flag, add_out, add_ranks
+
+    bench = commands.add_parser(
+        "suite", help="tasks x strategies x seeds: success rates",
+        description="Tasks x strategies x seeds, each run a real mpiexec es-train to its budget, "
+        "its final policy scored on fresh episodes; an interrupted suite resumes.",
+        examples=["es-bench suite configs/suites/mujoco.toml --tasks swimmer,halfcheetah "
+                  "--seeds 0-4",
+                  "es-bench suite configs/suites/mujoco.toml --strategies openai,ars --ranks 2"])
     bench.add_argument("suite", help="suite file (TOML), e.g. configs/suites/mujoco.toml")
     bench.add_argument("--tasks", help="comma-separated task names (default: all)")
     bench.add_argument("--strategies", help="comma-separated strategies (default: all)")
-    bench.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,3")
-    bench.add_argument("--ranks", type=int, default=2, help="ranks per run")
-    bench.add_argument("--jobs", type=int, default=1, help="runs at a time")
-    bench.add_argument("--launcher", help="MPI launcher taking -n N (default: the mpiexec "
-                       "beside this Python)")
-    bench.add_argument("--out", help="output folder (default bench-results/suite-<file>)")
+    add_flag(bench, "--seeds", "every task and strategy runs each", default="0-4")
+    add_ranks(bench, "2", several=False)
+    add_flag(bench, "--jobs", "each on --ranks ranks")
+    add_flag(bench, "--launcher")
+    add_out(bench, "suite", "finished runs in it are not redone")

@@ -80,43 +80,33 @@ def _prepare_run_dir(requested: str | None, config, force: bool) -> tuple[str | 
 
 
 def train_parser() -> argparse.ArgumentParser:
-    from es.cliargs import ArgumentParser
+    from es.cliargs import ArgumentParser, add_flag
 
     parser = ArgumentParser(
         prog="es-train",
         description="Train a policy with OpenAI-ES. Run plainly for one process, or under "
         "mpiexec/srun for many ranks: the result is bit-identical either way.",
+        examples=["es-train configs/cartpole.toml --set es.sigma=0.05",
+                  "mpiexec -n 4 es-train configs/halfcheetah.toml --seeds 0-3 --run-dir runs/hc",
+                  "es-train --resume runs/CartPole-v1__cartpole__0__20250101-120000"],
     )
     parser.add_argument("configs", nargs="*", metavar="config",
                         help="TOML config file, e.g. configs/cartpole.toml; several make a sweep")
-    parser.add_argument(
-        "--seeds", metavar="SPEC",
-        help="a sweep over run.seed, e.g. 0-3 or 0,2,5: one run folder per (config, seed); "
-        "under mpiexec the ranks split into groups that train the runs side by side",
-    )
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-        help="override one config value (repeatable), e.g. --set es.sigma=0.05",
-    )
-    parser.add_argument(
-        "--run-dir", help="output folder (default: runs/{env}__{name}__{seed}__{time})"
-    )
-    parser.add_argument("--force", action="store_true", help="overwrite an existing run folder")
+    add_flag(parser, "--seeds", "a sweep over run.seed: one run folder per (config, seed); "
+             "under mpiexec the ranks split into groups that train the runs side by side")
+    add_flag(parser, "--set", "e.g. --set es.sigma=0.05")
+    add_flag(parser, "--run-dir", "default: runs/{env}__{name}__{seed}__{time}; with --seeds "
+             "or several configs, the folder that holds the runs")
+    add_flag(parser, "--force")
     parser.add_argument(
         "--resume", metavar="RUN_DIR",
         help="continue a run from its newest intact checkpoint (any rank count), or start it "
         "over from its config.toml if it was stopped before its first checkpoint; only "
         f"{', '.join(RESUME_OVERRIDES)} may be changed with --set",
     )
-    parser.add_argument("--quiet", action="store_true", help="no per-generation progress line")
-    add_tensorboard_flag(parser)
+    add_flag(parser, "--quiet")
+    add_flag(parser, "--tensorboard")
     return parser
-
-
-def add_tensorboard_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tensorboard", action="store_true",
-                        help="also write TensorBoard event files under RUN_DIR/tb/ "
-                        "(run.tensorboard = true; needs pip install 'es[tensorboard]')")
 
 
 def flag_overrides(args: argparse.Namespace) -> list[str]:
@@ -225,20 +215,6 @@ def _configure_logging(progress: bool) -> None:
     logger.setLevel(logging.INFO if progress else logging.WARNING)
 
 
-def parse_seeds(spec: str) -> list[int]:
-    """'0-3' -> [0, 1, 2, 3]; '0,2,5' and '1-2,7' work too."""
-    seeds: list[int] = []
-    try:
-        for part in spec.split(","):
-            low, _, high = part.partition("-")
-            seeds += range(int(low), int(high or low) + 1)
-    except ValueError:
-        seeds = []
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds {spec!r}: expected seeds >= 0 like 0-3 or 0,2,5, no repeats")
-    return seeds
-
-
 def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
     """One namespace per run: a config file and, with --seeds, a run.seed override."""
     if args.resume and (args.configs or args.seeds):
@@ -248,7 +224,7 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
                                    sweep_parent=None)]
     if not args.configs:
         raise ValueError("a config file is needed, e.g. es-train configs/cartpole.toml")
-    seeds = parse_seeds(args.seeds) if args.seeds else [None]
+    seeds = args.seeds or [None]
     runs = []
     for config in args.configs:
         for seed in seeds:
@@ -353,15 +329,19 @@ def _fail_run(message: str, run_dir: str, rank: int) -> int:
     return 1
 
 
-def eval_main(argv: list[str] | None = None) -> int:
-    from es.cliargs import ArgumentParser
+def eval_parser() -> argparse.ArgumentParser:
+    from es.cliargs import ArgumentParser, add_flag
 
     parser = ArgumentParser(
-        prog="es-eval", description="Evaluate the trained mean policy of a run (no noise)."
+        prog="es-eval", description="Evaluate the trained mean policy of a run (no noise).",
+        examples=["es-eval runs/CartPole-v1__cartpole__0__20250101-120000 --episodes 20",
+                  "es-eval RUN_DIR --video cartpole.mp4 --json returns.json",
+                  "es-eval RUN_DIR --random"],
     )
     parser.add_argument("run_dir", help="a run folder written by es-train")
     parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
-    parser.add_argument("--seed", type=int, default=12345, help="seed of the first episode")
+    add_flag(parser, "--seed", "the seed of the first episode; episode i plays seed N + i",
+             default=12345)
     parser.add_argument("--video", metavar="PATH",
                         help="also record one episode of the policy to PATH (.mp4 or .gif)")
     parser.add_argument("--video-steps", type=int, default=None,
@@ -370,7 +350,11 @@ def eval_main(argv: list[str] | None = None) -> int:
                         help="evaluate a uniformly random policy on the same episodes instead")
     parser.add_argument("--json", metavar="PATH",
                         help="also write every episode's return and length to PATH (JSON)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def eval_main(argv: list[str] | None = None) -> int:
+    args = eval_parser().parse_args(argv)
     if args.episodes < 1:
         return _fail("es-eval", f"--episodes {args.episodes}: must be >= 1")
 

@@ -1,17 +1,31 @@
-"""What every ``es-*`` program shares about bad command lines: one line on stderr, exit 2.
+"""What every ``es-*`` program and benchmark script shares about its command line.
 
-argparse prints a usage block before its error; a user (or a script reading stderr) gets the
-message alone here, with a pointer to ``--help``. Messages echo what the user typed, so line
-breaks inside them are escaped: an error is always exactly one line.
+Errors are one line on stderr, exit 2: argparse prints a usage block before its error; a user
+(or a script reading stderr) gets the message alone here, with a pointer to ``--help``.
+Messages echo what the user typed, so line breaks inside them are escaped.
+
+A flag that several programs take is defined once, in ``FLAGS``, so that its name means one
+thing with one type everywhere; a program adds its own detail after the shared help text and
+chooses the default where ``FLAGS`` leaves it open. The conventions:
+
+- ``--seeds SPEC``: several seeds, ``0-4``, ``0,2,5`` or ``1-2,7``; ``--seed N``: one seed.
+- ``--ranks SPEC``: MPI rank counts, ``1,2,4``; a program that runs one rank count per run
+  takes exactly one (a list of one).
+- ``--out DIR``: a benchmark's output folder, by default ``bench-results/<command>``.
+- ``--budget-s SECONDS``: the wall-clock budget of one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from typing import NoReturn
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
 USAGE_ERROR = 2
+RESULTS = Path("bench-results")  # git-ignored
 # Every character str.splitlines() breaks at, written as its escape instead.
 _LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
 
@@ -28,11 +42,165 @@ def fail(program: str, message: str) -> int:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` whose errors are one line: ``prog: error: ...``, exit 2.
+    """``argparse.ArgumentParser`` whose errors are one line (``prog: error: ...``, exit 2)
+    and whose ``--help`` ends with ``examples:``, real command lines of the program.
 
-    Sub-command parsers (``add_subparsers``) are of this class too.
+    Sub-command parsers (``add_subparsers().add_parser(..., examples=[...])``) are of this
+    class too.
     """
+
+    def __init__(self, *args: Any, examples: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.examples = list(examples)
+
+    def format_help(self) -> str:
+        # Not argparse's epilog: its formatter would wrap the command lines, or (raw) stop
+        # wrapping the description too.
+        lines = "".join(f"  {example}\n" for example in self.examples)
+        return f"{super().format_help()}\nexamples:\n{lines}"
 
     def error(self, message: str) -> NoReturn:
         fail(self.prog, f"{message} (see {self.prog} --help)")
         raise SystemExit(USAGE_ERROR)
+
+
+class SpecError(argparse.ArgumentTypeError, ValueError):
+    """A bad flag value. argparse prints its message (after ``argument --flag:``); code that
+    calls a parse function directly catches it as the ValueError it is."""
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """'0-3' -> [0, 1, 2, 3]; '0,2,5' and '1-2,7' work too. Order kept, no repeats."""
+    seeds: list[int] = []
+    try:
+        for part in spec.split(","):
+            low, _, high = part.partition("-")
+            seeds += range(int(low), int(high or low) + 1)
+    except ValueError:
+        seeds = []
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise SpecError(f"{spec!r}: expected seeds >= 0 like 0-4, 0,2,5 or 1-2,7, no repeats")
+    return seeds
+
+
+def parse_ranks(spec: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; '2' -> [2]."""
+    try:
+        ranks = [int(part) for part in spec.split(",")]
+    except ValueError:
+        ranks = []
+    if not ranks or min(ranks) < 1 or ranks != sorted(set(ranks)):
+        raise SpecError(f"{spec!r}: expected increasing rank counts >= 1, e.g. 1,2,4")
+    return ranks
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SpecError(f"{text!r}: expected an integer >= 1")
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    """A finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise SpecError(f"{text!r}: expected a finite number of seconds > 0")
+    return value
+
+
+class RankCounts(argparse.Action):
+    """``--ranks``: always a list of rank counts. A program that runs one rank count per run
+    (``several=False``) refuses a list of more than one."""
+
+    def __init__(self, *args: Any, several: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.several = several
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if not self.several and len(values) > 1:
+            raise argparse.ArgumentError(self, f"{','.join(map(str, values))!r}: one rank count "
+                                         "per run here, e.g. --ranks 2")
+        setattr(namespace, self.dest, values)
+
+
+#: The shared flags: how argparse reads each, ``help`` its meaning (the start of every
+#: program's help text for it), and ``default`` where it is the same for every program.
+FLAGS: dict[str, dict[str, Any]] = {
+    "--seeds": {"type": parse_seeds, "metavar": "SPEC",
+                "help": "seeds, a list such as 0-4, 0,2,5 or 1-2,7"},
+    "--seed": {"type": int, "metavar": "N", "help": "one seed"},
+    "--ranks": {"type": parse_ranks, "action": RankCounts, "metavar": "SPEC",
+                "help": "MPI rank counts, a list such as 1,2,4"},
+    "--out": {"type": Path, "metavar": "DIR", "help": "output folder"},
+    "--budget-s": {"type": parse_seconds, "metavar": "SECONDS",
+                   "help": "wall-clock budget of one run"},
+    "--config": {"metavar": "PATH", "help": "config file (TOML)"},
+    "--set": {"dest": "overrides", "action": "append", "default": [],
+              "metavar": "SECTION.KEY=VALUE", "help": "override one config value (repeatable)"},
+    "--run-dir": {"metavar": "DIR", "help": "the run folder"},
+    "--force": {"action": "store_true", "default": False,
+                "help": "overwrite an existing run folder"},
+    "--quiet": {"action": "store_true", "default": False, "help": "no progress lines"},
+    "--tensorboard": {"action": "store_true", "default": False,
+                      "help": "also write TensorBoard event files under RUN_DIR/tb/ "
+                      "(run.tensorboard = true; needs pip install 'es[tensorboard]')"},
+    "--env": {"metavar": "ID", "help": "Gymnasium environment id, e.g. CartPole-v1"},
+    "--jobs": {"type": positive_int, "default": 1, "metavar": "N",
+               "help": "runs side by side, each in its own process"},
+    "--repeats": {"type": positive_int, "metavar": "N",
+                  "help": "repetitions of each measurement (medians reported)"},
+    "--generations": {"type": positive_int, "metavar": "N",
+                      "help": "generations of each run (run.generations)"},
+    "--methods": {"metavar": "LIST", "help": "methods, comma-separated"},
+    "--launcher": {"metavar": "COMMAND",
+                   "help": "MPI launcher taking -n N (default: the mpiexec beside this "
+                   "Python), e.g. 'srun --mpi=pmix' or 'mpiexec -f hosts'"},
+    "--dims": {"metavar": "LIST", "help": "dimensions, a list such as 2-5 or 10,100"},
+    "--functions": {"metavar": "LIST", "help": "test functions, comma-separated"},
+    "--evals-per-dim": {"type": positive_int, "metavar": "N",
+                        "help": "evaluation budget of a run per dimension (capped by "
+                        "--max-evals)"},
+    "--max-evals": {"type": positive_int, "metavar": "N",
+                    "help": "most evaluations of a run"},
+    "--table-size": {"type": positive_int, "metavar": "N",
+                     "help": "floats in the noise table (es.noise_table_size)"},
+    "--threshold": {"type": float, "metavar": "RETURN",
+                    "help": "eval return that counts as solved"},
+}
+
+
+def add_flag(parser: argparse.ArgumentParser, option: str, detail: str = "",
+             **choices: Any) -> argparse.Action:
+    """Add the shared flag ``option``: its help is the shared meaning, then ``detail``.
+    ``choices`` are what a program decides: ``default`` (where ``FLAGS`` has none),
+    ``required``, and for ``--ranks`` ``several``."""
+    shared = dict(FLAGS[option])
+    if "default" in shared and "default" in choices:
+        raise ValueError(f"{option}: its default is shared: {shared['default']!r}")
+    meaning = shared.pop("help")
+    default = choices.get("default", shared.get("default"))
+    help_text = meaning + (f"; {detail}" if detail else "")
+    if default not in (None, False, []):
+        help_text += " (default: %(default)s)"
+    return parser.add_argument(option, **shared, **choices, help=help_text)
+
+
+def add_out(parser: argparse.ArgumentParser, command: str, detail: str = "") -> None:
+    """``--out DIR``, by default ``bench-results/<command>``."""
+    add_flag(parser, "--out", detail, default=str(RESULTS / command))
+
+
+def add_ranks(parser: argparse.ArgumentParser, default: str, several: bool,
+              detail: str = "") -> None:
+    """``--ranks SPEC``; with ``several=False`` exactly one value (one rank count per run)."""
+    if not several:
+        detail = "one value: every run uses it" + (f"; {detail}" if detail else "")
+    add_flag(parser, "--ranks", detail, default=default, several=several)

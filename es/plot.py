@@ -1,6 +1,6 @@
 """``es-plot``: learning curves from run folders, seeds of one configuration as mean ± std.
 
-    es-plot runs/pendulum__* -o pendulum.png
+    es-plot runs/pendulum__* --figure pendulum.png
     es-plot runs/pong30 --x time_s --y eval_return -o pong.svg
 
 Runs are grouped by (environment, run name) from their ``config.toml``; runs of one group
@@ -70,9 +70,10 @@ def mean_and_std(curves: list[tuple[np.ndarray, np.ndarray, np.ndarray]], log_gr
     return grid, values.mean(axis=0), values.std(axis=0)
 
 
-def plot(run_dirs: list[Path], out: Path, x: str, y: str, title: str | None,
+def plot(run_dirs: list[Path], path: Path, x: str, y: str, title: str | None,
          log_x: bool = False) -> int:
-    """Draw every group into ``out`` (PNG, SVG or PDF by suffix); returns the group count."""
+    """Draw every group into the image file ``path`` (PNG, SVG or PDF by suffix); returns the
+    group count."""
     try:
         import matplotlib
 
@@ -93,30 +94,38 @@ def plot(run_dirs: list[Path], out: Path, x: str, y: str, title: str | None,
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=110)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
     plt.close(figure)
     return len(groups)
 
 
+def parser() -> ArgumentParser:
+    parse = ArgumentParser(prog="es-plot", description=__doc__.splitlines()[0],
+                           examples=["es-plot runs/Pendulum-v1__pendulum__* --figure pendulum.png",
+                                     "es-plot runs/pong30 --x time_s --y eval_return -o pong.svg",
+                                     "es-plot runs/hc__* -o hc.pdf --log-x --title HalfCheetah"])
+    parse.add_argument("run_dirs", nargs="+", type=Path, help="run folders written by es-train")
+    parse.add_argument("-o", "--figure", type=Path, required=True, metavar="PATH",
+                       help="the image file to write (.png, .svg or .pdf)")
+    parse.add_argument("--x", choices=X_COLUMNS, default="timesteps")
+    parse.add_argument("--y", choices=Y_COLUMNS, default="eval_return")
+    parse.add_argument("--title")
+    parse.add_argument("--log-x", action="store_true",
+                       help="logarithmic x axis (learning that happens early in a long run)")
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="es-plot", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dirs", nargs="+", type=Path, help="run folders written by es-train")
-    parser.add_argument("-o", "--out", type=Path, required=True,
-                        help="image file (.png, .svg or .pdf)")
-    parser.add_argument("--x", choices=X_COLUMNS, default="timesteps")
-    parser.add_argument("--y", choices=Y_COLUMNS, default="eval_return")
-    parser.add_argument("--title")
-    parser.add_argument("--log-x", action="store_true",
-                        help="logarithmic x axis (learning that happens early in a long run)")
-    args = parser.parse_args(argv)
-    if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        return fail("es-plot", f"-o {str(args.out)!r}: allowed suffixes are .png, .svg, .pdf")
+    args = parser().parse_args(argv)
+    if args.figure.suffix.lower() not in (".png", ".svg", ".pdf"):
+        return fail("es-plot", f"--figure {str(args.figure)!r}: allowed suffixes are .png, "
+                    ".svg, .pdf")
     try:
-        groups = plot(args.run_dirs, args.out, args.x, args.y, args.title, args.log_x)
+        groups = plot(args.run_dirs, args.figure, args.x, args.y, args.title, args.log_x)
     except (ValueError, RuntimeError, OSError, KeyError) as error:
         return fail("es-plot", str(error))
-    print(f"wrote {args.out} ({groups} group{'s' if groups != 1 else ''})")
+    print(f"wrote {args.figure} ({groups} group{'s' if groups != 1 else ''})")
     return 0
 
 

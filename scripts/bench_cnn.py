@@ -1,6 +1,6 @@
 """Cost of the DQN-Nature CNN policy per environment step, beside the Atari step it serves.
 
-    python scripts/bench_cnn.py --out bench/cnn.csv
+    python scripts/bench_cnn.py                # writes bench-results/bench_cnn/results.csv
 
 On one core: the batch-1 forward pass with and without virtual batch norm, the VBN statistics of
 a reference batch (once per episode), and one step of preprocessed Pong under a random policy,
@@ -22,9 +22,10 @@ from collections.abc import Callable  # noqa: E402
 
 import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
-from report import emit  # noqa: E402
+from report import emit, script_parser  # noqa: E402
 
 from es.atari import make_atari_env  # noqa: E402
+from es.cliargs import add_flag, add_out  # noqa: E402
 from es.cnn import TORSOS, ConvNetSpec, bind, vbn_statistics  # noqa: E402
 
 
@@ -84,15 +85,21 @@ def row(measure: str, params: int | str, times: list[float], env_step_us: float 
     }
 
 
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/bench_cnn.py",
+        "OPENBLAS_CORETYPE=SkylakeX python scripts/bench_cnn.py --calls 500 --out /tmp/cnn"])
+    parse.add_argument("--calls", type=int, default=2000, help="timed forward calls")
+    parse.add_argument("--env-steps", type=int, default=2000, help="timed Pong steps")
+    parse.add_argument("--reference", type=int, default=128, help="VBN reference batch size")
+    parse.add_argument("--actions", type=int, default=6, help="logits (Pong has 6 actions)")
+    add_flag(parse, "--seed", "of the random actions and the networks' parameters", default=0)
+    add_out(parse, "bench_cnn")
+    return parse
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000, help="timed forward calls")
-    parser.add_argument("--env-steps", type=int, default=2000, help="timed Pong steps")
-    parser.add_argument("--reference", type=int, default=128, help="VBN reference batch size")
-    parser.add_argument("--actions", type=int, default=6, help="logits (Pong has 6 actions)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="bench/cnn.csv")
-    args = parser.parse_args()
+    args = parser().parse_args()
 
     env_times, observations = time_env_steps(args.env_steps, args.seed)
     env_step_us = 1e6 * float(np.median(env_times))

@@ -19,7 +19,9 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import emit, mpiexec  # noqa: E402
+from report import emit, mpiexec, script_parser  # noqa: E402
+
+from es.cliargs import add_flag, add_out, add_ranks  # noqa: E402
 
 
 def memory_mb() -> dict[str, float]:
@@ -33,7 +35,7 @@ def memory_mb() -> dict[str, float]:
     return {"rss_mb": fields["Rss"], "rss_shared_mb": shmem, "pss_mb": fields["Pss"]}
 
 
-def measure(table_size: int, csv_path: str) -> None:
+def measure(table_size: int, out: Path) -> None:
     from es.comm import MPIComm
     from es.noise import NoiseTable, fill_table
 
@@ -56,25 +58,32 @@ def measure(table_size: int, csv_path: str) -> None:
                          "pss_growth_mb": pss - pss0})
         del table
     if comm.rank == 0:
-        emit(rows, csv_path, f"Noise table memory per rank, {comm.size} ranks on one node")
+        emit(rows, out, f"Noise table memory per rank, {comm.size} ranks on one node")
         for mode in ("shared", "private"):
             growth = sum(r["pss_growth_mb"] for r in rows if r["table"] == mode)
             print(f"{mode:>8}: all ranks together grew by {growth:.0f} MB "
                   f"for a {table_size * 4 / 2**20:.0f} MB table")
 
 
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/bench_memory.py --ranks 2 --table-size 25000000",
+        "python scripts/bench_memory.py --ranks 8 --out bench-results/memory-8"])
+    add_ranks(parse, "2", several=False)
+    add_flag(parse, "--table-size", default=25_000_000)
+    add_out(parse, "bench_memory")
+    parse.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return parse
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--table-size", type=int, default=25_000_000)
-    parser.add_argument("--csv", default="bench/memory.csv")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser().parse_args()
     if args.worker:
-        measure(args.table_size, args.csv)
+        measure(args.table_size, args.out)
         return
-    sys.exit(subprocess.call(mpiexec(args.ranks, sys.executable, __file__, "--worker",
-                                     "--table-size", str(args.table_size), "--csv", args.csv)))
+    sys.exit(subprocess.call(mpiexec(args.ranks[0], sys.executable, __file__, "--worker",
+                                     "--table-size", str(args.table_size), "--out",
+                                     str(args.out))))
 
 
 if __name__ == "__main__":

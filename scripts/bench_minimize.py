@@ -24,9 +24,11 @@ import functools  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import emit  # noqa: E402
+from report import emit, script_parser  # noqa: E402
 
 import es  # noqa: E402
+from es.bench_bbob import parse_ints  # noqa: E402
+from es.cliargs import add_flag, add_out  # noqa: E402
 
 START = {"sphere": 3.0, "ellipsoid": 3.0, "rosenbrock": 0.0, "rastrigin": 3.0, "ackley": 3.0}
 FTARGET = 1e-10
@@ -63,23 +65,29 @@ def run_cma(name: str, dim: int, budget: int, seed: int) -> dict:
             "seconds": seconds}
 
 
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/bench_minimize.py",
+        "python scripts/bench_minimize.py --dims 10,100 --evals-per-dim 500 "
+        "--methods auto,snes,sepcma"])
+    add_flag(parse, "--functions", f"among {', '.join(START)}", default=",".join(START))
+    add_flag(parse, "--dims", default="10,100,1000")
+    add_flag(parse, "--evals-per-dim", default=1000)
+    add_flag(parse, "--max-evals", default=200_000)
+    add_flag(parse, "--seed", "of every run (pycma's: this + 1)", default=1)
+    add_flag(parse, "--methods", "es.minimize's (auto, cma, sepcma, snes, ...); pycma always "
+             "runs beside them", default="auto")
+    add_out(parse, "bench_minimize")
+    return parse
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--functions", default="sphere,ellipsoid,rosenbrock,rastrigin,ackley")
-    parser.add_argument("--dims", default="10,100,1000")
-    parser.add_argument("--evals-per-dim", type=int, default=1000,
-                        help="evaluation budget = this x dimension (capped by --max-evals)")
-    parser.add_argument("--max-evals", type=int, default=200_000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--methods", default="auto",
-                        help="es.minimize methods, comma-separated (auto, cma, sepcma, snes, ...)")
-    parser.add_argument("--csv", default="bench/minimize.csv")
-    args = parser.parse_args()
+    args = parser().parse_args()
     optimisers = {f"es.minimize[{method}]": functools.partial(run_es, method)
                   for method in args.methods.split(",")}
     optimisers["pycma"] = run_cma
     rows = []
-    for dim in (int(d) for d in args.dims.split(",")):
+    for dim in parse_ints("--dims", args.dims):
         budget = min(args.evals_per_dim * dim, args.max_evals)
         for name in args.functions.split(","):
             for label, run in optimisers.items():
@@ -88,7 +96,7 @@ def main() -> None:
                              "optimiser": label, **measured})
                 print(f"{name:>10} d={dim:<5} {label:<20} f={measured['final_f']:.3g} "
                       f"{measured['ms_per_generation']:.2f} ms/generation", flush=True)
-    emit(rows, args.csv, "es.minimize vs pycma CMA-ES, equal evaluation budgets")
+    emit(rows, args.out, "es.minimize vs pycma CMA-ES, equal evaluation budgets")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Policy gradient with MPI gradient all-reduce: wall time of 1 rank against N ranks.
 
-    python scripts/bench_pg_allreduce.py --ranks 1,2 --seeds 0,1,2 --updates 40
+    python scripts/bench_pg_allreduce.py --ranks 1,2 --seeds 0-2 --updates 40
 
 Every rank count plays the same episodes (their seeds do not depend on the rank) and takes the
 same updates, so the learning curve is the same and only the wall time differs. Reported per
@@ -17,7 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from report import emit
+from report import emit, script_parser
+
+from es.cliargs import add_flag, add_out, add_ranks
 
 BIN = Path(sys.executable).parent
 
@@ -45,19 +47,26 @@ def run(ranks: int, seed: int, args: argparse.Namespace, folder: Path) -> dict:
     }
 
 
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/bench_pg_allreduce.py --ranks 1,2 --seeds 0-2 --updates 40",
+        "python scripts/bench_pg_allreduce.py --ranks 1,4 --seeds 0 --threshold 195"])
+    add_flag(parse, "--config", "an es-baseline pg config",
+             default="configs/baselines/cartpole_pg.toml")
+    add_ranks(parse, "1,2", several=True, detail="each seed runs on each count")
+    add_flag(parse, "--seeds", "run.seed of the runs", default="0-2")
+    parse.add_argument("--updates", type=int, default=40, help="run.generations of a run")
+    add_flag(parse, "--threshold", "the wall time to its first evaluation is reported",
+             default=475.0)
+    add_out(parse, "bench_pg_allreduce")
+    return parse
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/baselines/cartpole_pg.toml")
-    parser.add_argument("--ranks", default="1,2")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--updates", type=int, default=40)
-    parser.add_argument("--threshold", type=float, default=475.0)
-    parser.add_argument("--csv", default="bench/pg_allreduce.csv")
-    args = parser.parse_args()
+    args = parser().parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        rows = [run(int(r), int(s), args, Path(folder))
-                for s in args.seeds.split(",") for r in args.ranks.split(",")]
-    emit(rows, args.csv, f"REINFORCE, {args.config}, {args.updates} updates; wall_s includes "
+        rows = [run(ranks, seed, args, Path(folder)) for seed in args.seeds for ranks in args.ranks]
+    emit(rows, args.out, f"REINFORCE, {args.config}, {args.updates} updates; wall_s includes "
          "start-up and evaluation (spread over the ranks)")
 
 

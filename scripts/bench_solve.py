@@ -1,9 +1,9 @@
 """Wall-clock time to reach return thresholds, as a user runs training.
 
     python scripts/bench_solve.py                      # both targets below, 2 ranks
-    python scripts/bench_solve.py --only halfcheetah --seconds 600
-    python scripts/bench_solve.py --config configs/halfcheetah_ars.toml --seeds 0-4 \
-        --threshold 3000 --seconds 300                 # any config, several seeds
+    python scripts/bench_solve.py --only halfcheetah --budget-s 600
+    python scripts/bench_solve.py configs/halfcheetah_ars.toml --seeds 0-4 \
+        --thresholds 3000 --budget-s 300               # any config, several seeds
 
 Runs ``mpiexec -n RANKS es-train CONFIG`` for at most a wall-clock budget, or until the
 evaluation reached the highest threshold (then interrupts it with SIGINT), and reads
@@ -21,7 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import BIN, emit, mpiexec
+from report import BIN, emit, mpiexec, script_parser
+
+from es.cliargs import SpecError, add_flag, add_out, add_ranks
 
 TARGETS = {
     "cartpole": ("configs/cartpole.toml", 20.0, (475.0,)),
@@ -61,43 +63,59 @@ def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: l
         return list(csv.DictReader(handle)), wall
 
 
-def main() -> None:
-    from es.cli import parse_seeds
+def parse_thresholds(text: str) -> tuple[float, ...]:
+    """'3000,5000' -> (3000.0, 5000.0)."""
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise SpecError(f"{text!r}: expected eval returns, comma-separated") from None
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=sorted(TARGETS), action="append")
-    parser.add_argument("--config", action="append", default=[],
-                        help="a config file instead of the built-in targets (repeatable)")
-    parser.add_argument("--seeds", default=None, help="run.seed values, e.g. 0-4")
-    parser.add_argument("--threshold", type=float, action="append", default=[],
-                        help="eval return threshold(s) for --config runs")
-    parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--seconds", type=float, help="override the wall-clock budget")
-    parser.add_argument("--set", dest="overrides", action="append", default=[])
-    parser.add_argument("--csv", default="bench/solve.csv")
-    args = parser.parse_args()
-    if args.config:
-        if not args.threshold:
-            parser.error("--config needs --threshold")
-        jobs = [(path, path, args.seconds or 600.0, tuple(args.threshold))
-                for path in args.config]
+
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/bench_solve.py --only halfcheetah --budget-s 600",
+        "python scripts/bench_solve.py configs/halfcheetah_ars.toml --seeds 0-4 "
+        "--thresholds 3000 --budget-s 300"])
+    parse.add_argument("configs", nargs="*", metavar="config",
+                       help="config files instead of the built-in targets (need --thresholds)")
+    parse.add_argument("--only", choices=sorted(TARGETS), action="append",
+                       help="one of the built-in targets (repeatable; default: all)")
+    parse.add_argument("--thresholds", type=parse_thresholds, metavar="LIST",
+                       help="eval returns to reach, comma-separated, for the config files")
+    add_flag(parse, "--seeds", "run.seed of the runs (default: each config's)")
+    add_ranks(parse, "2", several=False)
+    add_flag(parse, "--budget-s", "default: 600 for config files, the target's own for the "
+             "built-in targets")
+    add_flag(parse, "--set", "for every run")
+    add_out(parse, "bench_solve")
+    return parse
+
+
+def main() -> None:
+    parse = parser()
+    args = parse.parse_args()
+    if args.configs:
+        if not args.thresholds:
+            parse.error("config files need --thresholds")
+        jobs = [(path, path, args.budget_s or 600.0, args.thresholds) for path in args.configs]
     else:
-        jobs = [(name, *TARGETS[name][:1], args.seconds or TARGETS[name][1], TARGETS[name][2])
+        jobs = [(name, *TARGETS[name][:1], args.budget_s or TARGETS[name][1], TARGETS[name][2])
                 for name in args.only or sorted(TARGETS)]
-    seeds = parse_seeds(args.seeds) if args.seeds else [None]
+    seeds = args.seeds or [None]
+    ranks = args.ranks[0]
     rows = []
     for name, config, budget, thresholds in jobs:
         for seed in seeds:
             overrides = [*args.overrides, *([f"run.seed={seed}"] if seed is not None else [])]
             with tempfile.TemporaryDirectory() as tmp:
-                progress, wall = run_for(config, args.ranks, budget, Path(tmp) / "run",
+                progress, wall = run_for(config, ranks, budget, Path(tmp) / "run",
                                          overrides, stop_at=max(thresholds))
             evals = [(float(r["time_s"]), int(r["timesteps"]), float(r["eval_return"]))
                      for r in progress if r["eval_return"]]
             for threshold in thresholds:
                 hit = next(((t, s) for t, s, e in evals if e >= threshold), None)
                 rows.append({
-                    "config": name, "seed": "" if seed is None else seed, "ranks": args.ranks,
+                    "config": name, "seed": "" if seed is None else seed, "ranks": ranks,
                     "budget_s": budget, "threshold": threshold,
                     "reached_at_s": hit[0] if hit else "not reached",
                     "reached_at_steps": hit[1] if hit else "",
@@ -105,7 +123,7 @@ def main() -> None:
                     "steps": int(progress[-1]["timesteps"]), "wall_s": round(wall, 1),
                 })
             print(rows[-1], flush=True)
-    emit(rows, args.csv, f"Time to reach eval return thresholds, mpiexec -n {args.ranks}")
+    emit(rows, args.out, f"Time to reach eval return thresholds, mpiexec -n {ranks}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python scripts/bench_throughput.py --config configs/halfcheetah.toml --ranks 2
     python scripts/bench_throughput.py --config configs/pong.toml --bare-policy random \
-        --generations 6 --seconds 30
+        --generations 6 --budget-s 30
 
 Both are measured in one script run, with the same number of processes and the same
 policies (MuJoCo steps faster or slower depending on what the policy does, so a fair bare
@@ -29,9 +29,10 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import BIN, emit, mpiexec  # noqa: E402
+from report import BIN, emit, mpiexec, script_parser  # noqa: E402
 
 from es.bench import set_flags  # noqa: E402
+from es.cliargs import add_flag, add_out, add_ranks  # noqa: E402
 
 
 def bare_worker(run_dir: str, seconds: float, random_actions: bool) -> None:
@@ -79,43 +80,49 @@ def training_rate(config: str, ranks: int, generations: int, run_dir: str,
     return steps / (float(last["time_s"]) - float(first["time_s"])), steps
 
 
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/bench_throughput.py --config configs/halfcheetah.toml --ranks 2",
+        "python scripts/bench_throughput.py --config configs/pong.toml --bare-policy random "
+        "--generations 6 --budget-s 30"])
+    add_flag(parse, "--config", "the training run's", default="configs/halfcheetah.toml")
+    add_ranks(parse, "2", several=False, detail="for training and bare stepping alike")
+    add_flag(parse, "--generations", "of the training run", default=80)
+    add_flag(parse, "--budget-s", "of the bare stepping run", default=20.0)
+    add_flag(parse, "--repeats", "training then bare stepping, each time", default=3)
+    parse.add_argument("--bare-policy", choices=("trained", "random"), default="trained")
+    add_flag(parse, "--set", "for the training run")
+    add_out(parse, "bench_throughput")
+    parse.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
+    return parse
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/halfcheetah.toml")
-    parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--generations", type=int, default=80)
-    parser.add_argument("--seconds", type=float, default=20.0, help="bare stepping duration")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="measure training then bare stepping this many times")
-    parser.add_argument("--bare-policy", choices=("trained", "random"), default="trained")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="SECTION.KEY=VALUE", help="config override for the training run")
-    parser.add_argument("--csv", default="bench/throughput.csv")
-    parser.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser().parse_args()
+    ranks = args.ranks[0]
     if args.bare_worker:
-        bare_worker(args.bare_worker, args.seconds, args.bare_policy == "random")
+        bare_worker(args.bare_worker, args.budget_s, args.bare_policy == "random")
         return
     rows = []
     for repeat in range(1, args.repeats + 1):
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = f"{tmp}/run"
-            train_rate, train_steps = training_rate(args.config, args.ranks, args.generations,
+            train_rate, train_steps = training_rate(args.config, ranks, args.generations,
                                                     run_dir, args.overrides)
             bare = subprocess.run(
-                mpiexec(args.ranks, sys.executable, __file__, "--bare-worker", run_dir,
-                        "--seconds", str(args.seconds), "--bare-policy", args.bare_policy),
+                mpiexec(ranks, sys.executable, __file__, "--bare-worker", run_dir,
+                        "--budget-s", str(args.budget_s), "--bare-policy", args.bare_policy),
                 check=True, capture_output=True, text=True,
             )
         bare_line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
         bare_rate, bare_steps = float(bare_line.split()[1]), int(bare_line.split()[2])
-        rows.append({"config": " ".join([args.config, *args.overrides]), "ranks": args.ranks,
+        rows.append({"config": " ".join([args.config, *args.overrides]), "ranks": ranks,
                      "repeat": repeat,
                      "bare_policy": args.bare_policy,
                      "bare_steps_per_s": bare_rate, "bare_steps": bare_steps,
                      "train_steps_per_s": train_rate, "train_steps": train_steps,
                      "ratio": train_rate / bare_rate})
-    emit(rows, args.csv, "Training throughput vs bare environment stepping, same policy and ranks")
+    emit(rows, args.out, "Training throughput vs bare environment stepping, same policy and ranks")
     print(f"median ratio {np.median([r['ratio'] for r in rows]):.3f} over {len(rows)} repeats")
 
 

@@ -15,8 +15,9 @@ import argparse  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import emit  # noqa: E402
+from report import emit, script_parser  # noqa: E402
 
+from es.cliargs import add_flag, add_out  # noqa: E402
 from es.noise import NoiseTable, SeedNoise  # noqa: E402
 from es.optim import Adam  # noqa: E402
 from es.strategies.openai_es import OpenAIES  # noqa: E402
@@ -35,14 +36,20 @@ def time_updates(noise, members: int, dim: int, repeats: int) -> list[float]:
     return times[1:]
 
 
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/bench_update.py --members 1000 --dim 100000",
+        "python scripts/bench_update.py --dim 1000000 --table-size 250000000 --repeats 3"])
+    parse.add_argument("--members", type=int, default=1000, help="population of the update")
+    parse.add_argument("--dim", type=int, default=100_000, help="parameters")
+    add_flag(parse, "--table-size", default=25_000_000)
+    add_flag(parse, "--repeats", "timed updates from the table (from seeds: 3)", default=7)
+    add_out(parse, "bench_update")
+    return parse
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--members", type=int, default=1000)
-    parser.add_argument("--dim", type=int, default=100_000)
-    parser.add_argument("--table-size", type=int, default=25_000_000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--csv", default="bench/update.csv")
-    args = parser.parse_args()
+    args = parser().parse_args()
 
     started = time.perf_counter()
     table = NoiseTable.build(args.table_size, seed=0)
@@ -55,7 +62,7 @@ def main() -> None:
             "update_ms_median": 1e3 * float(np.median(times)),
             "update_ms_min": 1e3 * min(times), "repeats": len(times),
         })
-    emit(rows, args.csv, f"ES update cost, mirrored, one core; table of {args.table_size:,} "
+    emit(rows, args.out, f"ES update cost, mirrored, one core; table of {args.table_size:,} "
          f"floats built once in {build_s:.2f} s")
 
 

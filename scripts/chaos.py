@@ -27,17 +27,18 @@ import argparse
 import csv
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from report import BIN, emit, mpiexec
+from report import BIN, RESULTS_CSV, emit, mpiexec, script_parser
 
 from es.checkpoint import CheckpointError, load_latest_checkpoint
+from es.cliargs import add_flag, add_out
 
 GENERATION_LINE = re.compile(r"^gen\s+(\d+) \|", re.MULTILINE)
 STABLE_COLUMNS = ("generation", "timesteps", "return_mean", "return_min", "return_max",
@@ -235,40 +236,50 @@ def launcher(ranks: int, plain: bool) -> str:
     return "es-train" if plain else f"mpiexec -n {ranks}"
 
 
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/chaos.py --config configs/halfcheetah.toml --cycles 20 "
+        "--generations 80",
+        "python scripts/chaos.py --config configs/hopper.toml --set run.schedule=dynamic "
+        "--cycles 20"])
+    add_flag(parse, "--config", "the run to kill and resume", required=True)
+    parse.add_argument("--cycles", type=int, default=20)
+    add_flag(parse, "--generations", "the budget: wall time is not deterministic", default=60)
+    add_flag(parse, "--seed", "run.seed", default=0)
+    add_flag(parse, "--set", "more config overrides")
+    parse.add_argument("--checkpoint-every", type=int, default=3, help="run.checkpoint_every")
+    parse.add_argument("--chaos-seed", type=int, default=0,
+                       help="seeds the draws: rank counts, killed ranks, kill moments")
+    parse.add_argument("--window-checkpoints", type=int, default=3,
+                       help="kill moments are uniform from launch to the reference run's "
+                       "K-th checkpoint (default 3)")
+    parse.add_argument("--forced", default="pre-checkpoint",
+                       help="comma-separated kinds of kill for the first cycles: pre-config "
+                       "(early in start-up), pre-checkpoint (after config.toml, before the "
+                       "session's first checkpoint), any (default: pre-checkpoint)")
+    parse.add_argument("--hang-s", type=float, default=30.0,
+                       help="a job still running this long after the kill is a hang")
+    parse.add_argument("--timeout-s", type=float, default=3600.0,
+                       help="limit for the uninterrupted runs (a hang, not a budget)")
+    add_out(parse, "chaos", f"the runs, their logs and {RESULTS_CSV}; a previous chaos test's "
+            "runs and logs in it are deleted first")
+    return parse
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="e.g. configs/halfcheetah.toml")
-    parser.add_argument("--cycles", type=int, default=20)
-    parser.add_argument("--generations", type=int, default=60, help="run.generations")
-    parser.add_argument("--seed", type=int, default=0, help="run.seed")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="SECTION.KEY=VALUE", help="more config overrides")
-    parser.add_argument("--checkpoint-every", type=int, default=3, help="run.checkpoint_every")
-    parser.add_argument("--chaos-seed", type=int, default=0,
-                        help="seeds the draws: rank counts, killed ranks, kill moments")
-    parser.add_argument("--window-checkpoints", type=int, default=3,
-                        help="kill moments are uniform from launch to the reference run's "
-                        "K-th checkpoint (default 3)")
-    parser.add_argument("--forced", default="pre-checkpoint",
-                        help="comma-separated kinds of kill for the first cycles: pre-config "
-                        "(early in start-up), pre-checkpoint (after config.toml, before the "
-                        "session's first checkpoint), any (default: pre-checkpoint)")
-    parser.add_argument("--hang-s", type=float, default=30.0,
-                        help="a job still running this long after the kill is a hang")
-    parser.add_argument("--timeout-s", type=float, default=3600.0,
-                        help="limit for the uninterrupted runs")
-    parser.add_argument("--out", help="folder for the runs and logs (default runs/chaos-TIME)")
-    parser.add_argument("--csv", default="bench/chaos.csv")
-    args = parser.parse_args()
+    parse = parser()
+    args = parse.parse_args()
     forced = [p for p in args.forced.split(",") if p]
     if any(p not in PHASES for p in forced):
-        parser.error(f"--forced {args.forced!r}: kinds are {', '.join(PHASES)}")
+        parse.error(f"--forced {args.forced!r}: kinds are {', '.join(PHASES)}")
     if any(o.split("=", 1)[0].strip() == "run.max_seconds" for o in args.overrides):
-        parser.error("run.max_seconds is not deterministic: the budget is --generations")
+        parse.error("run.max_seconds is not deterministic: the budget is --generations")
 
-    out = Path(args.out or f"runs/chaos-{datetime.now():%Y%m%d-%H%M%S}").resolve()
-    (out / "logs").mkdir(parents=True, exist_ok=True)
+    out = args.out.resolve()
     reference_dir, run_dir = out / "reference", out / "chaos"
+    for stale in (reference_dir, run_dir, out / "logs"):  # es-train would refuse a used folder
+        shutil.rmtree(stale, ignore_errors=True)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
     settings = [*args.overrides, f"run.generations={args.generations}", f"run.seed={args.seed}",
                 f"run.checkpoint_every={args.checkpoint_every}", "run.max_seconds=0"]
     sets = [flag for s in settings for flag in ("--set", s)]
@@ -347,7 +358,7 @@ def main() -> int:
                         args.hang_s, args.timeout_s)
     redone_total = sum(r["redone"] for r in rows) + sum(
         1 for g in final.generations if g <= computed)
-    emit(rows, args.csv, f"Chaos: {args.cycles} cycles of kill and resume, {args.config} "
+    emit(rows, out, f"Chaos: {args.cycles} cycles of kill and resume, {args.config} "
          f"{' '.join(args.overrides)}, {args.generations} generations, checkpoint every "
          f"{args.checkpoint_every}, chaos seed {args.chaos_seed}")
     print(f"final resume: {launcher(ranks, plain)}, exit {final.code}, "

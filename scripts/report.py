@@ -1,4 +1,5 @@
-"""Shared by the benchmark scripts: print a table, write the same rows as CSV."""
+"""Shared by the benchmark scripts: their parser class, and printing a table whose rows go to
+``--out``/results.csv."""
 
 from __future__ import annotations
 
@@ -9,14 +10,24 @@ from pathlib import Path
 from typing import Any
 
 from es.bench import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
+from es.cliargs import ArgumentParser
+
+RESULTS_CSV = "results.csv"
 
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def emit(rows: list[dict[str, Any]], csv_path: str | Path, title: str) -> None:
-    """Print ``rows`` as an aligned table and write them to ``csv_path``."""
+def script_parser(script: str, doc: str, examples: list[str]) -> ArgumentParser:
+    """The parser of ``scripts/<script>``: described by its docstring's first line, errors as
+    one line like the ``es-*`` programs'."""
+    return ArgumentParser(prog=Path(script).name, description=doc.splitlines()[0],
+                          examples=examples)
+
+
+def emit(rows: list[dict[str, Any]], out: str | Path, title: str) -> None:
+    """Print ``rows`` as an aligned table and write them to ``out``/results.csv."""
     columns = list(rows[0])
     cells = [[_fmt(row[c]) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
@@ -24,7 +35,7 @@ def emit(rows: list[dict[str, Any]], csv_path: str | Path, title: str) -> None:
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
     for row in cells:
         print("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
-    path = Path(csv_path)
+    path = Path(out) / RESULTS_CSV
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)

@@ -5,14 +5,7 @@ import csv
 import pytest
 from conftest import run_cli
 
-from es.bench import BREAKDOWN, efficiency, parse_ranks, steady_state, step_efficiency
-
-
-def test_parse_ranks():
-    assert parse_ranks("1,2,4,64") == [1, 2, 4, 64]
-    for bad in ("", "1,x", "0,2", "4,2", "2,2"):
-        with pytest.raises(ValueError, match="--ranks"):
-            parse_ranks(bad)
+from es.bench import BREAKDOWN, efficiency, parser, replaced_values, steady_state, step_efficiency
 
 
 def test_efficiency_arithmetic():
@@ -53,12 +46,36 @@ def test_scaling_smoke_run_writes_csv_and_table(tmp_path):
     assert [int(r["population"]) for r in rows] == [16, 32]
     assert "| ranks |" in (out / "results.md").read_text()
     bad = run_cli(["es-bench", "scaling", "--ranks", "2,1"])
-    assert bad.returncode == 2 and "--ranks '2,1'" in bad.stderr
+    assert bad.returncode == 2 and "--ranks: '2,1'" in bad.stderr
+
+
+def test_scaling_trains_the_config_as_it_is_unless_a_flag_replaces_a_value():
+    """No silent replacement: the config's policy and noise table stay unless asked for."""
+    as_it_is = parser().parse_args(["scaling", "--config", "configs/humanoid.toml"])
+    assert replaced_values(as_it_is) == []
+    asked = parser().parse_args(["scaling", "--config", "configs/humanoid.toml", "--env",
+                                 "Hopper-v5", "--policy", "linear", "--table-size", "1000000"])
+    assert replaced_values(asked) == ["env.id=Hopper-v5", "policy.kind=linear",
+                                      "es.noise_table_size=1000000"]
+
+
+def test_scaling_says_which_values_its_flags_replace(tmp_path):
+    out = tmp_path / "out"
+    done = run_cli(["es-bench", "scaling", "--config", "configs/cartpole.toml", "--policy",
+                    "linear", "--table-size", "20000", "--ranks", "1", "--generations", "5",
+                    "--repeats", "1", "--members-per-rank", "4", "--out", str(out)])
+    assert done.returncode == 0, done.stderr
+    assert ("es-bench scaling: flags replace values of configs/cartpole.toml: "
+            "policy.kind=linear, es.noise_table_size=20000") in done.stdout
+    with (out / "results.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert (row["env"], row["policy"], row["noise_table_size"]) == (
+        "CartPole-v1", "linear", "20000")
 
 
 def test_comm_comparison_counts_scalars_against_a_full_all_reduce(tmp_path):
     out = tmp_path / "comm"
-    done = run_cli(["es-bench", "comm", "--params", "1e3,1e4", "--population", "64",
+    done = run_cli(["es-bench", "comm", "--params", "1e3,1e4", "--populations", "64",
                     "--repeats", "3", "--out", str(out)])
     assert done.returncode == 0, done.stderr
     with (out / "results.csv").open() as handle:

@@ -136,3 +136,14 @@ def test_shipped_suites_load_and_name_configs_of_their_strategies(path):
 
     suite = load_suite(path)
     assert suite.tasks and all(task.configs for task in suite.tasks.values())
+
+
+def test_an_output_folder_holds_one_suite(tmp_path):
+    """Finished runs in --out are not redone: another suite file's are refused, not reused."""
+    from es.bench_suite import claim_output_folder
+
+    out = tmp_path / "out"
+    claim_output_folder(out, tmp_path / "a.toml")
+    claim_output_folder(out, tmp_path / "a.toml")  # the same suite resumes
+    with pytest.raises(ValueError, match="holds the results of the suite .*a.toml"):
+        claim_output_folder(out, tmp_path / "b.toml")

@@ -10,12 +10,12 @@ from conftest import REPO
 
 
 def test_chaos_cycles_survive_and_end_bit_identical(tmp_path):
-    table = tmp_path / "chaos.csv"
+    table = tmp_path / "chaos" / "results.csv"
     done = subprocess.run(
         [sys.executable, "scripts/chaos.py", "--config", "configs/pendulum.toml", "--set",
          "es.population=32", "--set", "run.eval_every=2", "--cycles", "4", "--generations",
          "30", "--chaos-seed", "1", "--forced", "pre-config,pre-checkpoint", "--hang-s", "20",
-         "--timeout-s", "120", "--out", str(tmp_path / "chaos"), "--csv", str(table)],
+         "--timeout-s", "120", "--out", str(tmp_path / "chaos")],
         capture_output=True, text=True, timeout=240, cwd=REPO,
     )
     assert done.returncode == 0, done.stdout + done.stderr

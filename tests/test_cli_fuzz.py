@@ -116,8 +116,9 @@ eval_argv = command_line(
              flag("--video", mixed("v.gif", "v.txt", "DIR/v.gif")),
              flag("--video-steps", small("1", "5")), switch("--random")),
 )
+figure = mixed("p.png", "p.svg", "p.txt", "DIR", "DIR.png")
 plot_argv = command_line(
-    mixed("RUN", "RUN"), flag("-o", mixed("p.png", "p.svg", "p.txt", "DIR", "DIR.png")),
+    mixed("RUN", "RUN"), st.one_of(flag("-o", figure), flag("--figure", figure)),
     options=(flag("--x", mixed("timesteps", "time_s")),
              flag("--y", mixed("eval_return", "return_max")), flag("--title"),
              switch("--log-x"), st.just(["RUN"])),
@@ -132,35 +133,37 @@ bench_argv = st.one_of(
         flag("--env", mixed("CartPole-v1")), flag("--synthetic-step-ms", small("0.01")),
         flag("--lengths", mixed("fixed", "pareto")), flag("--mode", mixed("weak", "strong")),
         flag("--mean-length", small("1", "2")), flag("--max-length", small("2", "3")),
-        flag("--min-sleep-ms", small("0", "1")), flag("--ranks", small("1")),
+        flag("--min-sleep-ms", small("0", "1")), flag("--ranks", small("1", "1,2")),
         flag("--schedule", mixed("static", "dynamic")), flag("--members-per-rank", small("2")),
         flag("--population", small("2", "4")), flag("--generations", small("5")),
         flag("--repeats", small("1")), flag("--config", mixed("CONFIG", "TEXTFILE")),
+        flag("--policy", mixed("linear", "cnn")), flag("--table-size", small("10000")),
         flag("--out", mixed("out")), flag("--launcher", st.sampled_from(['"', "MISSING"]))),
         most=3).map(lambda a: ["scaling", "--env", "CartPole-v1", "--ranks", "1",
                                "--repeats", "1", "--generations", "5",
                                "--members-per-rank", "2", "--out", "out", *a]),
     command_line(options=(flag("--params", small("10", "1e1")),
-                          flag("--population", small("4", "3")),
-                          flag("--ranks", small("1")), flag("--repeats", small("1")),
+                          flag("--populations", small("4", "3")),
+                          flag("--ranks", small("1", "1,2")), flag("--repeats", small("1")),
                           flag("--out", mixed("out"))), most=3).map(
-        lambda a: ["comm", "--params", "10", "--population", "4", "--repeats", "1",
+        lambda a: ["comm", "--params", "10", "--populations", "4", "--repeats", "1",
                    "--ranks", "1", "--out", "out", *a]),
-    command_line(options=(flag("--params", small("10")), flag("--population", small("4")),
-                          flag("--csv", mixed("c.csv")), flag("--repeats", small("1"))),
-                 junk=False).map(lambda a: ["comm-worker", *a]),
+    command_line(options=(flag("--params", small("10")), flag("--populations", small("4")),
+                          flag("--out", mixed("out")), flag("--repeats", small("1"))),
+                 junk=False).map(lambda a: ["comm-worker", "--params", "10", "--populations",
+                                            "4", "--repeats", "1", *a]),
     command_line(options=(switch("--help"),), most=2),
 )
 compare_argv = command_line(
     options=(flag("--env", mixed("CartPole-v1", "Pendulum-v1")),
              flag("--methods", mixed("es", "dqn", "es,es", "dqn,dqn", "es,")),
-             flag("--config", mixed("es=MISSING", "es=DIR", "x=y", "=", "es")),
+             flag("--method-config", mixed("es=MISSING", "es=DIR", "x=y", "=", "es")),
              flag("--threshold", mixed("100", "-5")), flag("--out", mixed("out2")),
-             flag("--budget-s", small("1")), flag("--seeds", small("1")),
-             flag("--ranks", small("1")), flag("--jobs", small("1")),
+             flag("--budget-s", small("1")), flag("--seeds", small("0", "3-1")),
+             flag("--ranks", small("1", "1,2")), flag("--jobs", small("1")),
              flag("--eval-episodes", small("1"))), most=3,
-).map(lambda a: ["--env", "CartPole-v1", "--budget-s", "1", "--seeds", "1", "--eval-episodes",
-                 "1", "--methods", "es", "--config", "es=TINY", "--out", "out", *a])
+).map(lambda a: ["--env", "CartPole-v1", "--budget-s", "1", "--seeds", "0", "--eval-episodes",
+                 "1", "--methods", "es", "--method-config", "es=TINY", "--out", "out", *a])
 
 
 @pytest.fixture(scope="module")
@@ -330,7 +333,7 @@ def test_every_program_reports_a_parse_error_in_one_line(world, program):
     [
         ("es-eval", ["RUN", "--episodes", "x\ny"], "invalid int value: 'x\\ny'"),
         ("es-train", ["CONFIG", "--set", "es.a\nb=1"], "unknown key es.a\\nb"),
-        ("es-plot", ["MISSING\u2028x", "-o", "p.png"], "\\u2028"),
+        ("es-plot", ["MISSING\u2028x", "--figure", "p.png"], "\\u2028"),
     ],
 )
 def test_line_breaks_in_what_the_user_typed_stay_on_one_line(world, program, argv, fragment):

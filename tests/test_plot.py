@@ -43,7 +43,7 @@ def test_es_plot_writes_an_image_and_rejects_bad_input(tmp_path, capsys):
     runs = [fake_run(tmp_path / f"s{seed}", "cartpole", seed, [1.0, 2.0, 3.0])
             for seed in (0, 1)]
     out = tmp_path / "curve.png"
-    assert main([*map(str, runs), "-o", str(out)]) == 0
+    assert main([*map(str, runs), "--figure", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
     assert main([*map(str, runs), "-o", str(tmp_path / "log.svg"), "--log-x"]) == 0
     assert (tmp_path / "log.svg").read_text().lstrip().startswith("<?xml")

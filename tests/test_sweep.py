@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from conftest import load_params, read_progress, run_cli
 
-from es.cli import parse_seeds
+from es.cliargs import parse_seeds
 
 BASE = ["--set", "run.generations=4", "--set", "es.population=8", "--quiet"]
 
@@ -13,7 +13,7 @@ def test_seed_specs():
     assert parse_seeds("0-3") == [0, 1, 2, 3]
     assert parse_seeds("1-2,7") == [1, 2, 7]
     for bad in ("", "a", "3-1", "1,1", "-2"):
-        with pytest.raises(ValueError, match="--seeds"):
+        with pytest.raises(ValueError, match="expected seeds"):
             parse_seeds(bad)
 
 
@@ -42,7 +42,7 @@ def test_more_runs_than_ranks_run_in_turn_and_configs_combine_with_seeds(tmp_pat
         "CartPole-v1__cartpole__3", "CartPole-v1__cartpole__4",
         "Pendulum-v1__pendulum__3", "Pendulum-v1__pendulum__4"]
     bad = run_cli(["es-train", "configs/cartpole.toml", "--seeds", "x"])
-    assert bad.returncode == 2 and "--seeds 'x'" in bad.stderr
+    assert bad.returncode == 2 and "--seeds: 'x'" in bad.stderr
 
 
 def peak_rss_mb(args: list[str], ranks: int) -> float:

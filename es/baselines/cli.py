@@ -13,10 +13,9 @@ from es.cli import (  # sets BLAS threads first
     _crash,
     _fail,
     _prepare,
-    add_tensorboard_flag,
     flag_overrides,
 )
-from es.cliargs import ArgumentParser
+from es.cliargs import ArgumentParser, add_flag
 
 ALGORITHMS = ("dqn", "pg", "gorila")
 
@@ -27,17 +26,18 @@ def parser() -> argparse.ArgumentParser:
         description="Train a reinforcement-learning baseline on the same envs, configs and run "
         "folders as es-train: dqn (one process), pg (REINFORCE; under mpiexec the ranks "
         "all-reduce gradients), gorila (under mpiexec -n N: N-1 actor ranks feed 1 learner).",
+        examples=["es-baseline dqn configs/baselines/cartpole_dqn.toml",
+                  "mpiexec -n 2 es-baseline pg configs/baselines/cartpole_pg.toml "
+                  "--set pg.lr=1e-3",
+                  "mpiexec -n 3 es-baseline gorila configs/baselines/cartpole_dqn.toml"],
     )
     parse.add_argument("algorithm", choices=ALGORITHMS)
     parse.add_argument("config", help="TOML config, e.g. configs/baselines/cartpole_dqn.toml")
-    parse.add_argument("--set", dest="overrides", action="append", default=[],
-                       metavar="SECTION.KEY=VALUE",
-                       help="override one config value (repeatable), e.g. --set dqn.lr=1e-3")
-    parse.add_argument("--run-dir", help="output folder (default: runs/{env}__{name}__{seed}"
-                       "__{time})")
-    parse.add_argument("--force", action="store_true", help="overwrite an existing run folder")
-    parse.add_argument("--quiet", action="store_true", help="no progress lines")
-    add_tensorboard_flag(parse)
+    add_flag(parse, "--set", "e.g. --set dqn.lr=1e-3")
+    add_flag(parse, "--run-dir", "default: runs/{env}__{name}__{seed}__{time}")
+    add_flag(parse, "--force")
+    add_flag(parse, "--quiet")
+    add_flag(parse, "--tensorboard")
     return parse
 
 

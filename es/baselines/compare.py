@@ -1,15 +1,15 @@
 """``es-compare``: ES against the baselines on one env, equal wall-clock budgets, same seeds.
 
-    es-compare --env CartPole-v1 --budget-s 120 --seeds 3
-    es-compare --env Pendulum-v1 --budget-s 120 --seeds 3      # continuous: ES and PG only
+    es-compare --env CartPole-v1 --budget-s 120 --seeds 0-2
+    es-compare --env Pendulum-v1 --budget-s 120 --seeds 0-2    # continuous: ES and PG only
 
 Every (method, seed) is a real ``es-train`` / ``es-baseline`` run in its own folder under
-``--out`` (``run.max_seconds`` = the budget, counted from process start, so start-up costs
-count too). Afterwards every run's final ``policy.npz`` plays the same ``--eval-episodes``
-seeded episodes. Written: ``compare.csv`` (one row per run), ``compare.md`` (per method: final
-eval return mean ± std over seeds, how many seeds reached the threshold, median env steps and
-wall seconds to it, bytes communicated per update) and ``compare.png`` (eval return against
-wall time on a log axis, mean ± std over seeds).
+``--out`` (default ``bench-results/compare``), with ``run.max_seconds`` = the budget, counted
+from process start, so start-up costs count too. Afterwards every run's final ``policy.npz``
+plays the same ``--eval-episodes`` seeded episodes. Written: ``compare.csv`` (one row per run),
+``compare.md`` (per method: final eval return mean ± std over seeds, how many seeds reached the
+threshold, median env steps and wall seconds to it, bytes communicated per update) and
+``compare.png`` (eval return against wall time on a log axis, mean ± std over seeds).
 """
 
 from __future__ import annotations
@@ -150,25 +150,33 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
     return "\n".join(lines) + "\n"
 
 
+def parser() -> cliargs.ArgumentParser:
+    parse = cliargs.ArgumentParser(
+        prog="es-compare", description=__doc__.splitlines()[0],
+        examples=["es-compare --env CartPole-v1 --budget-s 120 --seeds 0-2",
+                  "es-compare --env Pendulum-v1 --methods es,pg --ranks 2 --jobs 2",
+                  "es-compare --env Acrobot-v1 --method-config es=configs/cartpole.toml "
+                  "--threshold -100"])
+    cliargs.add_flag(parse, "--env", required=True)
+    cliargs.add_flag(parse, "--budget-s", "every run's, counted from process start",
+                     default=120.0)
+    cliargs.add_flag(parse, "--seeds", "one run per method and seed", default="0-2")
+    cliargs.add_flag(parse, "--methods", "a subset of es,pg,dqn (dqn: discrete envs only)",
+                     default="es,pg,dqn")
+    parse.add_argument("--method-config", action="append", default=[], metavar="METHOD=PATH",
+                       help="the config of one method (default: the shipped one for the env)")
+    cliargs.add_ranks(parse, "1", several=False, detail="for es and pg (dqn is one process)")
+    cliargs.add_flag(parse, "--jobs", "each run with --ranks ranks")
+    cliargs.add_flag(parse, "--threshold", "default: the env's usual one, "
+                     f"{', '.join(f'{env} {value:g}' for env, value in THRESHOLDS.items())}")
+    parse.add_argument("--eval-episodes", type=cliargs.positive_int, default=20,
+                       help="episodes of each run's final policy (default 20)")
+    cliargs.add_out(parse, "compare")
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = cliargs.ArgumentParser(prog="es-compare", description=__doc__.splitlines()[0])
-    parser.add_argument("--env", required=True, help="a Gymnasium id, e.g. CartPole-v1")
-    parser.add_argument("--budget-s", type=float, default=120.0,
-                        help="wall seconds per run (default 120)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
-    parser.add_argument("--methods", default="es,pg,dqn",
-                        help="comma-separated subset of es,pg,dqn (dqn: discrete envs only)")
-    parser.add_argument("--config", action="append", default=[], metavar="METHOD=PATH",
-                        help="the config of one method (default: the shipped one for the env)")
-    parser.add_argument("--ranks", type=int, default=1,
-                        help="MPI ranks for es and pg runs (dqn is one process)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="runs side by side (each with --ranks ranks)")
-    parser.add_argument("--threshold", type=float, help="eval return that counts as solved")
-    parser.add_argument("--eval-episodes", type=int, default=20,
-                        help="episodes of each run's final policy (default 20)")
-    parser.add_argument("--out", type=Path, help="output folder (default: compare/{env})")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
 
     def fail(message: str) -> int:
         return cliargs.fail("es-compare", message)
@@ -183,18 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         return fail(f"--methods {args.methods!r}: allowed are {', '.join(METHODS)}")
-    for name, value, low in (("--budget-s", args.budget_s, 1), ("--seeds", args.seeds, 1),
-                             ("--ranks", args.ranks, 1), ("--jobs", args.jobs, 1),
-                             ("--eval-episodes", args.eval_episodes, 1)):
-        if not low <= value < math.inf:  # NaN fails this too
-            return fail(f"{name} {value}: must be a finite number >= {low}")
+    if args.budget_s < 1:
+        return fail(f"--budget-s {args.budget_s}: must be >= 1")
     if args.threshold is not None and not math.isfinite(args.threshold):
         return fail(f"--threshold {args.threshold}: must be a finite number")
     given = {}
-    for text in args.config:
+    for text in args.method_config:
         method, sep, path = text.partition("=")
         if not sep or method not in METHODS:
-            return fail(f"--config {text!r}: expected METHOD=PATH with METHOD in "
+            return fail(f"--method-config {text!r}: expected METHOD=PATH with METHOD in "
                         f"{', '.join(METHODS)}")
         given[method] = path
     discrete = is_discrete(args.env)
@@ -204,17 +209,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"es-compare: {args.env} has continuous actions: DQN left out", file=sys.stderr)
         methods.remove("dqn")
     threshold = args.threshold if args.threshold is not None else THRESHOLDS.get(args.env)
-    out = args.out or Path("compare") / args.env.replace("/", "_")
+    out, ranks = args.out, args.ranks[0]
     jobs = []
     for method in methods:
         config, overrides = config_for(method, args.env, discrete, given)
         if not Path(config).is_file():
             return fail(f"config {config!r} of {method}: not found (run from the project folder "
-                        "or pass --config METHOD=PATH)")
-        for seed in range(args.seeds):
+                        "or pass --method-config METHOD=PATH)")
+        for seed in args.seeds:
             run_dir = out / method / f"seed{seed}"
             jobs.append((method, seed, run_dir, command(method, config, overrides, run_dir, seed,
-                                                        args.budget_s, args.ranks)))
+                                                        args.budget_s, ranks)))
     missing = sorted({job[3][0] for job in jobs if shutil.which(job[3][0]) is None})
     if missing:
         return fail(f"{', '.join(missing)}: not found; install the package (pip install -e .)")
@@ -248,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         from es.plot import plot
 
         plot([d for _, _, d, _ in finished], out / "compare.png", "time_s", "eval_return",
-             f"{args.env}: {', '.join(methods)}, {args.seeds} seeds, {args.budget_s:g} s each",
+             f"{args.env}: {', '.join(methods)}, {len(args.seeds)} seeds, {args.budget_s:g} s each",
              log_x=True)
         print(f"wrote {out / 'compare.csv'}, {out / 'compare.md'}, {out / 'compare.png'}")
     except RuntimeError as error:  # no matplotlib: the table and CSV still stand

@@ -1,0 +1,145 @@
+"""One set of command-line conventions across every ``es-*`` program, sub-command and
+benchmark script: a flag name means one thing, with one type, everywhere (``es.cliargs``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+from conftest import REPO, run_cli
+
+from es import bench, cli, cliargs, plot
+from es.baselines import cli as baseline_cli
+from es.baselines import compare
+
+SCRIPTS = sorted(p.stem for p in (REPO / "scripts").glob("*.py") if p.stem != "report")
+
+
+def script_module(name: str):
+    """A script imported as ``python scripts/NAME.py`` sees it: ``report`` importable."""
+    folder = str(REPO / "scripts")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
+def every_parser() -> dict[str, argparse.ArgumentParser]:
+    """Every program's parser, its sub-commands' ("es-bench scaling") and every script's."""
+    parsers = {"es-train": cli.train_parser(), "es-eval": cli.eval_parser(),
+               "es-bench": bench.parser(), "es-plot": plot.parser(),
+               "es-baseline": baseline_cli.parser(), "es-compare": compare.parser()}
+    parsers |= {f"scripts/{name}.py": script_module(name).parser() for name in SCRIPTS}
+    for program, parser in list(parsers.items()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers |= {f"{program} {name}": sub for name, sub in action.choices.items()}
+    return parsers
+
+
+PARSERS = every_parser()
+
+
+def definitions() -> dict[str, dict[str, argparse.Action]]:
+    """option string -> {parser name: its action}, for options in two or more parsers."""
+    where: dict[str, dict[str, argparse.Action]] = defaultdict(dict)
+    for name, parser in PARSERS.items():
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    where[option][name] = action
+    return {option: users for option, users in where.items() if len(users) > 1}
+
+
+SHARED = definitions()
+
+
+def test_the_parsers_of_every_program_and_script_are_collected():
+    assert {"es-bench scaling", "es-bench comm", "es-bench suite", "es-bench bbob",
+            "es-bench highdim", "scripts/chaos.py", "scripts/bench_solve.py"} <= set(PARSERS)
+    assert {"--seeds", "--ranks", "--out", "--budget-s", "--config", "--jobs"} <= set(SHARED)
+
+
+@pytest.mark.parametrize("option", sorted(SHARED))
+def test_a_flag_in_several_parsers_is_defined_alike(option):
+    users = SHARED[option]
+    first_name, first = next(iter(users.items()))
+    for name, action in users.items():
+        where = f"{option}: {name} vs {first_name}"
+        assert type(action) is type(first), where
+        assert action.type is first.type and action.nargs == first.nargs, where
+        assert action.dest == first.dest and action.metavar == first.metavar, where
+        assert action.option_strings == first.option_strings, where
+        if option in cliargs.FLAGS:  # a program adds its detail after the shared meaning
+            assert action.help.startswith(cliargs.FLAGS[option]["help"]), where
+            if "default" in cliargs.FLAGS[option]:
+                assert action.default == cliargs.FLAGS[option]["default"], where
+        else:  # defined twice outside cliargs: then identically
+            assert (action.help, action.default, action.choices) == (
+                first.help, first.default, first.choices), where
+
+
+def test_seeds_is_always_a_list_and_seed_always_one():
+    for name, action in SHARED["--seeds"].items():
+        assert action.type is cliargs.parse_seeds, name
+    for name, action in SHARED["--seed"].items():
+        assert action.type is int, name
+    assert cliargs.parse_seeds("1-2,7") == [1, 2, 7] and cliargs.parse_seeds("3") == [3]
+    for bad in ("", "a", "3-1", "1,1", "-2"):
+        with pytest.raises(ValueError, match="expected seeds"):
+            cliargs.parse_seeds(bad)
+
+
+def test_ranks_is_a_list_and_one_value_where_a_run_takes_one_rank_count():
+    several = {name for name, action in SHARED["--ranks"].items() if action.several}
+    assert several == {"es-bench scaling", "scripts/bench_pg_allreduce.py"}
+    assert cliargs.parse_ranks("1,2,4,64") == [1, 2, 4, 64] and cliargs.parse_ranks("2") == [2]
+    for bad in ("", "1,x", "0", "0,2", "4,2", "2,2"):
+        with pytest.raises(ValueError, match="rank counts"):
+            cliargs.parse_ranks(bad)
+
+
+@pytest.mark.parametrize("name", sorted(PARSERS))
+def test_every_help_ends_with_examples(name):
+    text = PARSERS[name].format_help()
+    examples = text.split("\nexamples:\n")
+    assert len(examples) == 2 and examples[1].strip(), text
+
+
+def test_out_is_a_folder_under_bench_results_and_budgets_are_budget_s():
+    for name, action in SHARED["--out"].items():
+        assert action.default.startswith("bench-results/"), name
+    retired = {"--csv", "--seconds", "--max-seconds"}
+    for name, parser in PARSERS.items():
+        options = {o for action in parser._actions for o in action.option_strings}
+        assert not options & retired, name
+    assert PARSERS["es-plot"]._option_string_actions["-o"].dest == "figure"
+
+
+@pytest.mark.parametrize(("argv", "prog", "fragment"), [
+    (["es-train", "configs/cartpole.toml", "--seeds", "3-1"], "es-train", "--seeds: '3-1'"),
+    (["es-compare", "--env", "CartPole-v1", "--seeds", "3-1"], "es-compare", "--seeds: '3-1'"),
+    (["es-bench", "highdim", "--seeds", "3-1"], "es-bench highdim", "--seeds: '3-1'"),
+    (["es-bench", "scaling", "--ranks", "0"], "es-bench scaling", "--ranks: '0'"),
+    (["es-compare", "--env", "CartPole-v1", "--ranks", "0"], "es-compare", "--ranks: '0'"),
+    (["es-compare", "--env", "CartPole-v1", "--ranks", "1,2"], "es-compare",
+     "one rank count per run"),
+    (["es-bench", "suite", "configs/suites/mujoco.toml", "--ranks", "2,4"], "es-bench suite",
+     "one rank count per run"),
+])
+def test_bad_seeds_and_ranks_are_one_line_errors(argv, prog, fragment):
+    done = run_cli(argv, timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"{prog}: error: ") and fragment in lines[0], done.stderr
+
+
+def test_a_script_reports_bad_ranks_in_one_line_too():
+    done = subprocess.run([sys.executable, "scripts/bench_solve.py", "--ranks", "1,2"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("bench_solve.py: error: argument --ranks: '1,2': one rank "
+                                  "count per run"), done.stderr
