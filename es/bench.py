@@ -463,7 +463,7 @@ def parser() -> ArgumentParser:
              "timed)", default=8)
     add_flag(scale, "--repeats", "runs of each rank count", default=3)
     scale.add_argument("--schedule", choices=("static", "dynamic"), default="static")
-    cliargs.add_out(scale, "scaling")
+    cliargs.add_out(scale, "scaling", per="ENV-MODE")
     compare = commands.add_parser(
         "comm", help="ES scalars vs a gradient all-reduce",
         description="Bytes and time per update: what the ES ranks exchange against an "
@@ -508,7 +508,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = scaling(args)
     except (ValueError, RuntimeError) as error:
         return fail("es-bench", str(error))
-    write_outputs(rows, args.out, f"es-bench scaling: {rows[0]['env']}")
+    env_name = rows[0]["env"].replace("/", "_")
+    out = cliargs.out_folder(args.out, "scaling", f"{env_name}-{args.mode}")
+    write_outputs(rows, out, f"es-bench scaling: {rows[0]['env']}")
     return 0
 
 

@@ -55,6 +55,8 @@ from typing import Any
 
 import numpy as np
 
+from es.cliargs import out_folder
+
 BIN = Path(sys.executable).parent
 FINAL_SEED = 12345  # es-eval's default: the same fresh episodes for every run
 SUITE_KEYS = {"eval_episodes", "final_episodes", "tasks"}
@@ -456,7 +458,7 @@ def suite(args: argparse.Namespace) -> int:
     tasks = select(spec, args.tasks, args.strategies)
     ranks = args.ranks[0]
     launcher = shlex.split(args.launcher) if args.launcher else [str(BIN / "mpiexec")]
-    out = args.out
+    out = out_folder(args.out, "suite", suite_file.stem)
     claim_output_folder(out, suite_file)
     runs = [Run(task, strategy, seed) for task in tasks for strategy in task.configs
             for seed in args.seeds]
@@ -544,4 +546,4 @@ def add_parser(commands: Any) -> None:
     add_ranks(bench, "2", several=False)
     add_flag(bench, "--jobs", "each on --ranks ranks")
     add_flag(bench, "--launcher")
-    add_out(bench, "suite", "finished runs in it are not redone")
+    add_out(bench, "suite", "finished runs in it are not redone", per="SUITE (the file's stem)")

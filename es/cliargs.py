@@ -193,9 +193,21 @@ def add_flag(parser: argparse.ArgumentParser, option: str, detail: str = "",
     return parser.add_argument(option, **shared, **choices, help=help_text)
 
 
-def add_out(parser: argparse.ArgumentParser, command: str, detail: str = "") -> None:
-    """``--out DIR``, by default ``bench-results/<command>``."""
-    add_flag(parser, "--out", detail, default=str(RESULTS / command))
+def add_out(parser: argparse.ArgumentParser, command: str, detail: str = "",
+            per: str = "") -> None:
+    """``--out DIR``, by default ``bench-results/<command>``, or with ``per`` (what names a
+    subfolder, e.g. ``ENV``) ``bench-results/<command>/<per>``: runs of other envs or suites
+    then keep their results apart. The program resolves that default with ``out_folder``."""
+    if not per:
+        add_flag(parser, "--out", detail, default=str(RESULTS / command))
+        return
+    where = f"default: {RESULTS / command}/{per}"
+    add_flag(parser, "--out", f"{detail}; {where}" if detail else where)
+
+
+def out_folder(given: str | Path | None, command: str, *subfolder: str) -> Path:
+    """``--out`` as given, else ``bench-results/<command>/<subfolder...>``."""
+    return Path(given) if given is not None else RESULTS.joinpath(command, *subfolder)
 
 
 def add_ranks(parser: argparse.ArgumentParser, default: str, several: bool,

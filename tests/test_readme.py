@@ -46,7 +46,7 @@ CHECKS = {
         "--set run.eval_episodes=1 --run-dir runs/humanoid",
     "es-baseline dqn configs/baselines/cartpole_dqn.toml --set run.generations=20 --run-dir "
     "runs/dqn": "as written",
-    "es-compare --env CartPole-v1 --budget-s 10 --seeds 2 --jobs 2 --out runs/compare":
+    "es-compare --env CartPole-v1 --budget-s 10 --seeds 0-1 --jobs 2 --out runs/compare":
         "as written",
 }
 

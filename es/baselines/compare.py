@@ -171,7 +171,7 @@ def parser() -> cliargs.ArgumentParser:
                      f"{', '.join(f'{env} {value:g}' for env, value in THRESHOLDS.items())}")
     parse.add_argument("--eval-episodes", type=cliargs.positive_int, default=20,
                        help="episodes of each run's final policy (default 20)")
-    cliargs.add_out(parse, "compare")
+    cliargs.add_out(parse, "compare", per="ENV")
     return parse
 
 
@@ -209,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"es-compare: {args.env} has continuous actions: DQN left out", file=sys.stderr)
         methods.remove("dqn")
     threshold = args.threshold if args.threshold is not None else THRESHOLDS.get(args.env)
-    out, ranks = args.out, args.ranks[0]
+    out = cliargs.out_folder(args.out, "compare", args.env.replace("/", "_"))
+    ranks = args.ranks[0]
     jobs = []
     for method in methods:
         config, overrides = config_for(method, args.env, discrete, given)
