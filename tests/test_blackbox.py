@@ -575,9 +575,9 @@ def test_train_runs_blas_on_one_thread_and_restores_it(tmp_path, monkeypatch):
     seen = []
     run = es.trainer.Trainer.run
 
-    def spy(trainer):
+    def spy(trainer, callback=None):
         seen.append(blas_threads())
-        return run(trainer)
+        return run(trainer, callback)
 
     monkeypatch.setattr(es.trainer.Trainer, "run", spy)
     es.train(REPO / "configs/cartpole.toml", overrides={"run.generations": 1},
