@@ -268,6 +268,22 @@ def train_main(argv: list[str] | None = None) -> int:
     return max(codes)
 
 
+def node_summary(nodes: list[list[int]], ranks: list[str], noise: str) -> str:
+    """'2 nodes (node0: ranks 0-1, node1: ranks 2-3), 2 noise tables (one per node)'."""
+    def span(members: list[int]) -> str:
+        return f"rank {members[0]}" if len(members) == 1 else (
+            f"ranks {members[0]}-{members[-1]}"
+            if members == list(range(members[0], members[-1] + 1))
+            else "ranks " + ",".join(map(str, members)))
+
+    hosts = ", ".join(f"{ranks[members[0]].partition('@')[2]}: {span(members)}"
+                      for members in nodes)
+    count = len(nodes)
+    tables = (f"{count} noise table{'s' * (count != 1)} (one per node)" if noise == "table"
+              else "no noise table (es.noise = 'seed')")
+    return f"{count} node{'s' * (count != 1)} ({hosts}), {tables}"
+
+
 def _train_one(args: argparse.Namespace, comm) -> int:
     prepared = _prepare(args) if comm.rank == 0 else None
     config, state, run_dir, warnings, error = comm.broadcast(prepared)
@@ -297,6 +313,10 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         return 1
     except Exception as error:  # e.g. out of memory on one rank
         return _crash("es-train", error, comm)
+    nodes = comm.node_ranks()  # the noise tables are built: say where they are
+    if comm.rank == 0:
+        print(f"es-train: {node_summary(nodes, ranks, config.es.noise)}", file=sys.stderr,
+              flush=True)
     try:
         with trainer:
             result = trainer.run()

@@ -44,6 +44,7 @@ class Comm(Protocol):
     def node_shared_array(
         self, size: int, dtype: np.dtype, fill: Callable[[np.ndarray], None]
     ) -> np.ndarray: ...
+    def node_ranks(self) -> list[list[int]]: ...
     def release_shared(self, array: np.ndarray) -> None: ...
     def barrier(self) -> None: ...
     def abort(self, code: int) -> None: ...
@@ -126,6 +127,9 @@ class LocalComm:
         array = np.empty(size, dtype=dtype)
         fill(array)
         return array
+
+    def node_ranks(self) -> list[list[int]]:
+        return [[0]]
 
     def release_shared(self, array: np.ndarray) -> None:
         """Nothing to do: a plain array is freed with its last reference."""
@@ -286,6 +290,15 @@ class MPIComm:
             fill(array)
         self._wait(self.node.Ibarrier())
         return array
+
+    def node_ranks(self) -> list[list[int]]:
+        """The ranks of each node, as MPI's shared-memory split groups them (the split that
+        gives each node one noise table), in rank order. Start-up only (a collective)."""
+        leaders = self.world.allgather(self.node.bcast(self.rank, root=0))
+        nodes: dict[int, list[int]] = {}
+        for rank, leader in enumerate(leaders):
+            nodes.setdefault(leader, []).append(rank)
+        return list(nodes.values())
 
     def release_shared(self, array: np.ndarray) -> None:
         """Free the window under ``array`` (every rank of the node calls this, together).

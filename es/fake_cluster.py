@@ -1,0 +1,277 @@
+"""A multi-host MPI job on one Linux machine, for testing what only several hosts exercise.
+
+Each "host" is a network namespace with its own hostname (a UTS namespace) and its own
+address on a bridge. MPICH's Hydra (the ``mpich`` wheel's ``mpiexec``) starts one proxy per
+host through its ssh launcher, pointed at a small exec script that enters the host's
+namespaces instead of logging in, and the ranks talk across hosts over TCP (libfabric's
+``tcp`` provider on the host's own interface). To MPI these are separate nodes: its
+shared-memory split gives one node per host (so one noise table per host), messages between
+hosts travel through the kernel's network stack, and a host whose ranks all die is a lost
+host. What it does not model: a real interconnect's latency and bandwidth, other MPI
+implementations, separate file systems (the hosts share this machine's).
+
+    python scripts/fake_cluster.py --hosts 2 --ranks-per-host 2 -- es-train configs/cartpole.toml
+    es-bench scaling --launcher "python scripts/fake_cluster.py --hosts 2 --" --ranks 4 ...
+
+Root is needed (namespaces, a bridge). Everything it creates is removed again when the
+command ends, fails or is interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+USAGE_ERROR = 2
+#: The host side of each namespace's link has this name in every namespace, so one setting
+#: (``FI_TCP_IFACE``) names it on every host.
+HOST_INTERFACE = "fc0"
+#: What MPICH needs to talk between the namespaces: libfabric's TCP provider on the host's
+#: link (UCX, the wheel's default, reads interfaces from /sys, which is not per namespace).
+MPI_ENVIRONMENT = {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
+                   "FI_TCP_IFACE": HOST_INTERFACE}
+TOOLS = ("ip", "nsenter", "unshare", "mount", "umount")
+
+
+class ClusterError(RuntimeError):
+    """The fake cluster cannot be set up here (not root, a tool missing, no free subnet)."""
+
+
+def _sh(*command: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ClusterError(f"{' '.join(command)}: {done.stderr.strip() or done.returncode}")
+
+
+def _quiet(*command: str) -> None:
+    """A teardown step: whatever it finds already gone is fine."""
+    subprocess.run(command, capture_output=True)
+
+
+def check_can_run() -> None:
+    if os.geteuid() != 0:
+        raise ClusterError("needs root: it creates network namespaces and a bridge "
+                           "(run as root, e.g. in CI or with sudo)")
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise ClusterError(f"needs the commands {', '.join(missing)} (iproute2, util-linux)")
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    """A /24 in 10.77.0.0/16 that no interface of this machine uses yet."""
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    for third in range(256):
+        subnet = ipaddress.IPv4Network(f"10.77.{third}.0/24")
+        if f" 10.77.{third}." not in used:
+            return subnet
+    raise ClusterError("no free subnet in 10.77.0.0/16")
+
+
+class FakeCluster:
+    """``hosts`` namespaced hosts named ``node0``, ``node1``, ...; a context manager that
+    builds them on entry and removes them (and any process left in them) on exit."""
+
+    def __init__(self, hosts: int) -> None:
+        if hosts < 1:
+            raise ValueError(f"hosts {hosts}: must be >= 1")
+        self.hosts = [f"node{index}" for index in range(hosts)]
+        tag = f"fc{os.getpid()}"  # <= 15 characters with its suffixes, as Linux allows
+        self._netns = [f"{tag}h{index}" for index in range(hosts)]
+        self._links = [f"{tag}v{index}" for index in range(hosts)]
+        self.bridge = f"{tag}br"
+        self._folder: Path | None = None
+        self._uts: list[Path] = []
+        self.addresses: list[str] = []
+
+    def __enter__(self) -> FakeCluster:
+        check_can_run()
+        try:
+            self._build()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.teardown()
+
+    def _build(self) -> None:
+        remove_stale()
+        self._folder = Path(tempfile.mkdtemp(prefix=f"fake-cluster-{os.getpid()}-"))
+        subnet = _free_subnet()
+        gateway = f"{subnet[254]}/{subnet.prefixlen}"
+        _sh("ip", "link", "add", self.bridge, "type", "bridge")
+        _sh("ip", "addr", "add", gateway, "dev", self.bridge)
+        _sh("ip", "link", "set", self.bridge, "up")
+        for index, (host, netns, link) in enumerate(zip(self.hosts, self._netns, self._links,
+                                                        strict=True)):
+            address = f"{subnet[index + 1]}/{subnet.prefixlen}"
+            _sh("ip", "netns", "add", netns)
+            _sh("ip", "link", "add", link, "type", "veth", "peer", "name", HOST_INTERFACE,
+                "netns", netns)
+            _sh("ip", "link", "set", link, "master", self.bridge)
+            _sh("ip", "link", "set", link, "up")
+            for step in (["addr", "add", address, "dev", HOST_INTERFACE],
+                         ["link", "set", HOST_INTERFACE, "up"], ["link", "set", "lo", "up"]):
+                _sh("ip", "netns", "exec", netns, "ip", *step)
+            uts = self._folder / f"uts-{host}"
+            uts.touch()
+            _sh("unshare", f"--uts={uts}", "hostname", host)  # the namespace outlives it
+            self._uts.append(uts)
+            self.addresses.append(str(subnet[index + 1]))
+        self.exec_script = self._folder / "enter-host"
+        cases = "\n".join(f"  {host}) exec nsenter --net=/run/netns/{netns} --uts={uts} -- "
+                          '/bin/sh -c "$*" ;;'
+                          for host, netns, uts in zip(self.hosts, self._netns, self._uts,
+                                                      strict=True))
+        self.exec_script.write_text(
+            "#!/bin/sh\n# Hydra's ssh launcher calls this as: enter-host [-x] HOST COMMAND\n"
+            'while [ "${1#-}" != "$1" ]; do shift; done\nhost=$1; shift\n'
+            f'case "$host" in\n{cases}\n'
+            '  *) echo "fake cluster: no host $host" >&2; exit 255 ;;\nesac\n')
+        self.exec_script.chmod(0o755)
+
+    def mpiexec(self, ranks_per_host: int, command: Sequence[str],
+                mpiexec: str | None = None) -> list[str]:
+        """The ``mpiexec`` command line that runs ``command`` on every host's ranks."""
+        launcher = mpiexec or str(Path(sys.executable).parent / "mpiexec")
+        environment = [item for name, value in MPI_ENVIRONMENT.items()
+                       for item in ("-genv", name, value)]
+        hosts = ",".join(f"{host}:{ranks_per_host}" for host in self.hosts)
+        return [launcher, "-launcher", "ssh", "-launcher-exec", str(self.exec_script),
+                "-iface", self.bridge, "-hosts", hosts, "-n",
+                str(ranks_per_host * len(self.hosts)), *environment, *command]
+
+    def pids(self, host: str) -> list[int]:
+        """The processes running on ``host`` (its network namespace)."""
+        netns = self._netns[self.hosts.index(host)]
+        found = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True)
+        return [int(pid) for pid in found.stdout.split()]
+
+    def teardown(self) -> None:
+        for netns in self._netns:
+            found = subprocess.run(["ip", "netns", "pids", netns], capture_output=True,
+                                   text=True).stdout.split()
+            for pid in found:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            _quiet("ip", "netns", "del", netns)
+        _quiet("ip", "link", "del", self.bridge)
+        for uts in self._uts:
+            _quiet("umount", str(uts))
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale() -> None:
+    """Remove what clusters of processes that no longer exist left behind (a SIGKILL gives
+    no chance to clean up): their namespaces (and any process in them), bridges, hostname
+    namespaces and folders. Each is named after the process that made it."""
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name in re.findall(r"^(fc(\d+)h\d+)", netns, re.M):
+        if not _alive(int(name[1])):
+            for pid in subprocess.run(["ip", "netns", "pids", name[0]], capture_output=True,
+                                      text=True).stdout.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            _quiet("ip", "netns", "del", name[0])
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    for bridge, pid in re.findall(r"^\d+: (fc(\d+)br)[:@]", links, re.M):
+        if not _alive(int(pid)):
+            _quiet("ip", "link", "del", bridge)
+    for folder in Path(tempfile.gettempdir()).glob("fake-cluster-*-*"):
+        pid = folder.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            for uts in folder.glob("uts-*"):
+                _quiet("umount", str(uts))
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(hosts: int, ranks_per_host: int, command: Sequence[str]) -> int:
+    """Run ``command`` on ``hosts`` x ``ranks_per_host`` ranks; returns mpiexec's exit code.
+    SIGINT and SIGTERM go on to mpiexec (which passes them to the ranks); the cluster is
+    removed whatever happens."""
+    with FakeCluster(hosts) as cluster:
+        job = subprocess.Popen(cluster.mpiexec(ranks_per_host, command), start_new_session=True)
+
+        def forward(signum: int, frame: object) -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signum)
+
+        previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return job.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+
+
+def parser() -> argparse.ArgumentParser:
+    from es.cliargs import ArgumentParser, positive_int
+
+    parse = ArgumentParser(
+        prog="fake_cluster.py",
+        description="Run an MPI command across H network-namespaced hosts on this machine "
+        "(root only): each its own hostname and address, TCP between them.",
+        examples=["python scripts/fake_cluster.py --hosts 2 --ranks-per-host 2 -- es-train "
+                  "configs/cartpole.toml",
+                  "es-bench scaling --launcher 'python scripts/fake_cluster.py --hosts 2 --' "
+                  "--ranks 4 --synthetic-step-ms 2"])
+    parse.add_argument("--hosts", type=positive_int, default=2, metavar="H",
+                       help="hosts to create (default 2)")
+    parse.add_argument("--ranks-per-host", type=positive_int, metavar="R",
+                       help="ranks on each host (or give mpiexec's -n N after --: N / H each)")
+    parse.add_argument("command", nargs=argparse.REMAINDER,
+                       help="-- then the command every rank runs, optionally after -n N")
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    from es.cliargs import fail
+
+    args = parser().parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    ranks_per_host = args.ranks_per_host
+    if command[:1] == ["-n"] and len(command) > 1:  # as a launcher: `... -- -n N program`
+        total = int(command[1]) if command[1].isdigit() else 0
+        if total < 1 or total % args.hosts:
+            return fail("fake_cluster.py", f"-n {command[1]}: must be a multiple of --hosts "
+                        f"{args.hosts}")
+        if ranks_per_host is not None and ranks_per_host * args.hosts != total:
+            return fail("fake_cluster.py", f"-n {total} and --ranks-per-host {ranks_per_host} "
+                        f"disagree for {args.hosts} hosts")
+        ranks_per_host, command = total // args.hosts, command[2:]
+    if not command:
+        return fail("fake_cluster.py", "no command: give one after --, e.g. -- es-train "
+                    "configs/cartpole.toml")
+    try:
+        return run(args.hosts, ranks_per_host or 1, command)
+    except ClusterError as error:
+        return fail("fake_cluster.py", str(error))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+"""Run an MPI command across H network-namespaced "hosts" on this machine (root only): each
+with its own hostname and address, TCP between them. See ``es/fake_cluster.py``.
+
+    python scripts/fake_cluster.py --hosts 2 --ranks-per-host 2 -- es-train configs/cartpole.toml
+"""
+
+import sys
+
+from es.fake_cluster import main, parser  # noqa: F401  (parser: the CLI conventions test)
+
+if __name__ == "__main__":
+    sys.exit(main())
