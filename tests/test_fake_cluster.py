@@ -154,3 +154,18 @@ def test_a_killed_scripts_leftovers_are_removed_by_the_next_cluster():
     with FakeCluster(1):
         assert f"fc{script.pid}" not in " ".join(_cluster_traces())
     assert _cluster_traces() == before
+
+
+@needs_root
+def test_ctrl_c_reaches_the_ranks_and_the_cluster_goes():
+    before = _cluster_traces()
+    script = subprocess.Popen([sys.executable, str(REPO / "scripts/fake_cluster.py"), "--hosts",
+                               "2", "--ranks-per-host", "1", "--", "sleep", "60"])
+    deadline = time.monotonic() + 60
+    while f"fc{script.pid}h1" not in _cluster_traces()[0]:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(1)  # the ranks have started
+    script.send_signal(signal.SIGINT)
+    assert script.wait(timeout=30) != 0
+    assert _cluster_traces() == before
