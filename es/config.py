@@ -364,6 +364,58 @@ class PGConfig:
 
 
 @dataclass(frozen=True)
+class PPOConfig:
+    """``es-baseline ppo``: PPO with the clipped surrogate and GAE (Schulman et al. 2017,
+    2016); the defaults are cleanrl's ``ppo_continuous_action.py`` (MuJoCo) settings."""
+
+    num_envs: int = _doc("environments that play each rollout, split over the ranks (at "
+                         "least one each)", 8)
+    steps_per_env: int = _doc("steps each environment plays per update", 256)
+    epochs: int = _doc("passes over each rollout", 10)
+    minibatches: int = _doc("minibatches per pass (each num_envs * steps_per_env / "
+                            "minibatches samples)", 32)
+    lr: float = _doc("Adam step size of both networks", 3e-4)
+    anneal_lr: bool = _doc("lower lr linearly to 0 over run.max_timesteps", False)
+    gamma: float = _doc("discount factor", 0.99)
+    gae_lambda: float = _doc("GAE's lambda", 0.95)
+    clip: float = _doc("the surrogate's ratio clip epsilon", 0.2)
+    clip_value: float = _doc("clip of the value update around the rollout's values (0: off)",
+                             0.2)
+    entropy_coef: float = _doc("weight of the entropy bonus", 0.0)
+    value_coef: float = _doc("weight of the value loss", 0.5)
+    max_grad_norm: float = _doc("clip the gradient's global norm (0: no clipping)", 0.5)
+    normalize_advantages: bool = _doc("standardise advantages over each minibatch", True)
+    normalize_obs: bool = _doc("standardise observations by running statistics (saved in "
+                               "policy.npz)", True)
+    obs_clip: float = _doc("clip standardised observations to +-obs_clip", 10.0)
+    normalize_reward: bool = _doc("divide rewards by the running std of the discounted return",
+                                  True)
+    reward_clip: float = _doc("clip scaled rewards to +-reward_clip", 10.0)
+    initial_log_std: float = _doc("Gaussian actions: initial log standard deviation", 0.0)
+
+    def validate(self) -> None:
+        _at_least("ppo.num_envs", self.num_envs, 1)
+        _at_least("ppo.steps_per_env", self.steps_per_env, 1)
+        _at_least("ppo.epochs", self.epochs, 1)
+        _at_least("ppo.minibatches", self.minibatches, 1)
+        if self.minibatches > self.num_envs * self.steps_per_env:
+            raise ConfigError(f"ppo.minibatches = {self.minibatches}: must be at most the "
+                              f"{self.num_envs * self.steps_per_env} samples of a rollout")
+        _positive("ppo.lr", self.lr)
+        for key, value in (("ppo.gamma", self.gamma), ("ppo.gae_lambda", self.gae_lambda)):
+            if not 0 <= value <= 1:
+                raise ConfigError(f"{key} = {value}: must be in [0, 1]")
+        _positive("ppo.clip", self.clip)
+        for key, value in (("ppo.clip_value", self.clip_value),
+                           ("ppo.entropy_coef", self.entropy_coef),
+                           ("ppo.value_coef", self.value_coef),
+                           ("ppo.max_grad_norm", self.max_grad_norm)):
+            _at_least(key, value, 0)
+        _positive("ppo.obs_clip", self.obs_clip)
+        _positive("ppo.reward_clip", self.reward_clip)
+
+
+@dataclass(frozen=True)
 class Config:
     run: RunConfig = field(default_factory=RunConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -376,6 +428,7 @@ class Config:
     pgpe: PGPEConfig = field(default_factory=PGPEConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
     pg: PGConfig = field(default_factory=PGConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         out = dataclasses.asdict(self)

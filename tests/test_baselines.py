@@ -287,7 +287,7 @@ BASELINE_CONFIGS = sorted(p.name for p in (REPO / "configs" / "baselines").glob(
 
 @pytest.mark.parametrize("name", BASELINE_CONFIGS)
 def test_every_baseline_config_runs_a_tiny_round(name):
-    from es.baselines import dqn, pg
+    from es.baselines import dqn, pg, ppo
     from es.comm import LocalComm
     from es.config import apply_overrides, from_dict, read_toml
 
@@ -295,8 +295,10 @@ def test_every_baseline_config_runs_a_tiny_round(name):
     tiny = ["run.generations=1", "run.max_seconds=0", "run.eval_episodes=1",
             "env.max_episode_steps=20", "dqn.steps_per_round=60", "dqn.learning_starts=20",
             "dqn.batch_size=8", "dqn.train_every=10", "dqn.gradient_steps=1",
-            "pg.episodes_per_update=2"]
+            "pg.episodes_per_update=2", "ppo.num_envs=2", "ppo.steps_per_env=16",
+            "ppo.minibatches=2", "ppo.epochs=1"]
     config = from_dict(apply_overrides(read_toml(REPO / "configs" / "baselines" / name), tiny))
-    result = {"dqn": dqn.train, "pg": pg.train}[algorithm](config, LocalComm(), None)
+    result = {"dqn": dqn.train, "pg": pg.train, "ppo": ppo.train}[algorithm](config,
+                                                                              LocalComm(), None)
     assert result.rounds == 1 and result.timesteps > 0
     assert result.eval_return is not None and np.isfinite(result.eval_return)

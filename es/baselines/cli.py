@@ -17,18 +17,20 @@ from es.cli import (  # sets BLAS threads first
 )
 from es.cliargs import ArgumentParser, add_flag
 
-ALGORITHMS = ("dqn", "pg", "gorila")
+ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
 
 
 def parser() -> argparse.ArgumentParser:
     parse = ArgumentParser(
         prog="es-baseline",
         description="Train a reinforcement-learning baseline on the same envs, configs and run "
-        "folders as es-train: dqn (one process), pg (REINFORCE; under mpiexec the ranks "
-        "all-reduce gradients), gorila (under mpiexec -n N: N-1 actor ranks feed 1 learner).",
+        "folders as es-train: dqn (one process), pg (REINFORCE) and ppo (under mpiexec the "
+        "ranks all-reduce gradients), gorila (under mpiexec -n N: N-1 actor ranks feed 1 "
+        "learner).",
         examples=["es-baseline dqn configs/baselines/cartpole_dqn.toml",
                   "mpiexec -n 2 es-baseline pg configs/baselines/cartpole_pg.toml "
                   "--set pg.lr=1e-3",
+                  "mpiexec -n 2 es-baseline ppo configs/baselines/pendulum_ppo.toml",
                   "mpiexec -n 3 es-baseline gorila configs/baselines/cartpole_dqn.toml"],
     )
     parse.add_argument("algorithm", choices=ALGORITHMS)
@@ -61,10 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     if error:
         return _fail("es-baseline", error, comm.rank)
 
-    from es.baselines import dqn, gorila, pg
+    from es.baselines import dqn, gorila, pg, ppo
     from es.config import ConfigError
 
-    train = {"dqn": dqn.train, "pg": pg.train, "gorila": gorila.train}[args.algorithm]
+    train = {"dqn": dqn.train, "pg": pg.train, "ppo": ppo.train,
+             "gorila": gorila.train}[args.algorithm]
     try:
         result = train(config, comm, Path(run_dir) if comm.rank == 0 else None, LAUNCHED_AT)
     except ConfigError as error:

@@ -1,7 +1,7 @@
 """``es-compare``: ES against the baselines on one env, equal wall-clock budgets, same seeds.
 
     es-compare --env CartPole-v1 --budget-s 120 --seeds 0-2
-    es-compare --env Pendulum-v1 --budget-s 120 --seeds 0-2    # continuous: ES and PG only
+    es-compare --env Pendulum-v1 --budget-s 120 --seeds 0-2    # continuous: no DQN
 
 Every (method, seed) is a real ``es-train`` / ``es-baseline`` run in its own folder under
 ``--out`` (default ``bench-results/compare``), with ``run.max_seconds`` = the budget, counted
@@ -28,12 +28,18 @@ import numpy as np
 
 from es import cliargs
 
-METHODS = ("es", "pg", "dqn")
+METHODS = ("es", "pg", "ppo", "dqn")
+#: Methods whose runs use --ranks ranks (DQN is one process by design).
+DISTRIBUTED = ("es", "pg", "ppo")
 #: The shipped configs each method starts from; other envs get these with env.id replaced.
 DEFAULT_CONFIGS = {
     "CartPole-v1": {"es": "configs/cartpole.toml", "pg": "configs/baselines/cartpole_pg.toml",
+                    "ppo": "configs/baselines/cartpole_ppo.toml",
                     "dqn": "configs/baselines/cartpole_dqn.toml"},
-    "Pendulum-v1": {"es": "configs/pendulum.toml", "pg": "configs/baselines/pendulum_pg.toml"},
+    "Pendulum-v1": {"es": "configs/pendulum.toml", "pg": "configs/baselines/pendulum_pg.toml",
+                    "ppo": "configs/baselines/pendulum_ppo.toml"},
+    "HalfCheetah-v5": {"es": "configs/halfcheetah_ars.toml",
+                       "ppo": "configs/baselines/halfcheetah_ppo.toml"},
 }
 #: The usual "solved" scores (Gymnasium's reward_threshold where it has one).
 THRESHOLDS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0}
@@ -88,7 +94,7 @@ def command(method: str, config: str, overrides: list[str], run_dir: Path, seed:
     line = [*program, config, "--run-dir", str(run_dir), "--force", "--quiet"]
     for value in sets:
         line += ["--set", value]
-    if ranks > 1 and method in ("es", "pg"):  # DQN is one process by design
+    if ranks > 1 and method in DISTRIBUTED:
         line = [executable("mpiexec"), "-n", str(ranks), *line]
     return line
 
@@ -161,8 +167,8 @@ def parser() -> cliargs.ArgumentParser:
     cliargs.add_flag(parse, "--budget-s", "every run's, counted from process start",
                      default=120.0)
     cliargs.add_flag(parse, "--seeds", "one run per method and seed", default="0-2")
-    cliargs.add_flag(parse, "--methods", "a subset of es,pg,dqn (dqn: discrete envs only)",
-                     default="es,pg,dqn")
+    cliargs.add_flag(parse, "--methods", "a subset of es,pg,ppo,dqn (dqn: discrete envs "
+                     "only)", default="es,pg,ppo,dqn")
     parse.add_argument("--method-config", action="append", default=[], metavar="METHOD=PATH",
                        help="the config of one method (default: the shipped one for the env)")
     cliargs.add_ranks(parse, "1", several=False, detail="for es and pg (dqn is one process)")
