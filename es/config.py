@@ -293,6 +293,9 @@ class DQNConfig:
     buffer_size: int = _doc("transitions the replay memory holds", 100_000)
     batch_size: int = _doc("transitions per gradient step", 64)
     lr: float = _doc("Adam step size", 5e-4)
+    lr_decay_steps: int = _doc("env steps over which the step size falls linearly from lr to "
+                               "lr_end, then stays (0: a constant lr)", 0)
+    lr_end: float = _doc("the step size after lr_decay_steps", 0.0)
     gamma: float = _doc("discount factor", 0.99)
     learning_starts: int = _doc("env steps of experience before the first gradient step",
                                 1000)
@@ -320,6 +323,8 @@ class DQNConfig:
                     "gorila_sync_every", "gorila_chunk"):
             _at_least(f"dqn.{key}", getattr(self, key), 1)
         _at_least("dqn.learning_starts", self.learning_starts, 0)
+        _at_least("dqn.lr_decay_steps", self.lr_decay_steps, 0)
+        _at_least("dqn.lr_end", self.lr_end, 0)
         _at_least("dqn.gorila_lead", self.gorila_lead, 0)
         # An actor learns the learner's progress only with each parameter send: a smaller
         # lead would have the actors wait for updates the learner cannot make yet.

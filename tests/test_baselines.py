@@ -7,7 +7,7 @@ from conftest import REPO, load_params, read_progress, run_cli
 from test_baselines_nn import numeric_grad
 
 from es.baselines import nn
-from es.baselines.dqn import QLearner, ReplayBuffer, epsilon_at, pack_transition
+from es.baselines.dqn import QLearner, ReplayBuffer, epsilon_at, lr_at, pack_transition
 from es.baselines.pg import PolicyGradient, Trajectory, returns_to_go
 from es.config import DQNConfig, PGConfig
 from es.envs import make_env
@@ -50,6 +50,16 @@ def test_epsilon_falls_linearly_then_stays():
         [1.0, 0.55, 0.1, 0.1])
 
 
+def test_lr_falls_linearly_then_stays_and_the_learner_uses_it():
+    cfg = DQNConfig(lr=1e-3, lr_end=1e-4, lr_decay_steps=1000)
+    assert [lr_at(s, cfg) for s in (0, 500, 1000, 50_000)] == pytest.approx(
+        [1e-3, 5.5e-4, 1e-4, 1e-4])
+    assert lr_at(10**6, DQNConfig(lr=3e-4)) == 3e-4  # no decay by default
+    learner = small_learner(lr_end=0.0, lr_decay_steps=100)
+    learner.learn(random_batch(np.random.default_rng(2)), 100)
+    assert learner.optimizer.lr == 0.0
+
+
 def small_learner(**options) -> QLearner:
     spec = PolicySpec("mlp", 3, 2, True, (5,), "tanh")
     learner = QLearner(spec, DQNConfig(lr=0.01, **options), seed=0)
@@ -68,7 +78,7 @@ def test_target_network_stays_until_synced_and_tau_blends():
     learner = small_learner()
     before = learner.target.copy()
     for _ in range(3):
-        learner.learn(random_batch(np.random.default_rng(0)))
+        learner.learn(random_batch(np.random.default_rng(0)), 0)
     np.testing.assert_array_equal(learner.target, before)  # learning leaves it alone
     assert not np.array_equal(learner.online, before)
     learner.sync_target()
@@ -76,7 +86,7 @@ def test_target_network_stays_until_synced_and_tau_blends():
 
     soft = small_learner(tau=0.25)
     start = soft.target.copy()
-    soft.learn(random_batch(np.random.default_rng(1)))
+    soft.learn(random_batch(np.random.default_rng(1)), 0)
     soft.sync_target()
     np.testing.assert_allclose(soft.target, 0.25 * soft.online + 0.75 * start)
 

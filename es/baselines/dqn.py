@@ -85,6 +85,14 @@ def epsilon_at(step: int, cfg: DQNConfig) -> float:
     return cfg.epsilon_start + fraction * (cfg.epsilon_end - cfg.epsilon_start)
 
 
+def lr_at(step: int, cfg: DQNConfig) -> float:
+    """Linear from ``lr`` to ``lr_end`` over ``lr_decay_steps`` env steps (0: constant)."""
+    if cfg.lr_decay_steps == 0:
+        return cfg.lr
+    fraction = min(step / cfg.lr_decay_steps, 1.0)
+    return cfg.lr + fraction * (cfg.lr_end - cfg.lr)
+
+
 def greedy_action(spec: nn.Network, params: np.ndarray, obs: np.ndarray) -> int:
     q, _ = nn.forward(spec, params, np.ravel(obs)[None, :])
     return int(np.argmax(q[0]))
@@ -129,8 +137,10 @@ class QLearner:
         grad_q[rows, batch["actions"]] = grad_taken
         return loss, nn.backward(self.spec, self.online, trace, grad_q)
 
-    def learn(self, batch: dict[str, np.ndarray]) -> float:
-        """One Adam step; returns the gradient norm before clipping."""
+    def learn(self, batch: dict[str, np.ndarray], env_steps: int) -> float:
+        """One Adam step at the step size of ``env_steps`` (``lr_at``); returns the gradient
+        norm before clipping."""
+        self.optimizer.lr = lr_at(env_steps, self.cfg)
         _, grad = self.loss_and_grad(batch)
         grad, norm = clip_by_norm(grad, self.cfg.max_grad_norm)
         self.online += self.optimizer.step(grad)
@@ -188,7 +198,7 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
             if steps > cfg.learning_starts and steps % cfg.train_every == 0:
                 update_started = time.perf_counter()
                 for _ in range(cfg.gradient_steps):
-                    grad_norm = learner.learn(memory.sample(cfg.batch_size, rng))
+                    grad_norm = learner.learn(memory.sample(cfg.batch_size, rng), steps)
                 update_s += time.perf_counter() - update_started
             if steps % cfg.target_update_every == 0:
                 learner.sync_target()

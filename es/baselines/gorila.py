@@ -137,7 +137,8 @@ class Learner:
                 trained = max(self.received - cfg.learning_starts, 0) * ratio
                 if self.memory.size >= cfg.batch_size and self.learner.updates < trained:
                     update_started = time.perf_counter()
-                    grad_norm = self.learner.learn(self.memory.sample(cfg.batch_size, self.rng))
+                    grad_norm = self.learner.learn(self.memory.sample(cfg.batch_size, self.rng),
+                                                   self.received)
                     update_s += time.perf_counter() - update_started
                     if self.learner.updates % cfg.gorila_sync_every == 0:
                         self.broadcast_params()
