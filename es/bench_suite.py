@@ -30,10 +30,10 @@ The suite resumes: a run with its ``final.json`` is done and not redone; a run t
 interrupted continues with ``es-train --resume`` (exact, see the README), and one killed before
 it wrote its config starts again. ``--jobs J`` runs J runs at a time, each on ``--ranks``
 ranks. Outputs in ``--out`` (default ``bench-results/suite/<suite file's stem>``; it remembers
-its suite file in ``suite.txt`` and refuses another suite's): ``runs.csv`` (one row per run), ``results.md`` (per
-task and strategy: final score median/worst/best, seeds reaching each threshold, median and
-worst time and steps to it) and ``suite.png`` (median and quartile band of the evaluation
-return against training seconds and against steps, one line per strategy).
+its suite file in ``suite.txt`` and refuses another suite's): ``runs.csv`` (one row per run),
+``results.md`` (per task and strategy: final score median/worst/best, seeds reaching each
+threshold, median and worst time and steps to it) and ``suite.png`` (median and quartile band
+of the evaluation return against training seconds and against steps, one line per strategy).
 """
 
 from __future__ import annotations

@@ -185,18 +185,20 @@ class PPO:
         return (-0.5 * (z * z).sum(axis=1) - self.log_std.sum()
                 - 0.5 * out.shape[1] * np.log(2 * np.pi))
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, float, float]:
-        """(action, its log probability, the state's value) for one normalised observation."""
-        out, _ = nn.forward(self.spec, self.network, obs[None, :])
-        value = float(nn.forward(self.value_spec, self.value, obs[None, :])[0][0, 0])
+    def act(self, obs: np.ndarray, rngs: list[np.random.Generator]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(actions, their log probabilities, the states' values) for a batch of normalised
+        observations, one per environment; each environment draws from its own generator."""
+        out, _ = nn.forward(self.spec, self.network, obs)
+        values = nn.forward(self.value_spec, self.value, obs)[0][:, 0]
         if self.spec.discrete:
-            probs = np.exp(nn.log_softmax(out)[0])
-            action = np.array(min(int(np.searchsorted(np.cumsum(probs), rng.random())),
-                                  len(probs) - 1))
+            probs = np.exp(nn.log_softmax(out))
+            actions = np.array([min(int(np.searchsorted(np.cumsum(row), rng.random())),
+                                    len(row) - 1) for row, rng in zip(probs, rngs, strict=True)])
         else:
-            action = out[0] + np.exp(self.log_std) * rng.standard_normal(self.spec.act_dim)
-        return action, float(self.log_prob(out, action[None] if self.spec.discrete
-                                           else action[None, :])[0]), value
+            noise = np.array([rng.standard_normal(self.spec.act_dim) for rng in rngs])
+            actions = out + np.exp(self.log_std) * noise
+        return actions, self.log_prob(out, actions), values
 
     def loss_gradient(self, batch: Rollout, rows: np.ndarray, adv_mean: float, adv_std: float,
                       total: int) -> tuple[np.ndarray, dict[str, float]]:
@@ -271,15 +273,14 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
             if cfg.anneal_lr:
                 learner.optimizer.lr = cfg.lr * max(1 - timesteps / config.run.max_timesteps, 0)
             scale = float(np.sqrt(return_stats.var[0] + EPSILON)) if cfg.normalize_reward else 1
-            played = [_play(learner, slot, obs_stats, scale, seed, updates) for slot in slots]
+            played = _play(learner, slots, obs_stats, scale, seed, updates)
             rollout_s = time.perf_counter() - round_started
             update_started = time.perf_counter()
-            batch = Rollout(*(np.concatenate([p.samples[k] for p in played]) for k in range(7)))
+            batch = Rollout(*played.samples)
             grad_norm = _optimise(learner, batch, total, comm, seed, updates)
             # The rollout's statistics summed over ranks, its episodes, and whether any
             # rank's clock says the time budget is spent (all must stop at the same update).
-            raw = np.concatenate([p.raw_obs for p in played])
-            discounted = np.concatenate([p.discounted for p in played])
+            raw, discounted = played.raw_obs, played.discounted
             finished = [r for slot in slots for r in slot.finished]
             failed = sum(slot.failed for slot in slots)
             sums = comm.allreduce_sum(np.concatenate([
@@ -327,80 +328,86 @@ def _obs_norm(stats: RunningStats, cfg: PPOConfig) -> ObsNorm:
 
 @dataclass
 class Played:
-    """One environment's part of an update: its samples (``Rollout``'s fields in order) and
-    what the running statistics need (raw observations, discounted returns)."""
+    """A rank's environments' part of an update: their samples (``Rollout``'s fields, env by
+    env) and what the running statistics need (raw observations, discounted returns)."""
 
     samples: tuple[np.ndarray, ...]
     raw_obs: np.ndarray
     discounted: np.ndarray
 
 
-def _play(learner: PPO, slot: EnvSlot, stats: RunningStats, reward_scale: float, seed: int,
-          update: int) -> Played:
-    """``ppo.steps_per_env`` steps of one environment with the current policy, from where it
-    stopped. A truncated episode and the rollout's last step bootstrap from the value of the
-    observation that follows; a terminated one from nothing."""
-    cfg, steps = learner.cfg, learner.cfg.steps_per_env
+def _play(learner: PPO, slots: list[EnvSlot], stats: RunningStats, reward_scale: float,
+          seed: int, update: int) -> Played:
+    """``ppo.steps_per_env`` steps of each of this rank's environments in lockstep (one
+    forward pass for all of them a step), each from where it stopped. A truncated episode and
+    the rollout's last step bootstrap from the value of the observation that follows; a
+    terminated one from nothing."""
+    cfg, steps, count = learner.cfg, learner.cfg.steps_per_env, len(slots)
     norm = _obs_norm(stats, cfg)
     mean, std = norm.mean.astype(np.float64), norm.std.astype(np.float64)
 
     def normalised(obs: np.ndarray) -> np.ndarray:
         return np.clip((np.ravel(obs).astype(np.float64) - mean) / std, -norm.clip, norm.clip)
 
-    rng = generator(seed, slot.index, update, TAG_PPO_ACTIONS)
-    xs, raws, actions, log_probs, values = [], [], [], [], []
-    rewards, terminated, ends, discounted = [], [], [], []
-    bootstrap: dict[int, np.ndarray] = {}  # step -> the observation its future starts from
+    rngs = [generator(seed, slot.index, update, TAG_PPO_ACTIONS) for slot in slots]
+    shape = (count, steps)
+    xs, raws = np.zeros((*shape, mean.size)), np.zeros((*shape, mean.size))
+    actions = np.zeros(shape if learner.spec.discrete else (*shape, learner.spec.act_dim))
+    log_probs, values, rewards = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    terminated, ends, discounted = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    bootstrap: dict[tuple[int, int], np.ndarray] = {}  # (env, step) -> the next observation
     for t in range(steps):
-        if slot.obs is None:
-            reset_seeds = episode_seeds(seed, slot.episodes, cfg.num_envs, TAG_ENV)
-            slot.obs, _ = slot.env.reset(seed=reset_seeds[slot.index])
-            slot.episodes += 1
-            slot.episode_return = slot.discounted = 0.0
-        x = normalised(slot.obs)
-        action, log_prob, value = learner.act(x, rng)
-        step_action = (int(action) if learner.spec.discrete
-                       else np.clip(action, learner.spec.action_low, learner.spec.action_high))
-        raws.append(np.ravel(slot.obs).astype(np.float64))
-        xs.append(x)
-        actions.append(action)
-        log_probs.append(log_prob)
-        values.append(value)
-        step = checked_step(slot.env, step_action, f"ppo env {slot.index}")
-        if step is None:  # a broken environment: the episode ends, failed; no future
-            slot.failed += 1
-            slot.obs = None
-            rewards.append(0.0)
-            terminated.append(1.0)
-            ends.append(1.0)
-            discounted.append(slot.discounted)
-            continue
-        slot.obs, reward, term, trunc = step
-        slot.episode_return += reward
-        slot.discounted = slot.discounted * cfg.gamma + reward
-        discounted.append(slot.discounted)
-        rewards.append(float(np.clip(reward / reward_scale, -cfg.reward_clip, cfg.reward_clip)))
-        terminated.append(float(term))
-        ends.append(float(term or trunc))
-        if term or trunc:
-            slot.finished.append(slot.episode_return)
-            if trunc and not term:
-                bootstrap[t] = normalised(slot.obs)
-            slot.obs = None
-        elif t == steps - 1:
-            bootstrap[t] = normalised(slot.obs)
-    values_array = np.array(values)
-    next_values = np.append(values_array[1:], 0.0)  # within an episode: the next step's
-    next_values[np.array(ends, dtype=bool)] = 0.0
+        for slot in slots:
+            if slot.obs is None:
+                reset_seeds = episode_seeds(seed, slot.episodes, cfg.num_envs, TAG_ENV)
+                slot.obs, _ = slot.env.reset(seed=reset_seeds[slot.index])
+                slot.episodes += 1
+                slot.episode_return = slot.discounted = 0.0
+        batch = np.array([normalised(slot.obs) for slot in slots])
+        chosen, chosen_log_probs, chosen_values = learner.act(batch, rngs)
+        xs[:, t], actions[:, t] = batch, chosen
+        log_probs[:, t], values[:, t] = chosen_log_probs, chosen_values
+        for i, slot in enumerate(slots):
+            raws[i, t] = np.ravel(slot.obs)
+            action = (int(chosen[i]) if learner.spec.discrete else
+                      np.clip(chosen[i], learner.spec.action_low, learner.spec.action_high))
+            step = checked_step(slot.env, action, f"ppo env {slot.index}")
+            if step is None:  # a broken environment: the episode ends, failed; no future
+                slot.failed += 1
+                slot.obs = None
+                terminated[i, t] = ends[i, t] = 1.0
+                discounted[i, t] = slot.discounted
+                continue
+            slot.obs, reward, term, trunc = step
+            slot.episode_return += reward
+            slot.discounted = slot.discounted * cfg.gamma + reward
+            discounted[i, t] = slot.discounted
+            rewards[i, t] = np.clip(reward / reward_scale, -cfg.reward_clip, cfg.reward_clip)
+            terminated[i, t], ends[i, t] = float(term), float(term or trunc)
+            if term or trunc:
+                slot.finished.append(slot.episode_return)
+                if trunc and not term:
+                    bootstrap[i, t] = normalised(slot.obs)
+                slot.obs = None
+            elif t == steps - 1:
+                bootstrap[i, t] = normalised(slot.obs)
+    next_values = np.concatenate([values[:, 1:], np.zeros((count, 1))], axis=1)
+    next_values[ends.astype(bool)] = 0.0  # within an episode: the next step's value
     if bootstrap:
-        at = np.array(list(bootstrap))
         out, _ = nn.forward(learner.value_spec, learner.value, np.array(list(bootstrap.values())))
-        next_values[at] = out[:, 0]
-    advantages, returns = gae(np.array(rewards), values_array, next_values,
-                              np.array(terminated), np.array(ends), cfg.gamma, cfg.gae_lambda)
-    index = slot.index * steps + np.arange(steps)
-    return Played((np.array(xs), np.array(actions), np.array(log_probs), values_array,
-                   advantages, returns, index), np.array(raws), np.array(discounted))
+        for (i, t), value in zip(bootstrap, out[:, 0], strict=True):
+            next_values[i, t] = value
+    advantages, returns = np.zeros(shape), np.zeros(shape)
+    for i in range(count):
+        advantages[i], returns[i] = gae(rewards[i], values[i], next_values[i], terminated[i],
+                                        ends[i], cfg.gamma, cfg.gae_lambda)
+    index = np.concatenate([slot.index * steps + np.arange(steps) for slot in slots])
+
+    def flat(array: np.ndarray) -> np.ndarray:
+        return array.reshape(count * steps, *array.shape[2:])
+
+    return Played((flat(xs), flat(actions), flat(log_probs), flat(values), flat(advantages),
+                   flat(returns), index), flat(raws), flat(discounted))
 
 
 def _optimise(learner: PPO, batch: Rollout, total: int, comm: Comm, seed: int,
