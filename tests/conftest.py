@@ -40,3 +40,31 @@ def read_progress(run_dir: Path) -> list[dict[str, str]]:
 def load_params(run_dir: Path) -> np.ndarray:
     with np.load(run_dir / "policy.npz", allow_pickle=False) as data:
         return data["params"].copy()
+
+
+def numeric_grad(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """Central finite differences of the scalar ``f`` at ``x``."""
+    grad = np.zeros_like(x)
+    for i in range(x.size):
+        up, down = x.copy(), x.copy()
+        up[i] += h
+        down[i] -= h
+        grad[i] = (f(up) - f(down)) / (2 * h)
+    return grad
+
+
+def minimize_spmd_reference() -> list[list[str]]:
+    """What ``tests/mpi_scripts/minimize_spmd.py`` prints, computed in one process: the
+    digest, evaluations and restarts of its two es.minimize runs."""
+    import hashlib
+
+    import es
+
+    reference = []
+    for restarts in (0, 2):
+        result = es.minimize(lambda x: float(np.sum((x - 0.5) ** 2)), x0=np.zeros(6),
+                             sigma0=0.3, method="cma", seed=4, restarts=restarts, tolx=1e-4,
+                             max_generations=30 if restarts == 0 else 400)
+        digest = hashlib.sha256(result.x.tobytes() + result.x_mean.tobytes()).hexdigest()
+        reference.append([digest, str(result.nfev), str(result.restarts)])
+    return reference

@@ -2,19 +2,10 @@
 
 import numpy as np
 import pytest
+from conftest import numeric_grad
 
 from es.baselines import nn
 from es.policies import PolicySpec
-
-
-def numeric_grad(f, x, h=1e-6):
-    grad = np.zeros_like(x)
-    for i in range(x.size):
-        up, down = x.copy(), x.copy()
-        up[i] += h
-        down[i] -= h
-        grad[i] = (f(up) - f(down)) / (2 * h)
-    return grad
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])

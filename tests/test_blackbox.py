@@ -3,14 +3,13 @@ of evaluating (ask/tell, minimize, spawned workers, mpiexec ranks), the pycma ad
 as plain pycma, replay resume, global-RNG isolation), IPOP/BIPOP restarts, stopping, errors."""
 
 import doctest
-import hashlib
 import subprocess
 import sys
 
 import cma
 import numpy as np
 import pytest
-from conftest import REPO, tool
+from conftest import REPO, minimize_spmd_reference, tool
 from threadpoolctl import threadpool_limits
 
 import es
@@ -124,13 +123,7 @@ def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
     # The script's function draws from NumPy's global RNG a rank-dependent number of times
     # (each rank evaluates other rows): pycma, which samples from that global RNG, must not
     # notice. Runs with IPOP restarts too, so the restart decisions agree across ranks.
-    reference = []
-    for restarts in (0, 2):
-        result = es.minimize(lambda x: float(np.sum((x - 0.5) ** 2)), x0=np.zeros(6),
-                             sigma0=0.3, method="cma", seed=4, restarts=restarts, tolx=1e-4,
-                             max_generations=30 if restarts == 0 else 400)
-        digest = hashlib.sha256(result.x.tobytes() + result.x_mean.tobytes()).hexdigest()
-        reference.append([digest, str(result.nfev), str(result.restarts)])
+    reference = minimize_spmd_reference()
     assert reference[1][2] == "2"  # the restarts did happen
     done = subprocess.run([tool("mpiexec"), "-n", "3", sys.executable,
                            str(REPO / "tests/mpi_scripts/minimize_spmd.py")],

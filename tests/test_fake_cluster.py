@@ -3,7 +3,6 @@ with its own hostname and address (``es.fake_cluster``), MPICH's Hydra launching
 and TCP between them. Bit-identical training, one noise table per host, a lost host, and
 es.minimize across hosts. Needs root (CI runs as root); without it these skip."""
 
-import hashlib
 import os
 import re
 import signal
@@ -14,9 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, load_params, read_progress, run_cli, tool
+from conftest import REPO, load_params, minimize_spmd_reference, read_progress, run_cli, tool
 
-import es
 from es.checkpoint import load_latest_checkpoint
 from es.fake_cluster import ClusterError, FakeCluster, check_can_run, main
 
@@ -110,13 +108,7 @@ def test_a_lost_host_ends_the_job_fast_and_the_checkpoint_resumes_on_one_host(tm
 
 @needs_root
 def test_minimize_across_hosts_equals_one_process():
-    reference = []
-    for restarts in (0, 2):
-        result = es.minimize(lambda x: float(np.sum((x - 0.5) ** 2)), x0=np.zeros(6),
-                             sigma0=0.3, method="cma", seed=4, restarts=restarts, tolx=1e-4,
-                             max_generations=30 if restarts == 0 else 400)
-        digest = hashlib.sha256(result.x.tobytes() + result.x_mean.tobytes()).hexdigest()
-        reference.append([digest, str(result.nfev), str(result.restarts)])
+    reference = minimize_spmd_reference()
     done = on_cluster(2, 2, [sys.executable, str(REPO / "tests/mpi_scripts/minimize_spmd.py")])
     assert done.returncode == 0, done.stderr
     assert [x.split()[1:] for x in done.stdout.splitlines() if x.startswith("RESULT")] \
@@ -127,6 +119,17 @@ def _cluster_traces() -> tuple[str, str]:
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     return netns, " ".join(re.findall(r"fc\d+br", links))
+
+
+def _sleeping_cluster() -> subprocess.Popen:
+    """scripts/fake_cluster.py running ``sleep 60`` on 2 hosts, once its hosts exist."""
+    script = subprocess.Popen([sys.executable, str(REPO / "scripts/fake_cluster.py"), "--hosts",
+                               "2", "--ranks-per-host", "1", "--", "sleep", "60"])
+    deadline = time.monotonic() + 60
+    while f"fc{script.pid}h1" not in _cluster_traces()[0]:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    return script
 
 
 @needs_root
@@ -143,12 +146,7 @@ def test_the_script_forwards_the_exit_code_and_leaves_nothing_behind():
 @needs_root
 def test_a_killed_scripts_leftovers_are_removed_by_the_next_cluster():
     before = _cluster_traces()
-    script = subprocess.Popen([sys.executable, str(REPO / "scripts/fake_cluster.py"), "--hosts",
-                               "2", "--ranks-per-host", "1", "--", "sleep", "60"])
-    deadline = time.monotonic() + 60
-    while f"fc{script.pid}h1" not in _cluster_traces()[0]:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    script = _sleeping_cluster()
     script.kill()  # no chance to clean up
     script.wait()
     with FakeCluster(1):
@@ -159,12 +157,7 @@ def test_a_killed_scripts_leftovers_are_removed_by_the_next_cluster():
 @needs_root
 def test_ctrl_c_reaches_the_ranks_and_the_cluster_goes():
     before = _cluster_traces()
-    script = subprocess.Popen([sys.executable, str(REPO / "scripts/fake_cluster.py"), "--hosts",
-                               "2", "--ranks-per-host", "1", "--", "sleep", "60"])
-    deadline = time.monotonic() + 60
-    while f"fc{script.pid}h1" not in _cluster_traces()[0]:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    script = _sleeping_cluster()
     time.sleep(1)  # the ranks have started
     script.send_signal(signal.SIGINT)
     assert script.wait(timeout=30) != 0

@@ -4,7 +4,7 @@ update equal to one process on the same rollouts."""
 
 import numpy as np
 import pytest
-from conftest import load_params, read_progress, run_cli
+from conftest import load_params, numeric_grad, read_progress, run_cli
 
 from es.baselines import nn
 from es.baselines.ppo import (
@@ -18,16 +18,6 @@ from es.baselines.ppo import (
 )
 from es.config import PPOConfig
 from es.policies import PolicySpec
-
-
-def numeric_grad(f, x, h=1e-6):
-    grad = np.zeros_like(x)
-    for i in range(x.size):
-        up, down = x.copy(), x.copy()
-        up[i] += h
-        down[i] -= h
-        grad[i] = (f(up) - f(down)) / (2 * h)
-    return grad
 
 
 def test_gae_against_a_hand_computation():
