@@ -7,6 +7,7 @@
     es-bench bbob --dims 2,5,10 --methods auto,pycma --jobs 2   # see es.bench_bbob
     es-bench highdim --dims 1000 --methods auto,pycma,pycma-diag
     es-bench suite configs/suites/mujoco.toml --seeds 0-4      # see es.bench_suite
+    es-bench reference --seeds 0-2    # DQN/PPO vs published results, see es.bench_reference
 
 For each rank count it launches ``mpiexec -n N es-train`` itself (several repetitions), reads
 the run's ``progress.csv`` and reports generations/s, env steps/s, parallel efficiency against
@@ -427,7 +428,11 @@ def add_comm_sizes(parser: argparse.ArgumentParser) -> None:
 
 
 def parser() -> ArgumentParser:
-    from es import bench_bbob, bench_suite  # numpy: imported only here, as late as the parser
+    from es import (  # numpy: imported only here, as late as the parser
+        bench_bbob,
+        bench_reference,
+        bench_suite,
+    )
 
     parse = ArgumentParser(prog="es-bench", description=__doc__.splitlines()[0],
                            examples=["es-bench scaling --ranks 1,2,4 --mode weak",
@@ -477,6 +482,7 @@ def parser() -> ArgumentParser:
         add_flag(sub, "--launcher")
     bench_bbob.add_parsers(commands)  # bbob, highdim
     bench_suite.add_parser(commands)
+    bench_reference.add_parser(commands)
     worker = commands.add_parser(
         "comm-worker", help="run by es-bench comm under mpiexec",
         examples=["mpiexec -n 2 python -m es.bench comm-worker --params 1e4 --populations 256 "
@@ -487,7 +493,7 @@ def parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from es import bench_bbob, bench_suite
+    from es import bench_bbob, bench_reference, bench_suite
 
     args = parser().parse_args(argv)
     try:
@@ -495,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
             return bench_bbob.COMMANDS[args.command](args)
         if args.command == "suite":
             return bench_suite.run_suite(args)
+        if args.command == "reference":
+            return bench_reference.run_reference(args)
         if args.command == "comm-worker":
             comm_worker(args.params, args.populations, args.repeats, args.out)
             return 0

@@ -30,7 +30,8 @@ The suite resumes: a run with its ``final.json`` is done and not redone; a run t
 interrupted continues with ``es-train --resume`` (exact, see the README), and one killed before
 it wrote its config starts again. ``--jobs J`` runs J runs at a time, each on ``--ranks``
 ranks. Outputs in ``--out`` (default ``bench-results/suite/<suite file's stem>``; it remembers
-its suite file in ``suite.txt`` and refuses another suite's): ``runs.csv`` (one row per run),
+its suite file in ``suite.txt`` and refuses another suite's), covering every finished run in
+the folder, not only this call's selection: ``runs.csv`` (one row per run),
 ``results.md`` (per task and strategy: final score median/worst/best, seeds reaching each
 threshold, median and worst time and steps to it) and ``suite.png`` (median and quartile band
 of the evaluation return against training seconds and against steps, one line per strategy).
@@ -474,25 +475,30 @@ def suite(args: argparse.Namespace) -> int:
 
     pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        rows = list(pool.map(work, runs))
+        list(pool.map(work, runs))
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         stop_all()
         print(f"es-bench suite: interrupted; run it again to resume ({out})", file=sys.stderr)
         raise
     pool.shutdown()
-    chosen = {task.name: task for task in tasks}
+    # The tables cover every finished run in the folder, this call's and earlier ones' (a long
+    # suite is run task by task, over several sessions).
+    measured = finished_runs(spec, out)
+    rows = [run_row(run, run_folder(out, run)) for run in measured]
+    chosen = {run.task.name: run.task for run in measured}
     write_csv(out / "runs.csv", rows)
     summary = summary_rows(rows, chosen)
     write_csv(out / "summary.csv", summary)
-    title = (f"es-bench suite {suite_file.name}: seeds {','.join(map(str, args.seeds))}, "
+    seeds = sorted({run.seed for run in measured})
+    title = (f"es-bench suite {suite_file.name}: seeds {','.join(map(str, seeds))}, "
              f"mpiexec -n {ranks}, "
              f"final score over {spec.final_episodes} fresh episodes, thresholds judged on "
              f"evaluations of >= {spec.eval_episodes} episodes")
     text = markdown(summary, chosen, title)
     (out / "results.md").write_text(text)
     print("\n" + text)
-    plot(runs, out, chosen)
+    plot(measured, out, chosen)
     return 0
 
 
@@ -509,6 +515,19 @@ def run_suite(args: argparse.Namespace) -> int:
 
 def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
+
+
+def finished_runs(suite: Suite, out: Path) -> list[Run]:
+    """Every run of ``suite`` in ``out`` with its final score, in the suite file's order."""
+    runs = []
+    for task in suite.tasks.values():
+        for strategy in task.configs:
+            prefix = f"{task.name}-{strategy}-seed"
+            seeds = sorted(int(path.parent.name[len(prefix):])
+                           for path in (out / "runs").glob(f"{prefix}*/final.json")
+                           if path.parent.name[len(prefix):].isdigit())
+            runs += [Run(task, strategy, seed) for seed in seeds]
+    return runs
 
 
 def _done(out: Path, run: Run) -> bool:

@@ -219,7 +219,7 @@ def test_gorila_smoke_two_actors_one_learner(tmp_path):
     assert int(rows[-1]["timesteps"]) >= 2000  # transitions the learner received
     assert all(int(r["bytes_sent"]) > 0 for r in rows)
     assert "B of parameters to 2 actors" in result.stdout
-    assert load_params(run_dir).size == 4 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2
+    assert load_params(run_dir).size == 4 * 120 + 120 + 120 * 84 + 84 + 84 * 2 + 2
 
 
 @pytest.mark.parametrize("args, ranks, message", [
@@ -244,12 +244,22 @@ def test_es_compare_writes_table_csv_and_plot(tmp_path):
     assert result.returncode == 0, result.stderr
     table = (out / "compare.md").read_text()
     assert "| es |" in table and "| pg |" in table and "bytes per update" in table
+    assert "second half's evals at it (per seed)" in table
     rows = (out / "compare.csv").read_text().splitlines()
     assert rows[0].startswith("method,seed,run_dir,final_mean") and len(rows) == 3
     assert (out / "compare.png").stat().st_size > 1000
     for method in ("es", "pg"):
         progress = read_progress(out / method / "seed0")
         assert 3.0 <= float(progress[-1]["time_s"]) < 30  # the budget ended the run
+
+
+def test_held_share_counts_the_second_half_by_time():
+    from es.baselines.compare import held_share
+
+    evals = [(1.0, 500.0), (4.0, 100.0), (5.0, 480.0), (7.0, 200.0), (10.0, 475.0)]
+    assert held_share(evals, 475.0) == pytest.approx(2 / 3)  # 5, 7, 10 s: 480 and 475
+    assert held_share(evals, 600.0) == 0.0
+    assert np.isnan(held_share(evals, None)) and np.isnan(held_share([], 475.0))
 
 
 def test_input_scaling_maps_bounded_dimensions_to_unit_range():

@@ -95,6 +95,14 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     assert "### cartpole (budget 6,000 steps)" in (out / "results.md").read_text()
     assert (out / "suite.png").stat().st_size > 10_000
 
+    # A call for a part of the suite still tables every finished run in the folder.
+    part = run_cli(["es-bench", *command[1:3], "--tasks", "cartpole", "--seeds", "0",
+                    *command[5:]], timeout=120)
+    assert part.returncode == 0, part.stderr
+    assert "2 runs (2 done already)" in part.stdout  # openai and snes, seed 0
+    assert read_csv(out / "runs.csv") == rows
+    assert "### pendulum" in (out / "results.md").read_text()
+
 
 @pytest.mark.parametrize(("text", "message"), [
     ("[tasks.a]\nthresholds = [1]\nbudget_s = 5\nstrategies.snes = \"configs/cartpole.toml\"",

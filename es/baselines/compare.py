@@ -8,7 +8,8 @@ Every (method, seed) is a real ``es-train`` / ``es-baseline`` run in its own fol
 from process start, so start-up costs count too. Afterwards every run's final ``policy.npz``
 plays the same ``--eval-episodes`` seeded episodes. Written: ``compare.csv`` (one row per run),
 ``compare.md`` (per method: final eval return mean ± std over seeds, how many seeds reached the
-threshold, median env steps and wall seconds to it, bytes communicated per update) and
+threshold, median env steps and wall seconds to it, per seed the share of the second half's
+evaluations at or above it: stays solved or touched it once, bytes communicated per update) and
 ``compare.png`` (eval return against wall time on a log axis, mean ± std over seeds).
 """
 
@@ -41,8 +42,9 @@ DEFAULT_CONFIGS = {
     "HalfCheetah-v5": {"es": "configs/halfcheetah_ars.toml",
                        "ppo": "configs/baselines/halfcheetah_ppo.toml"},
 }
-#: The usual "solved" scores (Gymnasium's reward_threshold where it has one).
-THRESHOLDS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0}
+#: The usual "solved" scores (Gymnasium's reward_threshold where it has one; HalfCheetah: the
+#: one ARS (Mania et al. 2018) and es-bench suite use).
+THRESHOLDS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "HalfCheetah-v5": 3430.0}
 
 
 @dataclass
@@ -56,6 +58,7 @@ class RunSummary:
     rounds: int
     steps_to_threshold: float  # nan: not reached
     seconds_to_threshold: float
+    held: float  # share of the second half's evaluations at or above the threshold
     bytes_per_update: float
 
 
@@ -112,6 +115,7 @@ def summarise(method: str, seed: int, run_dir: Path, threshold: float | None,
     env = env_from_config(load_config(run_dir / "config.toml"))
     act = policy.act()
     returns = np.array([run_episode(env, act, 10_000 + i).total_return for i in range(episodes)])
+    evals = [(float(r["time_s"]), float(r["eval_return"])) for r in rows if r["eval_return"]]
     reached = [r for r in rows if threshold is not None and r["eval_return"]
                and float(r["eval_return"]) >= threshold]
     first = reached[0] if reached else None
@@ -121,12 +125,28 @@ def summarise(method: str, seed: int, run_dir: Path, threshold: float | None,
         int(rows[-1]["timesteps"]) if rows else 0, len(rows),
         float(first["timesteps"]) if first else float("nan"),
         float(first["time_s"]) if first else float("nan"),
+        held_share(evals, threshold),
         float(np.median(sent)) if sent else 0.0,
     )
 
 
+def held_share(evals: list[tuple[float, float]], threshold: float | None) -> float:
+    """The share of the evaluations (training seconds, return) in the run's second half (by
+    time) at or above ``threshold``: does the method stay solved, or touch it once? NaN
+    without a threshold or evaluations there."""
+    if threshold is None or not evals:
+        return float("nan")
+    half = evals[-1][0] / 2
+    late = [value for seconds, value in evals if seconds >= half]
+    return sum(value >= threshold for value in late) / len(late)
+
+
 def _fmt(value: float, digits: int = 0) -> str:
     return "—" if np.isnan(value) else f"{value:,.{digits}f}"
+
+
+def _percent(share: float) -> str:
+    return "—" if np.isnan(share) else f"{100 * share:.0f}%"
 
 
 def markdown_table(summaries: list[RunSummary], threshold: float | None,
@@ -135,8 +155,9 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
     goal = f"≥ {threshold:g}" if threshold is not None else "(no threshold)"
     lines = [
         f"| method | final eval return (mean ± std over seeds) | seeds reaching {goal} | "
-        "env steps to it (median) | wall s to it (median) | bytes per update |",
-        "|---|---|---|---|---|---|",
+        "env steps to it (median) | wall s to it (median) | second half's evals at it "
+        "(per seed) | bytes per update |",
+        "|---|---|---|---|---|---|---|",
     ]
     for method in METHODS:
         runs = [s for s in summaries if s.method == method]
@@ -150,6 +171,7 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
             f"| {method} | {finals.mean():.1f} ± {finals.std():.1f} | {hit.sum()}/{len(runs)} | "
             f"{_fmt(np.median(steps[hit]) if hit.any() else np.nan)} | "
             f"{_fmt(np.median(seconds[hit]) if hit.any() else np.nan, 1)} | "
+            f"{' / '.join(_percent(s.held) for s in runs)} | "
             f"{_fmt(float(np.median([s.bytes_per_update for s in runs])))} |")
     lines.append(f"\nBudget {budget_s:g} s of wall time per run; final eval: the last saved "
                  "policy on the same seeded episodes for every run.")

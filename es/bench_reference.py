@@ -1,0 +1,264 @@
+"""``es-bench reference``: our DQN and PPO beside published results, at their env steps.
+
+    es-bench reference --seeds 0-2
+    es-bench reference --cases ppo-halfcheetah-1m --seeds 0-2 --ranks 2
+
+A baseline is only worth comparing against if it performs as the field's reference
+implementations do. Each case trains one shipped baseline config (``configs/baselines/``) for
+exactly the env steps of a published result (``run.max_timesteps``; no wall-clock limit, so
+the figures do not depend on this machine's speed), as a real ``es-baseline`` process per
+seed, and scores the run the two ways the references report theirs:
+
+- **training return**: the mean of the run's last 100 training episodes (exploring policy:
+  epsilon-greedy or sampled actions, raw rewards), what cleanrl reports (openrlbenchmark
+  averages each seed's last 100 ``episodic_return`` values, then gives mean ± std over
+  seeds). ``progress.csv`` holds a mean per round; the oldest round needed counts in
+  proportion to the episodes it contributes.
+- **final evaluation**: the final policy (greedy / mean action) on 20 fresh seeded episodes,
+  what RL Baselines3 Zoo's benchmark reports (a deterministic evaluation of one trained
+  agent).
+
+Each case names its reference's source, metric, seeds and steps, and ``results.md`` puts ours
+in that metric (mean ± std over our seeds) beside it, with the ratio. A run whose
+``final.json`` exists is done and not redone; ``--jobs`` runs several side by side. Outputs in
+``--out`` (default ``bench-results/reference``): ``runs.csv`` (a row per run), ``results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from es.bench_suite import (
+    BIN,
+    FINAL_SEED,
+    NO_GENERATION_LIMIT,
+    _last_line,
+    read_progress,
+    stop_all,
+    supervised,
+    write_csv,
+)
+from es.cliargs import out_folder
+
+PROJECT = Path(__file__).resolve().parent.parent  # the checkout: configs/ is there
+FINAL_EPISODES = 20
+TRAINING_EPISODES = 100  # cleanrl / openrlbenchmark: the last 100 training episodes
+TRAINING, EVALUATION = "training return", "final evaluation"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A published result, as its source reports it."""
+
+    source: str
+    mean: float
+    std: float
+    metric: str  # TRAINING or EVALUATION
+    runs: str  # how many seeds / runs the figure is over
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    method: str  # es-baseline's algorithm
+    config: str
+    steps: int
+    references: tuple[Reference, ...]
+    overrides: tuple[str, ...] = ()
+
+
+CLEANRL_PPO = ("cleanrl ppo_continuous_action.py, docs/benchmark/ppo_continuous_action.md "
+               "(HalfCheetah-v4)")
+CASES: dict[str, Case] = {case.name: case for case in (
+    Case("dqn-cartpole-50k", "dqn", "configs/baselines/cartpole_dqn.toml", 50_000, (
+        Reference("RL Baselines3 Zoo benchmark.md, dqn CartPole-v1", 500.0, 0.0, EVALUATION,
+                  "1 run", "its own tuned settings: 256-256 net, lr 2.3e-3, epsilon to 0.04 "
+                  "over 8k steps"),)),
+    Case("dqn-cartpole-500k", "dqn", "configs/baselines/cartpole_dqn.toml", 500_000, (
+        Reference("cleanrl dqn.py, docs/rl-algorithms/dqn.md", 488.69, 16.11, TRAINING,
+                  "3 seeds", "the same settings as ours, constant lr as there"),),
+         ("dqn.lr_decay_steps=0",)),
+    Case("ppo-cartpole-100k", "ppo", "configs/baselines/cartpole_ppo.toml", 100_000, (
+        Reference("RL Baselines3 Zoo benchmark.md, ppo CartPole-v1", 500.0, 0.0, EVALUATION,
+                  "1 run", "the same tuned settings as ours"),)),
+    Case("ppo-pendulum-100k", "ppo", "configs/baselines/pendulum_ppo.toml", 100_000, (
+        Reference("RL Baselines3 Zoo benchmark.md, ppo Pendulum-v1", -172.225, 104.159,
+                  EVALUATION, "1 run", "with gSDE exploration (ours: plain Gaussian)"),)),
+    Case("ppo-halfcheetah-1m", "ppo", "configs/baselines/halfcheetah_ppo.toml", 1_000_000, (
+        Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
+                  "the same settings as ours; v4 (ours v5)"),
+        Reference("RL Baselines3 Zoo benchmark.md, ppo HalfCheetah-v3", 5819.099, 663.530,
+                  EVALUATION, "1 run", "tuned otherwise: lr 2e-5, clip 0.1, 256-256 ReLU, "
+                  "gamma 0.98, 512-step rollouts"),
+    ), ("ppo.anneal_lr=true",)),
+)}
+
+
+def training_return(rows: list[dict[str, str]], episodes: int = TRAINING_EPISODES) -> float:
+    """The mean return of the last ``episodes`` training episodes from ``progress.csv``'s
+    per-round means; the oldest round needed counts in proportion (NaN: none finished)."""
+    total, counted = 0.0, 0.0
+    for row in reversed(rows):
+        if not row.get("return_mean"):
+            continue
+        finished = int(row["episodes"]) - int(row.get("failed_episodes") or 0)
+        take = min(finished, episodes - counted)
+        total += take * float(row["return_mean"])
+        counted += take
+        if counted >= episodes:
+            break
+    return total / counted if counted else math.nan
+
+
+def train_command(case: Case, seed: int, run_dir: Path, ranks: int) -> list[str]:
+    overrides = [*case.overrides, f"run.seed={seed}", f"run.max_timesteps={case.steps}",
+                 "run.max_seconds=0", f"run.generations={NO_GENERATION_LIMIT}"]
+    line = [str(BIN / "es-baseline"), case.method, str(PROJECT / case.config), "--run-dir",
+            str(run_dir),
+            "--force", "--quiet"]
+    for value in overrides:
+        line += ["--set", value]
+    if ranks > 1 and case.method != "dqn":  # DQN is one process by design
+        line = [str(BIN / "mpiexec"), "-n", str(ranks), *line]
+    return line
+
+
+def execute(case: Case, seed: int, out: Path, ranks: int) -> dict[str, Any]:
+    """Train (unless done) and score one run; its row of ``runs.csv``."""
+    run_dir = out / "runs" / f"{case.name}-seed{seed}"
+    final = run_dir / "final.json"
+    if not final.is_file():
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # interrupted: baselines do not resume, start again
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        returncode, stderr = supervised(train_command(case, seed, run_dir, ranks))
+        if returncode != 0:
+            raise RuntimeError(f"{case.name} seed {seed}: es-baseline exited with {returncode}: "
+                               f"{_last_line(stderr)}")
+        score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--episodes",
+                                str(FINAL_EPISODES), "--seed", str(FINAL_SEED), "--json",
+                                str(run_dir / "final.part")], capture_output=True, text=True)
+        if score.returncode != 0:
+            raise RuntimeError(f"{case.name} seed {seed}: es-eval exited with "
+                               f"{score.returncode}: {_last_line(score.stderr)}")
+        (run_dir / "final.part").rename(final)
+    rows = read_progress(run_dir)
+    returns = np.array(json.loads(final.read_text())["returns"], dtype=np.float64)
+    return {"case": case.name, "method": case.method, "seed": seed,
+            "config": " ".join([case.config, *case.overrides]), "steps": int(rows[-1]["timesteps"]),
+            "train_s": float(rows[-1]["time_s"]), TRAINING: training_return(rows),
+            EVALUATION: float(returns.mean()), "final_std": float(returns.std()),
+            "final_min": float(returns.min())}
+
+
+def comparison(case: Case, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per reference: ours in its metric (mean ± std over seeds) beside it."""
+    lines = []
+    for reference in case.references:
+        ours = np.array([r[reference.metric] for r in rows], dtype=np.float64)
+        ratio = ours.mean() / reference.mean if reference.mean else math.nan
+        lines.append({
+            "case": case.name, "steps": f"{case.steps:,}", "metric": reference.metric,
+            "ours": f"{ours.mean():,.1f} ± {ours.std():,.1f} ({len(ours)} seeds)",
+            "reference": f"{reference.mean:,.1f} ± {reference.std:,.1f} ({reference.runs})",
+            # Returns can be negative (Pendulum): "ours / reference" reads the wrong way there.
+            "ours / reference": f"{ratio:.2f}" if reference.mean > 0 else "—",
+            "source": reference.source + (f"; {reference.note}" if reference.note else ""),
+        })
+    return lines
+
+
+def markdown(lines: list[dict[str, Any]], title: str) -> str:
+    columns = list(lines[0])
+    table = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    table += ["| " + " | ".join(str(line[c]) for c in columns) + " |" for line in lines]
+    return f"## {title}\n\n" + "\n".join(table) + "\n"
+
+
+def reference(args: argparse.Namespace) -> int:
+    names = list(CASES) if args.cases is None else [n.strip() for n in args.cases.split(",")]
+    unknown = [n for n in names if n not in CASES]
+    if unknown or not names:
+        raise ValueError(f"--cases {args.cases!r}: allowed are {', '.join(CASES)}")
+    missing = [CASES[n].config for n in names if not (PROJECT / CASES[n].config).is_file()]
+    if missing:
+        raise ValueError(f"{', '.join(missing)}: not found in {PROJECT} (es-bench reference "
+                         "runs the configs of a checkout of this project)")
+    out = out_folder(args.out, "reference")
+    out.mkdir(parents=True, exist_ok=True)
+    work = [(CASES[name], seed) for name in names for seed in args.seeds]
+    ranks = args.ranks[0]
+    print(f"es-bench reference: {len(work)} runs, {args.jobs} at a time, ppo on {ranks} ranks",
+          flush=True)
+
+    def one(item: tuple[Case, int]) -> dict[str, Any]:
+        row = execute(*item, out, ranks)
+        print(f"  {row['case']} seed {row['seed']}: training {row[TRAINING]:.1f}, final "
+              f"{row[EVALUATION]:.1f} ± {row['final_std']:.1f}, {row['train_s']:.0f} s",
+              flush=True)
+        return row
+
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
+    try:
+        rows = list(pool.map(one, work))
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_all()
+        print(f"es-bench reference: interrupted; run it again to go on ({out})", file=sys.stderr)
+        raise
+    pool.shutdown()
+    write_csv(out / "runs.csv", rows)
+    lines = [line for name in names
+             for line in comparison(CASES[name], [r for r in rows if r["case"] == name])]
+    text = markdown(lines, f"es-bench reference: seeds {','.join(map(str, args.seeds))}, "
+                    f"ppo on mpiexec -n {ranks}; training return = last {TRAINING_EPISODES} "
+                    f"training episodes, final evaluation = {FINAL_EPISODES} fresh episodes")
+    (out / "results.md").write_text(text)
+    print("\n" + text)
+    return 0
+
+
+def run_reference(args: argparse.Namespace) -> int:
+    """``reference`` with Ctrl-C and SIGTERM stopping the trainings (exit 130)."""
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        return reference(args)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def add_parser(commands: Any) -> None:
+    """The ``reference`` sub-command of ``es-bench``."""
+    from es.cliargs import add_flag, add_out, add_ranks
+
+    bench = commands.add_parser(
+        "reference", help="our DQN/PPO beside published results",
+        description="Train the shipped DQN and PPO configs for the env steps of published "
+        "results (cleanrl, RL Baselines3 Zoo) on each seed and put ours beside theirs, in "
+        f"their metric. Cases: {', '.join(CASES)}.",
+        examples=["es-bench reference --seeds 0-2",
+                  "es-bench reference --cases ppo-halfcheetah-1m --seeds 0-2 --ranks 2 "
+                  "--jobs 1"])
+    bench.add_argument("--cases", help="comma-separated case names (default: all)")
+    add_flag(bench, "--seeds", "every case runs each", default="0-2")
+    add_ranks(bench, "2", several=False, detail="for ppo (dqn is one process)")
+    add_flag(bench, "--jobs", "each on --ranks ranks")
+    add_out(bench, "reference", "finished runs in it are not redone")
