@@ -21,7 +21,9 @@ seed, and scores the run the two ways the references report theirs:
 Each case names its reference's source, metric, seeds and steps, and ``results.md`` puts ours
 in that metric (mean ± std over our seeds) beside it, with the ratio. A run whose
 ``final.json`` exists is done and not redone; ``--jobs`` runs several side by side. Outputs in
-``--out`` (default ``bench-results/reference``): ``runs.csv`` (a row per run), ``results.md``.
+``--out`` (default ``bench-results/reference``), covering every finished run there (earlier
+calls' cases too): ``runs.csv`` (a row per run, with the ranks it ran on, also in its
+``command.json``), ``results.md``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class Case:
     steps: int
     references: tuple[Reference, ...]
     overrides: tuple[str, ...] = ()
+    max_ranks: int = 0  # more ranks than the config can use get this many (0: any number)
 
 
 CLEANRL_PPO = ("cleanrl ppo_continuous_action.py, docs/benchmark/ppo_continuous_action.md "
@@ -86,11 +89,11 @@ CASES: dict[str, Case] = {case.name: case for case in (
     Case("dqn-cartpole-50k", "dqn", "configs/baselines/cartpole_dqn.toml", 50_000, (
         Reference("RL Baselines3 Zoo benchmark.md, dqn CartPole-v1", 500.0, 0.0, EVALUATION,
                   "1 run", "its own tuned settings: 256-256 net, lr 2.3e-3, epsilon to 0.04 "
-                  "over 8k steps"),)),
+                  "over 8k steps"),), max_ranks=1),  # DQN is one process by design
     Case("dqn-cartpole-500k", "dqn", "configs/baselines/cartpole_dqn.toml", 500_000, (
         Reference("cleanrl dqn.py, docs/rl-algorithms/dqn.md", 488.69, 16.11, TRAINING,
                   "3 seeds", "the same settings as ours, constant lr as there"),),
-         ("dqn.lr_decay_steps=0",)),
+         ("dqn.lr_decay_steps=0",), max_ranks=1),
     Case("ppo-cartpole-100k", "ppo", "configs/baselines/cartpole_ppo.toml", 100_000, (
         Reference("RL Baselines3 Zoo benchmark.md, ppo CartPole-v1", 500.0, 0.0, EVALUATION,
                   "1 run", "the same tuned settings as ours"),)),
@@ -104,6 +107,11 @@ CASES: dict[str, Case] = {case.name: case for case in (
                   EVALUATION, "1 run", "tuned otherwise: lr 2e-5, clip 0.1, 256-256 ReLU, "
                   "gamma 0.98, 512-step rollouts"),
     ), ("ppo.anneal_lr=true",)),
+    # cleanrl's rollout exactly: one environment for 2,048 steps (one rank only).
+    Case("ppo-halfcheetah-1m-1env", "ppo", "configs/baselines/halfcheetah_ppo.toml", 1_000_000,
+         (Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
+                    "the same settings and rollout as ours here; v4 (ours v5)"),),
+         ("ppo.anneal_lr=true", "ppo.num_envs=1", "ppo.steps_per_env=2048"), max_ranks=1),
 )}
 
 
@@ -123,6 +131,11 @@ def training_return(rows: list[dict[str, str]], episodes: int = TRAINING_EPISODE
     return total / counted if counted else math.nan
 
 
+def ranks_of(case: Case, ranks: int) -> int:
+    """The ranks a case's runs use when ``--ranks`` asks for ``ranks``."""
+    return min(ranks, case.max_ranks or ranks)
+
+
 def train_command(case: Case, seed: int, run_dir: Path, ranks: int) -> list[str]:
     overrides = [*case.overrides, f"run.seed={seed}", f"run.max_timesteps={case.steps}",
                  "run.max_seconds=0", f"run.generations={NO_GENERATION_LIMIT}"]
@@ -131,20 +144,28 @@ def train_command(case: Case, seed: int, run_dir: Path, ranks: int) -> list[str]
             "--force", "--quiet"]
     for value in overrides:
         line += ["--set", value]
-    if ranks > 1 and case.method != "dqn":  # DQN is one process by design
+    ranks = ranks_of(case, ranks)
+    if ranks > 1:
         line = [str(BIN / "mpiexec"), "-n", str(ranks), *line]
     return line
 
 
-def execute(case: Case, seed: int, out: Path, ranks: int) -> dict[str, Any]:
-    """Train (unless done) and score one run; its row of ``runs.csv``."""
-    run_dir = out / "runs" / f"{case.name}-seed{seed}"
+def run_folder(out: Path, case: Case, seed: int) -> Path:
+    return out / "runs" / f"{case.name}-seed{seed}"
+
+
+def execute(case: Case, seed: int, out: Path, ranks: int) -> None:
+    """Train and score one run, unless it is done (its ``final.json`` exists)."""
+    run_dir = run_folder(out, case, seed)
     final = run_dir / "final.json"
     if not final.is_file():
         if run_dir.exists():
             shutil.rmtree(run_dir)  # interrupted: baselines do not resume, start again
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
-        returncode, stderr = supervised(train_command(case, seed, run_dir, ranks))
+        run_dir.mkdir(parents=True)
+        command = train_command(case, seed, run_dir, ranks)
+        (run_dir / "command.json").write_text(json.dumps(
+            {"ranks": ranks_of(case, ranks), "command": command}, indent=1) + "\n")
+        returncode, stderr = supervised(command)
         if returncode != 0:
             raise RuntimeError(f"{case.name} seed {seed}: es-baseline exited with {returncode}: "
                                f"{_last_line(stderr)}")
@@ -155,9 +176,29 @@ def execute(case: Case, seed: int, out: Path, ranks: int) -> dict[str, Any]:
             raise RuntimeError(f"{case.name} seed {seed}: es-eval exited with "
                                f"{score.returncode}: {_last_line(score.stderr)}")
         (run_dir / "final.part").rename(final)
+
+
+def finished_runs(out: Path) -> list[tuple[Case, int]]:
+    """Every case and seed with its final score in ``out``, in ``CASES``' order."""
+    runs = []
+    for case in CASES.values():
+        prefix = f"{case.name}-seed"
+        seeds = sorted(int(path.parent.name[len(prefix):])
+                       for path in (out / "runs").glob(f"{prefix}*/final.json")
+                       if path.parent.name[len(prefix):].isdigit())
+        runs += [(case, seed) for seed in seeds]
+    return runs
+
+
+def run_row(case: Case, seed: int, out: Path) -> dict[str, Any]:
+    """A finished run's row of ``runs.csv``."""
+    run_dir = run_folder(out, case, seed)
     rows = read_progress(run_dir)
-    returns = np.array(json.loads(final.read_text())["returns"], dtype=np.float64)
-    return {"case": case.name, "method": case.method, "seed": seed,
+    returns = np.array(json.loads((run_dir / "final.json").read_text())["returns"],
+                       dtype=np.float64)
+    launched = run_dir / "command.json"
+    ranks = json.loads(launched.read_text())["ranks"] if launched.is_file() else ""
+    return {"case": case.name, "method": case.method, "seed": seed, "ranks": ranks,
             "config": " ".join([case.config, *case.overrides]), "steps": int(rows[-1]["timesteps"]),
             "train_s": float(rows[-1]["time_s"]), TRAINING: training_return(rows),
             EVALUATION: float(returns.mean()), "final_std": float(returns.std()),
@@ -172,7 +213,8 @@ def comparison(case: Case, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ratio = ours.mean() / reference.mean if reference.mean else math.nan
         lines.append({
             "case": case.name, "steps": f"{case.steps:,}", "metric": reference.metric,
-            "ours": f"{ours.mean():,.1f} ± {ours.std():,.1f} ({len(ours)} seeds)",
+            "ours": f"{ours.mean():,.1f} ± {ours.std():,.1f} (seeds "
+                    f"{','.join(str(r['seed']) for r in rows)})",
             "reference": f"{reference.mean:,.1f} ± {reference.std:,.1f} ({reference.runs})",
             # Returns can be negative (Pendulum): "ours / reference" reads the wrong way there.
             "ours / reference": f"{ratio:.2f}" if reference.mean > 0 else "—",
@@ -204,28 +246,31 @@ def reference(args: argparse.Namespace) -> int:
     print(f"es-bench reference: {len(work)} runs, {args.jobs} at a time, ppo on {ranks} ranks",
           flush=True)
 
-    def one(item: tuple[Case, int]) -> dict[str, Any]:
-        row = execute(*item, out, ranks)
+    def one(item: tuple[Case, int]) -> None:
+        execute(*item, out, ranks)
+        row = run_row(*item, out)
         print(f"  {row['case']} seed {row['seed']}: training {row[TRAINING]:.1f}, final "
               f"{row[EVALUATION]:.1f} ± {row['final_std']:.1f}, {row['train_s']:.0f} s",
               flush=True)
-        return row
 
     pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        rows = list(pool.map(one, work))
+        list(pool.map(one, work))
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         stop_all()
         print(f"es-bench reference: interrupted; run it again to go on ({out})", file=sys.stderr)
         raise
     pool.shutdown()
+    # The tables cover every finished run in the folder, this call's and earlier ones'.
+    finished = finished_runs(out)
+    rows = [run_row(case, seed, out) for case, seed in finished]
     write_csv(out / "runs.csv", rows)
-    lines = [line for name in names
-             for line in comparison(CASES[name], [r for r in rows if r["case"] == name])]
-    text = markdown(lines, f"es-bench reference: seeds {','.join(map(str, args.seeds))}, "
-                    f"ppo on mpiexec -n {ranks}; training return = last {TRAINING_EPISODES} "
-                    f"training episodes, final evaluation = {FINAL_EPISODES} fresh episodes")
+    lines = [line for case in dict.fromkeys(case for case, _ in finished)
+             for line in comparison(case, [r for r in rows if r["case"] == case.name])]
+    text = markdown(lines, f"es-bench reference: every finished run in {out}; training return "
+                    f"= the last {TRAINING_EPISODES} training episodes, final evaluation = "
+                    f"the final policy on {FINAL_EPISODES} fresh episodes")
     (out / "results.md").write_text(text)
     print("\n" + text)
     return 0
@@ -259,6 +304,7 @@ def add_parser(commands: Any) -> None:
                   "--jobs 1"])
     bench.add_argument("--cases", help="comma-separated case names (default: all)")
     add_flag(bench, "--seeds", "every case runs each", default="0-2")
-    add_ranks(bench, "2", several=False, detail="for ppo (dqn is one process)")
+    add_ranks(bench, "2", several=False, detail="for ppo (dqn and one-environment cases run "
+              "one process)")
     add_flag(bench, "--jobs", "each on --ranks ranks")
     add_out(bench, "reference", "finished runs in it are not redone")

@@ -35,7 +35,7 @@ TINY = {
         Reference("paper B", -50.0, 1.0, EVALUATION, "1 run", "a note")),
         ("ppo.epochs=2",)),
     "tiny-dqn": Case("tiny-dqn", "dqn", "configs/baselines/cartpole_dqn.toml", 3000, (
-        Reference("paper C", 200.0, 0.0, EVALUATION, "1 run"),)),
+        Reference("paper C", 200.0, 0.0, EVALUATION, "1 run"),), max_ranks=1),
 }
 
 
@@ -49,6 +49,7 @@ def test_cases_run_score_and_are_not_redone(tmp_path, monkeypatch):
         runs = list(csv.DictReader(handle))
     assert [(r["case"], r["seed"]) for r in runs] == [
         ("tiny-ppo", "0"), ("tiny-ppo", "1"), ("tiny-dqn", "0"), ("tiny-dqn", "1")]
+    assert [r["ranks"] for r in runs] == ["2", "2", "1", "1"]  # DQN: one process
     for run in runs:
         steps = int(run["steps"])
         assert steps >= TINY[run["case"]].steps and steps < TINY[run["case"]].steps + 2048
@@ -59,18 +60,26 @@ def test_cases_run_score_and_are_not_redone(tmp_path, monkeypatch):
     lines = [line for line in table.splitlines() if line.startswith("| tiny-")]
     assert len(lines) == 3  # one per reference
     mean = sum(float(r[TRAINING]) for r in ppo) / 2
-    assert f"{mean:,.1f} ± " in lines[0] and "100.0 ± 5.0 (3 seeds)" in lines[0]
+    assert f"{mean:,.1f} ± " in lines[0] and "(seeds 0,1)" in lines[0]
+    assert "100.0 ± 5.0 (3 seeds)" in lines[0]
     assert f"| {mean / 100:.2f} |" in lines[0]
     assert "paper B; a note" in lines[1] and "| — |" in lines[1]  # no ratio of negatives
 
-    # Done runs are not redone; an interrupted one (no final.json) is trained again.
+    # Done runs are not redone; an interrupted one (no final.json) is trained again; a call
+    # for one case still tables every finished run in the folder.
     finals = {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/final.json")}
     assert len(finals) == 4
     (out / "runs" / "tiny-dqn-seed1" / "final.json").unlink()
-    assert bench_reference.reference(args) == 0
+    part = parser().parse_args(["reference", "--cases", "tiny-dqn", "--seeds", "0-1",
+                                "--out", str(out)])
+    assert bench_reference.reference(part) == 0
     again = {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/final.json")}
     assert again.pop("tiny-dqn-seed1") != finals.pop("tiny-dqn-seed1")
     assert again == finals
+    with (out / "runs.csv").open() as handle:
+        assert [(r["case"], r["seed"]) for r in csv.DictReader(handle)] == [
+            (r["case"], r["seed"]) for r in runs]
+    assert (out / "results.md").read_text().count("| tiny-") == 3
 
 
 def test_unknown_case_is_a_one_line_error(tmp_path):
