@@ -32,7 +32,6 @@ import argparse
 import json
 import math
 import shutil
-import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -46,8 +45,9 @@ from es.bench_suite import (
     BIN,
     FINAL_SEED,
     NO_GENERATION_LIMIT,
-    _last_line,
+    last_line,
     read_progress,
+    run_stoppable,
     stop_all,
     supervised,
     write_csv,
@@ -168,13 +168,13 @@ def execute(case: Case, seed: int, out: Path, ranks: int) -> None:
         returncode, stderr = supervised(command)
         if returncode != 0:
             raise RuntimeError(f"{case.name} seed {seed}: es-baseline exited with {returncode}: "
-                               f"{_last_line(stderr)}")
+                               f"{last_line(stderr)}")
         score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--episodes",
                                 str(FINAL_EPISODES), "--seed", str(FINAL_SEED), "--json",
                                 str(run_dir / "final.part")], capture_output=True, text=True)
         if score.returncode != 0:
             raise RuntimeError(f"{case.name} seed {seed}: es-eval exited with "
-                               f"{score.returncode}: {_last_line(score.stderr)}")
+                               f"{score.returncode}: {last_line(score.stderr)}")
         (run_dir / "final.part").rename(final)
 
 
@@ -277,17 +277,7 @@ def reference(args: argparse.Namespace) -> int:
 
 
 def run_reference(args: argparse.Namespace) -> int:
-    """``reference`` with Ctrl-C and SIGTERM stopping the trainings (exit 130)."""
-    def interrupt(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        return reference(args)
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return run_stoppable(reference, args)
 
 
 def add_parser(commands: Any) -> None:

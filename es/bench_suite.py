@@ -49,6 +49,7 @@ import subprocess
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,13 +227,13 @@ def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
         returncode, stderr = supervised(command)
         if returncode != 0:
             raise RuntimeError(f"{run.name}: es-train exited with {returncode}: "
-                               f"{_last_line(stderr)}")
+                               f"{last_line(stderr)}")
         score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--episodes",
                                 str(suite.final_episodes), "--seed", str(FINAL_SEED),
                                 "--json", str(final)], capture_output=True, text=True)
         if score.returncode != 0:
             raise RuntimeError(f"{run.name}: es-eval exited with {score.returncode}: "
-                               f"{_last_line(score.stderr)}")
+                               f"{last_line(score.stderr)}")
     return run_row(run, run_dir)
 
 
@@ -270,7 +271,7 @@ def stop_all(grace_s: float = 60.0) -> None:
             process.kill()
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "(no message)"
 
@@ -502,25 +503,29 @@ def suite(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_suite(args: argparse.Namespace) -> int:
-    """``suite`` with Ctrl-C and SIGTERM stopping the trainings cleanly (exit 130)."""
+def run_stoppable(work: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``work(args)`` with Ctrl-C and SIGTERM stopping its trainings cleanly (exit 130)."""
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return suite(args)
+        return work(args)
     except KeyboardInterrupt:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
+def run_suite(args: argparse.Namespace) -> int:
+    return run_stoppable(suite, args)
+
+
 def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-def finished_runs(suite: Suite, out: Path) -> list[Run]:
-    """Every run of ``suite`` in ``out`` with its final score, in the suite file's order."""
+def finished_runs(spec: Suite, out: Path) -> list[Run]:
+    """Every run of ``spec`` in ``out`` with its final score, in the suite file's order."""
     runs = []
-    for task in suite.tasks.values():
+    for task in spec.tasks.values():
         for strategy in task.configs:
             prefix = f"{task.name}-{strategy}-seed"
             seeds = sorted(int(path.parent.name[len(prefix):])

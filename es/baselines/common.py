@@ -160,6 +160,22 @@ def episode_stats(returns: list[float], failed: int = 0) -> dict[str, float | No
             "return_max": float(values.max()), **counts}
 
 
+def progress_row(generation: int, timesteps: int, returns: list[float], failed: int,
+                 steps: int, elapsed: float, eval_started: float, **columns: Any
+                 ) -> dict[str, Any]:
+    """A baseline's ``progress.csv`` row for a round of ``steps`` env steps that took
+    ``elapsed`` seconds before its evaluation (begun at ``eval_started``, a perf_counter
+    time): the episode statistics, rates and timings; ``columns`` fill what the method
+    measures (``bytes_sent``, ``rollout_s``, ``wait_s``, ``update_s``, ``grad_norm``),
+    the rest are 0."""
+    return {"generation": generation, "timesteps": timesteps,
+            **episode_stats(returns, failed),
+            "evals_per_s": (len(returns) + failed) / elapsed, "steps_per_s": steps / elapsed,
+            "bytes_sent": 0, "rollout_s": 0.0, "wait_s": 0.0, "update_s": 0.0,
+            "eval_s": time.perf_counter() - eval_started, "io_s": 0.0, "grad_norm": None,
+            **columns}
+
+
 def checked_step(env: gym.Env, action: Any, label: str
                  ) -> tuple[np.ndarray, float, bool, bool] | None:
     """``env.step``, or None when the environment broke: it raised, or gave a non-finite

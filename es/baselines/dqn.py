@@ -21,8 +21,8 @@ from es.baselines.common import (
     BaselineRun,
     checked_step,
     clip_by_norm,
-    episode_stats,
     network_spec,
+    progress_row,
     scaled_env,
 )
 from es.comm import Comm
@@ -209,13 +209,9 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
                 eval_started = time.perf_counter()
                 evals = (run.evaluate(learner.online, rounds)
                          if run.due_for_eval(rounds, last) else None)
-                row = {"generation": rounds, "timesteps": steps,
-                       **episode_stats(finished, failed),
-                       "evals_per_s": (len(finished) + failed) / elapsed,
-                       "steps_per_s": cfg.steps_per_round / elapsed, "bytes_sent": 0,
-                       "rollout_s": elapsed - update_s, "wait_s": 0.0, "update_s": update_s,
-                       "eval_s": time.perf_counter() - eval_started, "io_s": 0.0,
-                       "grad_norm": grad_norm}
+                row = progress_row(rounds, steps, finished, failed, cfg.steps_per_round,
+                                   elapsed, eval_started, rollout_s=elapsed - update_s,
+                                   update_s=update_s, grad_norm=grad_norm)
                 run.record(row, learner.online, evals)
                 finished, failed, update_s = [], 0, 0.0
                 round_started = time.perf_counter()

@@ -29,8 +29,8 @@ from es.baselines.common import (
     BaselineResult,
     BaselineRun,
     checked_step,
-    episode_stats,
     network_spec,
+    progress_row,
     scaled_env,
 )
 from es.baselines.dqn import (
@@ -157,13 +157,10 @@ class Learner:
                 eval_started = time.perf_counter()
                 evals = (run_log.evaluate(self.learner.online, rounds)
                          if run_log.due_for_eval(rounds, last) else None)
-                row = {"generation": rounds, "timesteps": self.received,
-                       **episode_stats(self.episode_returns, self.failed),
-                       "evals_per_s": (len(self.episode_returns) + self.failed) / elapsed,
-                       "steps_per_s": cfg.steps_per_round / elapsed,
-                       "bytes_sent": sent + received, "rollout_s": 0.0, "wait_s": 0.0,
-                       "update_s": update_s, "eval_s": time.perf_counter() - eval_started,
-                       "io_s": 0.0, "grad_norm": grad_norm}
+                row = progress_row(rounds, self.received, self.episode_returns, self.failed,
+                                   cfg.steps_per_round, elapsed, eval_started,
+                                   bytes_sent=sent + received, update_s=update_s,
+                                   grad_norm=grad_norm)
                 log.info("round %d: %d B of parameters to %d actors, %d B of transitions in",
                          rounds, sent, len(self.actors), received)
                 run_log.record(row, self.learner.online, evals)

@@ -26,8 +26,8 @@ from es.baselines.common import (
     BaselineRun,
     checked_step,
     clip_by_norm,
-    episode_stats,
     network_spec,
+    progress_row,
     scaled_env,
 )
 from es.cnn import ConvNetSpec
@@ -220,14 +220,11 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
             evals = (run.evaluate(learner.network, updates)
                      if run.due_for_eval(updates, last) else None)
             elapsed = time.perf_counter() - round_started
-            row = {"generation": updates, "timesteps": timesteps,
-                   **episode_stats(finished.tolist(), count - finished.size),
-                   "evals_per_s": count / elapsed,
-                   "steps_per_s": steps / elapsed,
-                   "bytes_sent": comm.world_bytes_sent - bytes_before,
-                   "rollout_s": rollout_s, "wait_s": comm.wait_s - wait_before,
-                   "update_s": update_s, "eval_s": time.perf_counter() - eval_started,
-                   "io_s": 0.0, "grad_norm": grad_norm}
+            row = progress_row(updates, timesteps, finished.tolist(), count - finished.size,
+                               steps, elapsed, eval_started,
+                               bytes_sent=comm.world_bytes_sent - bytes_before,
+                               rollout_s=rollout_s, wait_s=comm.wait_s - wait_before,
+                               update_s=update_s, grad_norm=grad_norm)
             run.record(row, learner.network, evals)
     finally:
         run.close()

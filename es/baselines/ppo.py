@@ -34,8 +34,8 @@ from es.baselines.common import (
     BaselineResult,
     BaselineRun,
     checked_step,
-    episode_stats,
     network_spec,
+    progress_row,
 )
 from es.comm import Comm
 from es.config import Config, ConfigError, PPOConfig
@@ -305,13 +305,11 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
             evals = (run.evaluate(learner.network, updates)
                      if run.due_for_eval(updates, last) else None)
             elapsed = time.perf_counter() - round_started
-            row = {"generation": updates, "timesteps": timesteps,
-                   **episode_stats(all_finished.tolist(), int(failed_all)),
-                   "evals_per_s": all_finished.size / elapsed, "steps_per_s": total / elapsed,
-                   "bytes_sent": comm.world_bytes_sent - bytes_before,
-                   "rollout_s": rollout_s, "wait_s": comm.wait_s - wait_before,
-                   "update_s": update_s, "eval_s": time.perf_counter() - eval_started,
-                   "io_s": 0.0, "grad_norm": grad_norm}
+            row = progress_row(updates, timesteps, all_finished.tolist(), int(failed_all),
+                               total, elapsed, eval_started,
+                               bytes_sent=comm.world_bytes_sent - bytes_before,
+                               rollout_s=rollout_s, wait_s=comm.wait_s - wait_before,
+                               update_s=update_s, grad_norm=grad_norm)
             run.record(row, learner.network, evals)
     finally:
         run.close()
