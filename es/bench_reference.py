@@ -33,8 +33,6 @@ import json
 import math
 import shutil
 import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +43,11 @@ from es.bench_suite import (
     BIN,
     FINAL_SEED,
     NO_GENERATION_LIMIT,
+    finished_seeds,
     last_line,
     read_progress,
+    run_all,
     run_stoppable,
-    stop_all,
     supervised,
     write_csv,
 )
@@ -182,11 +181,7 @@ def finished_runs(out: Path) -> list[tuple[Case, int]]:
     """Every case and seed with its final score in ``out``, in ``CASES``' order."""
     runs = []
     for case in CASES.values():
-        prefix = f"{case.name}-seed"
-        seeds = sorted(int(path.parent.name[len(prefix):])
-                       for path in (out / "runs").glob(f"{prefix}*/final.json")
-                       if path.parent.name[len(prefix):].isdigit())
-        runs += [(case, seed) for seed in seeds]
+        runs += [(case, seed) for seed in finished_seeds(out, case.name)]
     return runs
 
 
@@ -253,15 +248,7 @@ def reference(args: argparse.Namespace) -> int:
               f"{row[EVALUATION]:.1f} ± {row['final_std']:.1f}, {row['train_s']:.0f} s",
               flush=True)
 
-    pool = ThreadPoolExecutor(max_workers=args.jobs)
-    try:
-        list(pool.map(one, work))
-    except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
-        stop_all()
-        print(f"es-bench reference: interrupted; run it again to go on ({out})", file=sys.stderr)
-        raise
-    pool.shutdown()
+    run_all(one, work, args.jobs, "es-bench reference", out)
     # The tables cover every finished run in the folder, this call's and earlier ones'.
     finished = finished_runs(out)
     rows = [run_row(case, seed, out) for case, seed in finished]

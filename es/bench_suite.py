@@ -271,6 +271,22 @@ def stop_all(grace_s: float = 60.0) -> None:
             process.kill()
 
 
+def run_all(work: Callable[[Any], Any], items: list[Any], jobs: int, program: str,
+            out: Path) -> None:
+    """``work`` on every item, ``jobs`` at a time. Ctrl-C or SIGTERM (see ``run_stoppable``)
+    cancels what has not started and interrupts the trainings that have, which leave their
+    folders to be resumed or redone by the next call."""
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        list(pool.map(work, items))
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_all()
+        print(f"{program}: interrupted; run it again to resume ({out})", file=sys.stderr)
+        raise
+    pool.shutdown()
+
+
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "(no message)"
@@ -474,15 +490,7 @@ def suite(args: argparse.Namespace) -> int:
               f"{row['train_s']:.0f} s, {row['steps']:,} steps", flush=True)
         return row
 
-    pool = ThreadPoolExecutor(max_workers=args.jobs)
-    try:
-        list(pool.map(work, runs))
-    except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
-        stop_all()
-        print(f"es-bench suite: interrupted; run it again to resume ({out})", file=sys.stderr)
-        raise
-    pool.shutdown()
+    run_all(work, runs, args.jobs, "es-bench suite", out)
     # The tables cover every finished run in the folder, this call's and earlier ones' (a long
     # suite is run task by task, over several sessions).
     measured = finished_runs(spec, out)
@@ -527,12 +535,17 @@ def finished_runs(spec: Suite, out: Path) -> list[Run]:
     runs = []
     for task in spec.tasks.values():
         for strategy in task.configs:
-            prefix = f"{task.name}-{strategy}-seed"
-            seeds = sorted(int(path.parent.name[len(prefix):])
-                           for path in (out / "runs").glob(f"{prefix}*/final.json")
-                           if path.parent.name[len(prefix):].isdigit())
+            seeds = finished_seeds(out, f"{task.name}-{strategy}")
             runs += [Run(task, strategy, seed) for seed in seeds]
     return runs
+
+
+def finished_seeds(out: Path, name: str) -> list[int]:
+    """The seeds N of the runs ``out/runs/<name>-seedN`` that have their ``final.json``."""
+    prefix = f"{name}-seed"
+    return sorted(int(path.parent.name[len(prefix):])
+                  for path in (out / "runs").glob(f"{prefix}*/final.json")
+                  if path.parent.name[len(prefix):].isdigit())
 
 
 def _done(out: Path, run: Run) -> bool:
