@@ -184,6 +184,11 @@ class ESConfig:
         "cut training episodes at this multiple of the previous generation's mean episode "
         "length (0: no cap; the paper: 2)", 0.0
     )
+    train_steps: int = _doc(
+        "cut training episodes at this many steps (0: no cap); evaluations always run full "
+        "episodes. More generations per env step where a short episode ranks members as a "
+        "full one would (a steady gait, no late failure: HalfCheetah)", 0
+    )
     reward_shift: float = _doc(
         "subtracted from every training step's reward, never in evaluation: ARS's 'shift' "
         "(Mania et al. 2018), which removes the alive bonus that traps Hopper, Walker2d, Ant "
@@ -213,6 +218,7 @@ class ESConfig:
         _at_least("es.noise_table_size", self.noise_table_size, 1000)
         if self.episode_cap != 0 and not self.episode_cap >= 1:
             raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or >= 1")
+        _at_least("es.train_steps", self.train_steps, 0)
 
 
 @dataclass(frozen=True)

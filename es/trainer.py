@@ -255,12 +255,14 @@ class Trainer:
         return batch
 
     def episode_cap(self) -> int | None:
-        """Step cap of this generation's training episodes: ``es.episode_cap`` times the
-        previous generation's mean length (known alike on every rank), or none."""
+        """Step cap of this generation's training episodes: ``es.train_steps``, and
+        ``es.episode_cap`` times the previous generation's mean length (known alike on every
+        rank), the smaller of those set; or none."""
+        caps = [self.config.es.train_steps] if self.config.es.train_steps else []
         factor = self.config.es.episode_cap
-        if factor == 0 or self.mean_episode_length == 0:
-            return None
-        return max(1, int(np.ceil(factor * self.mean_episode_length)))
+        if factor and self.mean_episode_length:
+            caps.append(max(1, int(np.ceil(factor * self.mean_episode_length))))
+        return min(caps, default=None)
 
     def evaluate_mean(self, index: int) -> np.ndarray:
         """Noise-free returns of the current mean policy; episodes spread over the ranks."""

@@ -1,4 +1,4 @@
-"""The paper's MuJoCo options: action noise in training only, and the episode-length cap."""
+"""The paper's MuJoCo options: action noise in training only, and the episode-length caps."""
 
 import numpy as np
 
@@ -57,6 +57,19 @@ def test_episode_cap_follows_the_previous_generations_mean_length():
     assert trainer.episode_cap() == 16
     episode = run_episode(trainer.env, lambda obs: np.zeros(1), seed=0, max_steps=16)
     assert episode.length == 16
+
+
+def test_train_steps_cuts_training_episodes_but_never_evaluation():
+    full, short = twin_trainers("es", "train_steps", (0, 50))
+    np.testing.assert_array_equal(full.evaluate_mean(0), short.evaluate_mean(0))
+    assert short.episode_cap() == 50 and full.episode_cap() is None
+    results = short.evaluate_population(short.strategy.ask())
+    assert results.steps == 50 * 4  # four members, 50 steps each (Pendulum's own limit: 200)
+    both = Trainer(pendulum(es={"train_steps": 50, "episode_cap": 1.5}), LocalComm(), None)
+    both.mean_episode_length = 20
+    assert both.episode_cap() == 30  # the smaller cap
+    both.mean_episode_length = 200
+    assert both.episode_cap() == 50
 
 
 def test_reward_shift_lowers_training_returns_by_the_length_but_never_evaluation():
