@@ -111,6 +111,12 @@ CASES: dict[str, Case] = {case.name: case for case in (
          (Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
                     "the same settings and rollout as ours here; v4 (ours v5)"),),
          ("ppo.anneal_lr=true", "ppo.num_envs=1", "ppo.steps_per_env=2048"), max_ranks=1),
+    # ... and on the reference's own HalfCheetah-v4, so no version differs.
+    Case("ppo-halfcheetah-v4-1m-1env", "ppo", "configs/baselines/halfcheetah_ppo.toml",
+         1_000_000, (Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
+                               "the same settings, rollout and env version as ours here"),),
+         ("ppo.anneal_lr=true", "ppo.num_envs=1", "ppo.steps_per_env=2048",
+          "env.id=HalfCheetah-v4"), max_ranks=1),
 )}
 
 
