@@ -32,7 +32,6 @@ import argparse
 import json
 import math
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,13 +40,13 @@ import numpy as np
 
 from es.bench_suite import (
     BIN,
-    FINAL_SEED,
     NO_GENERATION_LIMIT,
     finished_seeds,
     last_line,
     read_progress,
     run_all,
     run_stoppable,
+    score_final,
     supervised,
     write_csv,
 )
@@ -174,13 +173,7 @@ def execute(case: Case, seed: int, out: Path, ranks: int) -> None:
         if returncode != 0:
             raise RuntimeError(f"{case.name} seed {seed}: es-baseline exited with {returncode}: "
                                f"{last_line(stderr)}")
-        score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--episodes",
-                                str(FINAL_EPISODES), "--seed", str(FINAL_SEED), "--json",
-                                str(run_dir / "final.part")], capture_output=True, text=True)
-        if score.returncode != 0:
-            raise RuntimeError(f"{case.name} seed {seed}: es-eval exited with "
-                               f"{score.returncode}: {last_line(score.stderr)}")
-        (run_dir / "final.part").rename(final)
+        score_final(run_dir, FINAL_EPISODES, f"{case.name} seed {seed}")
 
 
 def finished_runs(out: Path) -> list[tuple[Case, int]]:

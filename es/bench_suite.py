@@ -228,13 +228,22 @@ def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
         if returncode != 0:
             raise RuntimeError(f"{run.name}: es-train exited with {returncode}: "
                                f"{last_line(stderr)}")
-        score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--episodes",
-                                str(suite.final_episodes), "--seed", str(FINAL_SEED),
-                                "--json", str(final)], capture_output=True, text=True)
-        if score.returncode != 0:
-            raise RuntimeError(f"{run.name}: es-eval exited with {score.returncode}: "
-                               f"{last_line(score.stderr)}")
+        score_final(run_dir, suite.final_episodes, run.name)
     return run_row(run, run_dir)
+
+
+def score_final(run_dir: Path, episodes: int, label: str) -> None:
+    """Score the run's final policy on ``episodes`` fresh episodes (seeds from
+    ``FINAL_SEED``) into ``final.json``, which marks the run done: written under another name
+    first, so an interrupted scoring never leaves a partial one."""
+    part = run_dir / "final.part"
+    score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--episodes", str(episodes),
+                            "--seed", str(FINAL_SEED), "--json", str(part)],
+                           capture_output=True, text=True)
+    if score.returncode != 0:
+        raise RuntimeError(f"{label}: es-eval exited with {score.returncode}: "
+                           f"{last_line(score.stderr)}")
+    part.rename(run_dir / "final.json")
 
 
 _LIVE: set[subprocess.Popen] = set()  # training processes running now
