@@ -389,6 +389,9 @@ class PPOConfig:
     anneal_lr: bool = _doc("lower lr linearly to 0 over run.max_timesteps", False)
     gamma: float = _doc("discount factor", 0.99)
     gae_lambda: float = _doc("GAE's lambda", 0.95)
+    bootstrap_truncated: bool = _doc("an episode cut by the time limit bootstraps from the value "
+                                     "of its next observation (false: counted as an end, as "
+                                     "cleanrl does)", True)
     clip: float = _doc("the surrogate's ratio clip epsilon", 0.2)
     clip_value: float = _doc("clip of the value update around the rollout's values (0: off)",
                              0.2)

@@ -1,7 +1,9 @@
 """PPO: GAE against a hand computation, every loss gradient against central finite
-differences (discrete and Gaussian policies), the running statistics, and the all-reduced
-update equal to one process on the same rollouts."""
+differences (discrete and Gaussian policies), the running statistics, the time-limit
+bootstrap in a real rollout, and the all-reduced update equal to one process on the same
+rollouts."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from conftest import load_params, numeric_grad, read_progress, run_cli
@@ -9,8 +11,10 @@ from conftest import load_params, numeric_grad, read_progress, run_cli
 from es.baselines import nn
 from es.baselines.ppo import (
     PPO,
+    EnvSlot,
     Rollout,
     RunningStats,
+    _play,
     categorical_entropy,
     clipped_surrogate,
     clipped_value_loss,
@@ -109,6 +113,64 @@ def test_whole_loss_gradient_matches_finite_differences(discrete):
     grad, _ = agent.loss_gradient(batch, rows, 0.1, 1.3, total=20)
     theta = np.concatenate([agent.policy, agent.value])
     np.testing.assert_allclose(grad, numeric_grad(loss, theta), rtol=1e-5, atol=1e-8)
+
+
+def test_networks_start_orthogonal_with_ppos_gains():
+    spec = PolicySpec("mlp", 17, 6, False, (64, 64), "tanh")
+    agent = PPO(spec, PPOConfig(), seed=0)
+    first, hidden, out = spec.unpack(agent.network)
+    np.testing.assert_allclose(first[0].T @ first[0], 2 * np.eye(17), atol=1e-12)  # 64 x 17
+    np.testing.assert_allclose(hidden[0] @ hidden[0].T, 2 * np.eye(64), atol=1e-12)
+    np.testing.assert_allclose(out[0] @ out[0].T, 1e-4 * np.eye(6), atol=1e-12)
+    value_out = agent.value_spec.unpack(agent.value)[-1][0]
+    assert np.linalg.norm(value_out) == pytest.approx(1.0)
+    assert not np.any(np.concatenate([b for _, b in spec.unpack(agent.network)]))
+    np.testing.assert_array_equal(agent.log_std, np.zeros(6))
+    assert agent.optimizer.eps == 1e-5
+
+
+class Recorded(gym.Wrapper):
+    """Keeps each step's reward and the observation it led to."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.rewards: list[float] = []
+        self.next_obs: list[np.ndarray] = []
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.rewards.append(float(reward))
+        self.next_obs.append(np.asarray(obs, dtype=np.float64))
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("bootstrap", [True, False])
+def test_time_limit_bootstraps_from_the_next_value_or_ends(bootstrap):
+    # Pendulum cut at 5 steps, a 12-step rollout: steps 4 and 9 are truncations, 11 the cut.
+    cfg = PPOConfig(num_envs=1, steps_per_env=12, bootstrap_truncated=bootstrap,
+                    reward_clip=100.0)
+    spec = PolicySpec("mlp", 3, 1, False, (8,), "tanh", (-2.0,), (2.0,))
+    learner = PPO(spec, cfg, seed=3)
+    env = Recorded(gym.make("Pendulum-v1", max_episode_steps=5))
+    played = _play(learner, [EnvSlot(0, env)], RunningStats.zeros(3), 1.0, seed=3, update=0)
+    _, _, _, values, advantages, returns, _ = played.samples
+
+    def value(obs: np.ndarray) -> float:
+        # Zero mean, unit variance statistics: the policy sees the observation clipped.
+        return float(nn.forward(learner.value_spec, learner.value,
+                                np.clip(obs, -10, 10)[None])[0][0, 0])
+
+    rewards = np.array(env.rewards)
+    for t in (4, 9):
+        later = cfg.gamma * value(env.next_obs[t]) if bootstrap else 0.0
+        assert returns[t] == pytest.approx(rewards[t] + later)
+        assert advantages[t] == pytest.approx(rewards[t] + later - values[t])
+    # Within an episode the next step's value; the rollout's cut always bootstraps.
+    assert returns[11] == pytest.approx(advantages[11] + values[11])
+    assert advantages[11] == pytest.approx(rewards[11] + cfg.gamma * value(env.next_obs[11])
+                                           - values[11])
+    delta_3 = rewards[3] + cfg.gamma * values[4] - values[3]
+    assert advantages[3] == pytest.approx(delta_3 + cfg.gamma * cfg.gae_lambda * advantages[4])
 
 
 def test_running_stats_merge_equals_the_whole_stream():

@@ -134,6 +134,21 @@ def initial_params(spec: PolicySpec, rng: np.random.Generator) -> np.ndarray:
     return spec.initial_params(rng)
 
 
+def orthogonal_params(spec: PolicySpec, rng: np.random.Generator,
+                      output_gain: float) -> np.ndarray:
+    """PPO's initialisation (Saxe et al. 2014; as OpenAI baselines and cleanrl): each weight
+    matrix a random (semi-)orthogonal one scaled by sqrt(2) (tanh/ReLU layers) or
+    ``output_gain`` (the last), zero biases, float64."""
+    chunks = []
+    for index, (out, inp) in enumerate(spec.layer_shapes):
+        gain = output_gain if index == len(spec.layer_shapes) - 1 else np.sqrt(2.0)
+        q, r = np.linalg.qr(rng.standard_normal((max(out, inp), min(out, inp))))
+        q *= np.sign(np.diag(r))  # a uniformly distributed orthogonal matrix (Mezzadri 2007)
+        weights = q if out >= inp else q.T
+        chunks += [gain * weights.ravel(), np.zeros(out)]
+    return np.concatenate(chunks)
+
+
 def mse(prediction: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean of ``(prediction - target)**2 / 2``."""
     error = prediction - target

@@ -47,6 +47,7 @@ from es.seeding import TAG_ENV, TAG_INIT, episode_seeds, generator
 TAG_PPO_ACTIONS = 0x990A  # an environment's action draws in one update
 TAG_PPO_SHUFFLE = 0x990B  # the minibatch permutation of one epoch
 EPSILON = 1e-8
+ADAM_EPSILON = 1e-5  # PPO's usual (OpenAI baselines, cleanrl), not Adam's 1e-8
 
 
 def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray,
@@ -164,11 +165,11 @@ class PPO:
         self.value_spec = PolicySpec("mlp" if spec.hidden else "linear", spec.obs_dim, 1, False,
                                      spec.hidden, spec.activation)
         rng = generator(seed, TAG_INIT)
-        self.policy = nn.initial_params(spec, rng).astype(np.float64)
+        self.policy = nn.orthogonal_params(spec, rng, output_gain=0.01)
         if not spec.discrete:
             self.policy = np.concatenate([self.policy, np.full(spec.act_dim, cfg.initial_log_std)])
-        self.value = nn.initial_params(self.value_spec, rng).astype(np.float64)
-        self.optimizer = Adam(self.policy.size + self.value.size, cfg.lr)
+        self.value = nn.orthogonal_params(self.value_spec, rng, output_gain=1.0)
+        self.optimizer = Adam(self.policy.size + self.value.size, cfg.lr, eps=ADAM_EPSILON)
 
     @property
     def network(self) -> np.ndarray:
@@ -339,7 +340,7 @@ def _play(learner: PPO, slots: list[EnvSlot], stats: RunningStats, reward_scale:
     """``ppo.steps_per_env`` steps of each of this rank's environments in lockstep (one
     forward pass for all of them a step), each from where it stopped. A truncated episode and
     the rollout's last step bootstrap from the value of the observation that follows; a
-    terminated one from nothing."""
+    terminated one from nothing, nor a truncated one with ``ppo.bootstrap_truncated`` off."""
     cfg, steps, count = learner.cfg, learner.cfg.steps_per_env, len(slots)
     norm = _obs_norm(stats, cfg)
     mean, std = norm.mean.astype(np.float64), norm.std.astype(np.float64)
@@ -381,10 +382,12 @@ def _play(learner: PPO, slots: list[EnvSlot], stats: RunningStats, reward_scale:
             slot.discounted = slot.discounted * cfg.gamma + reward
             discounted[i, t] = slot.discounted
             rewards[i, t] = np.clip(reward / reward_scale, -cfg.reward_clip, cfg.reward_clip)
-            terminated[i, t], ends[i, t] = float(term), float(term or trunc)
+            cut_off = trunc and not term
+            terminated[i, t] = float(term or (cut_off and not cfg.bootstrap_truncated))
+            ends[i, t] = float(term or trunc)
             if term or trunc:
                 slot.finished.append(slot.episode_return)
-                if trunc and not term:
+                if cut_off and cfg.bootstrap_truncated:
                     bootstrap[i, t] = normalised(slot.obs)
                 slot.obs = None
             elif t == steps - 1:
