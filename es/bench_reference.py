@@ -87,6 +87,16 @@ CLEANRL_PPO = ("cleanrl ppo_continuous_action.py, docs/benchmark/ppo_continuous_
 CLEANRL_PPO_HERE = Reference("cleanrl ppo_continuous_action.py run here: torch 2.13 CPU, "
                              "gymnasium 1.4, mujoco 4.0, HalfCheetah-v4", 1471.44, 24.28,
                              TRAINING, "6 seeds, 1-6", "its own code and settings")
+CLEANRL_ROLLOUT = ("ppo.anneal_lr=true", "ppo.num_envs=1", "ppo.steps_per_env=2048")
+
+
+def cleanrl_ppo(note: str) -> tuple[Reference, Reference]:
+    """cleanrl's published HalfCheetah PPO figure (``note``: how the case relates to it) and
+    its script as run here."""
+    return (Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds", note),
+            CLEANRL_PPO_HERE)
+
+
 CASES: dict[str, Case] = {case.name: case for case in (
     Case("dqn-cartpole-50k", "dqn", "configs/baselines/cartpole_dqn.toml", 50_000, (
         Reference("RL Baselines3 Zoo benchmark.md, dqn CartPole-v1", 500.0, 0.0, EVALUATION,
@@ -103,42 +113,30 @@ CASES: dict[str, Case] = {case.name: case for case in (
         Reference("RL Baselines3 Zoo benchmark.md, ppo Pendulum-v1", -172.225, 104.159,
                   EVALUATION, "1 run", "with gSDE exploration (ours: plain Gaussian)"),)),
     Case("ppo-halfcheetah-1m", "ppo", "configs/baselines/halfcheetah_ppo.toml", 1_000_000, (
-        Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
-                  "the same settings as ours; v4 (ours v5)"),
-        CLEANRL_PPO_HERE,
+        *cleanrl_ppo("the same settings as ours; v4 (ours v5)"),
         Reference("RL Baselines3 Zoo benchmark.md, ppo HalfCheetah-v3", 5819.099, 663.530,
                   EVALUATION, "1 run", "tuned otherwise: lr 2e-5, clip 0.1, 256-256 ReLU, "
                   "gamma 0.98, 512-step rollouts"),
     ), ("ppo.anneal_lr=true",)),
     # cleanrl's rollout exactly: one environment for 2,048 steps (one rank only).
     Case("ppo-halfcheetah-1m-1env", "ppo", "configs/baselines/halfcheetah_ppo.toml", 1_000_000,
-         (Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
-                    "the same settings and rollout as ours here; v4 (ours v5)"),
-          CLEANRL_PPO_HERE),
-         ("ppo.anneal_lr=true", "ppo.num_envs=1", "ppo.steps_per_env=2048"), max_ranks=1),
+         cleanrl_ppo("the same settings and rollout as ours here; v4 (ours v5)"),
+         CLEANRL_ROLLOUT, max_ranks=1),
     # ... and on the reference's own HalfCheetah-v4, so no version differs.
     Case("ppo-halfcheetah-v4-1m-1env", "ppo", "configs/baselines/halfcheetah_ppo.toml",
-         1_000_000, (Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
-                               "the same settings, rollout and env version as ours here"),
-                    CLEANRL_PPO_HERE),
-         ("ppo.anneal_lr=true", "ppo.num_envs=1", "ppo.steps_per_env=2048",
-          "env.id=HalfCheetah-v4"), max_ranks=1),
+         1_000_000, cleanrl_ppo("the same settings, rollout and env version as ours here"),
+         (*CLEANRL_ROLLOUT, "env.id=HalfCheetah-v4"), max_ranks=1),
     # ... and ending an episode at the time limit as cleanrl does: no bootstrap from its value,
     # on v5 (the issue's env) and on cleanrl's v4.
     Case("ppo-halfcheetah-1m-1env-noboot", "ppo", "configs/baselines/halfcheetah_ppo.toml",
-         1_000_000, (Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
-                               "the same settings, rollout and time-limit handling as ours "
-                               "here; v4 (ours v5)"),
-                    CLEANRL_PPO_HERE),
-         ("ppo.anneal_lr=true", "ppo.num_envs=1", "ppo.steps_per_env=2048",
-          "ppo.bootstrap_truncated=false"), max_ranks=1),
+         1_000_000, cleanrl_ppo("the same settings, rollout and time-limit handling as ours "
+                                "here; v4 (ours v5)"),
+         (*CLEANRL_ROLLOUT, "ppo.bootstrap_truncated=false"), max_ranks=1),
     Case("ppo-halfcheetah-v4-1m-1env-noboot", "ppo", "configs/baselines/halfcheetah_ppo.toml",
-         1_000_000, (Reference(CLEANRL_PPO, 1442.64, 46.03, TRAINING, "3 seeds",
-                               "the same settings, rollout, env version and time-limit "
-                               "handling as ours here"),
-                    CLEANRL_PPO_HERE),
-         ("ppo.anneal_lr=true", "ppo.num_envs=1", "ppo.steps_per_env=2048",
-          "env.id=HalfCheetah-v4", "ppo.bootstrap_truncated=false"), max_ranks=1),
+         1_000_000, cleanrl_ppo("the same settings, rollout, env version and time-limit "
+                                "handling as ours here"),
+         (*CLEANRL_ROLLOUT, "env.id=HalfCheetah-v4", "ppo.bootstrap_truncated=false"),
+         max_ranks=1),
 )}
 
 
