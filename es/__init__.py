@@ -1,8 +1,9 @@
 """Evolution strategies (Salimans et al. 2017) distributed over MPI.
 
 Importing ``es`` is cheap and has no side effects: NumPy, Gymnasium and mpi4py are imported
-by the submodules that need them, so ``es.cli`` can pin BLAS threads before NumPy loads. The
-Python API (``es.minimize``, ``es.AskTell``, ``es.functions``, ``es.train``) loads on first use.
+by the submodules that need them, so the ``es-*`` programs can pin BLAS threads before NumPy
+loads. The Python API (``es.minimize``, ``es.AskTell``, ``es.functions``, ``es.train``) loads
+on first use. The layers are the folders; docs/architecture.md says which may import which.
 """
 
 from importlib import import_module
@@ -10,8 +11,9 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_LAZY = {"minimize": "es.blackbox", "AskTell": "es.blackbox", "Result": "es.blackbox",
-         "functions": "es.functions", "train": "es.training", "TrainingRun": "es.training"}
+_LAZY = {"minimize": "es.blackbox.minimizer", "AskTell": "es.blackbox.minimizer",
+         "Result": "es.blackbox.minimizer", "functions": "es.functions",
+         "train": "es.rl.training", "TrainingRun": "es.rl.training"}
 
 
 def __getattr__(name: str) -> Any:

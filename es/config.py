@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from es.cliargs import one_line
+from es.core.messages import one_line
 from es.strategies.sep_cma import STEP_SIZE_RULES
 
 

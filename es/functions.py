@@ -1,62 +1,6 @@
-"""Standard test functions for black-box minimisation, vectorised over rows.
+"""``es.functions``: the test functions where users reach for them (``es.functions.sphere``);
+they live in ``es.blackbox.functions``."""
 
-Each takes ``x`` of shape ``(d,)`` or ``(n, d)`` and returns a float or an ``(n,)`` array;
-every minimum is 0 (at the origin, or at ``(1, ..., 1)`` for Rosenbrock).
+from es.blackbox.functions import ackley, ellipsoid, rastrigin, rosenbrock, sphere
 
->>> import numpy as np
->>> float(sphere(np.zeros(5))), float(rosenbrock(np.ones(3)))
-(0.0, 0.0)
->>> rastrigin(np.zeros((2, 4))).tolist()
-[0.0, 0.0]
-"""
-
-from __future__ import annotations
-
-import numpy as np
-
-
-def _rows(x: np.ndarray) -> np.ndarray:
-    return np.atleast_2d(np.asarray(x, dtype=np.float64))
-
-
-def _out(x: np.ndarray, values: np.ndarray) -> np.ndarray | float:
-    return values if np.ndim(x) > 1 else float(values[0])
-
-
-def sphere(x: np.ndarray) -> np.ndarray | float:
-    """sum x_i^2: the easiest case, any working optimiser converges linearly."""
-    return _out(x, np.square(_rows(x)).sum(axis=1))
-
-
-def ellipsoid(x: np.ndarray, condition: float = 1e6) -> np.ndarray | float:
-    """sum condition^((i-1)/(d-1)) x_i^2: axis scales spread over ``condition`` (1e6)."""
-    rows = _rows(x)
-    d = rows.shape[1]
-    weights = condition ** (np.arange(d) / max(d - 1, 1))
-    return _out(x, (weights * np.square(rows)).sum(axis=1))
-
-
-def rosenbrock(x: np.ndarray) -> np.ndarray | float:
-    """sum 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2: a curved valley, minimum at all ones."""
-    rows = _rows(x)
-    head, tail = rows[:, :-1], rows[:, 1:]
-    return _out(x, (100.0 * np.square(tail - np.square(head)) + np.square(1.0 - head)).sum(axis=1))
-
-
-def rastrigin(x: np.ndarray) -> np.ndarray | float:
-    """10 d + sum x_i^2 - 10 cos(2 pi x_i): a grid of local minima around the global one."""
-    rows = _rows(x)
-    d = rows.shape[1]
-    return _out(x, 10.0 * d + (np.square(rows) - 10.0 * np.cos(2 * np.pi * rows)).sum(axis=1))
-
-
-def ackley(x: np.ndarray) -> np.ndarray | float:
-    """-20 exp(-0.2 sqrt(mean x^2)) - exp(mean cos(2 pi x)) + 20 + e: flat outside, a deep hole
-    at the origin."""
-    rows = _rows(x)
-    first = -20.0 * np.exp(-0.2 * np.sqrt(np.square(rows).mean(axis=1)))
-    second = -np.exp(np.cos(2 * np.pi * rows).mean(axis=1))
-    return _out(x, np.maximum(first + second + 20.0 + np.e, 0.0))
-
-
-FUNCTIONS = {f.__name__: f for f in (sphere, ellipsoid, rosenbrock, rastrigin, ackley)}
+__all__ = ["ackley", "ellipsoid", "rastrigin", "rosenbrock", "sphere"]

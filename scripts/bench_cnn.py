@@ -24,9 +24,9 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from report import emit, script_parser  # noqa: E402
 
-from es.atari import make_atari_env  # noqa: E402
-from es.cliargs import add_flag, add_out  # noqa: E402
-from es.cnn import TORSOS, ConvNetSpec, bind, vbn_statistics  # noqa: E402
+from es.cli.args import add_flag, add_out  # noqa: E402
+from es.rl.atari import make_atari_env  # noqa: E402
+from es.rl.cnn import TORSOS, ConvNetSpec, bind, vbn_statistics  # noqa: E402
 
 
 def make_pong() -> gymnasium.Env:

@@ -21,7 +21,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 from report import emit, mpiexec, script_parser  # noqa: E402
 
-from es.cliargs import add_flag, add_out, add_ranks  # noqa: E402
+from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
 
 
 def memory_mb() -> dict[str, float]:
@@ -36,8 +36,8 @@ def memory_mb() -> dict[str, float]:
 
 
 def measure(table_size: int, out: Path) -> None:
-    from es.comm import MPIComm
-    from es.noise import NoiseTable, fill_table
+    from es.core.noise import NoiseTable, fill_table
+    from es.parallel.comm import MPIComm
 
     comm = MPIComm()
     rows = []

@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 from report import emit, script_parser  # noqa: E402
 
 import es  # noqa: E402
-from es.bench_bbob import parse_ints  # noqa: E402
-from es.cliargs import add_flag, add_out  # noqa: E402
+from es.bench.bbob import parse_ints  # noqa: E402
+from es.cli.args import add_flag, add_out  # noqa: E402
 
 START = {"sphere": 3.0, "ellipsoid": 3.0, "rosenbrock": 0.0, "rastrigin": 3.0, "ackley": 3.0}
 FTARGET = 1e-10

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from report import emit, script_parser
 
-from es.cliargs import add_flag, add_out, add_ranks
+from es.cli.args import add_flag, add_out, add_ranks
 
 BIN = Path(sys.executable).parent
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from report import BIN, emit, mpiexec, script_parser
 
-from es.cliargs import SpecError, add_flag, add_out, add_ranks
+from es.cli.args import SpecError, add_flag, add_out, add_ranks
 
 TARGETS = {
     "cartpole": ("configs/cartpole.toml", 20.0, (475.0,)),

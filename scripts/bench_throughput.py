@@ -29,21 +29,21 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from es.bench.launch import set_flags  # noqa: E402
 from report import BIN, emit, mpiexec, script_parser  # noqa: E402
 
-from es.bench import set_flags  # noqa: E402
-from es.cliargs import add_flag, add_out, add_ranks  # noqa: E402
+from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
 
 
 def bare_worker(run_dir: str, seconds: float, random_actions: bool) -> None:
     """Under mpiexec: step episodes with the run's perturbed final policy (or random actions);
     rank 0 prints."""
-    from es.checkpoint import load_policy
-    from es.comm import MPIComm
     from es.config import load_config
-    from es.envs import env_from_config
-    from es.policies import bind_policy
-    from es.rollout import random_policy, run_episode
+    from es.parallel.comm import MPIComm
+    from es.rl.checkpoint import load_policy
+    from es.rl.envs import env_from_config
+    from es.rl.policies import bind_policy
+    from es.rl.rollout import random_policy, run_episode
 
     comm = MPIComm()
     config = load_config(f"{run_dir}/config.toml")

@@ -17,9 +17,9 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from report import emit, script_parser  # noqa: E402
 
-from es.cliargs import add_flag, add_out  # noqa: E402
-from es.noise import NoiseTable, SeedNoise  # noqa: E402
-from es.optim import Adam  # noqa: E402
+from es.cli.args import add_flag, add_out  # noqa: E402
+from es.core.noise import NoiseTable, SeedNoise  # noqa: E402
+from es.core.optim import Adam  # noqa: E402
 from es.strategies.openai_es import OpenAIES  # noqa: E402
 
 

@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 from report import BIN, RESULTS_CSV, emit, mpiexec, script_parser
 
-from es.checkpoint import CheckpointError, load_latest_checkpoint
-from es.cliargs import add_flag, add_out
+from es.cli.args import add_flag, add_out
+from es.rl.checkpoint import CheckpointError, load_latest_checkpoint
 
 GENERATION_LINE = re.compile(r"^gen\s+(\d+) \|", re.MULTILINE)
 STABLE_COLUMNS = ("generation", "timesteps", "return_mean", "return_min", "return_max",

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from report import emit, script_parser
 
-from es.cliargs import add_flag, add_out, parse_seeds
+from es.cli.args import add_flag, add_out, parse_seeds
 
 RETURN = re.compile(r"episodic_return=([-+\d.eE]+)")
 LAST_EPISODES = 100

@@ -6,7 +6,7 @@ with its own hostname and address, TCP between them. See ``es/fake_cluster.py``.
 
 import sys
 
-from es.fake_cluster import main, parser  # noqa: F401  (parser: the CLI conventions test)
+from es.cli.fake_cluster import main, parser  # noqa: F401  (parser: the CLI conventions test)
 
 if __name__ == "__main__":
     sys.exit(main())

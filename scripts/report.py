@@ -9,8 +9,9 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from es.bench import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
-from es.cliargs import ArgumentParser
+from es.bench.launch import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
+
+from es.cli.args import ArgumentParser
 
 RESULTS_CSV = "results.csv"
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from es.atari import make_atari_env
+from es.rl.atari import make_atari_env
 
 GAMES = ["ALE/Pong-v5", "ALE/Breakout-v5"]
 

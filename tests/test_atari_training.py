@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from conftest import REPO, load_params, read_progress, run_cli
 
-from es.checkpoint import load_policy
-from es.cnn import vbn_statistics
-from es.comm import LocalComm
 from es.config import apply_overrides, from_dict, read_toml
-from es.trainer import Trainer
+from es.parallel.comm import LocalComm
+from es.rl.checkpoint import load_policy
+from es.rl.cnn import vbn_statistics
+from es.rl.trainer import Trainer
 
 TINY_PONG = ["configs/pong.toml", "--set", "es.population=4", "--set", "run.generations=2",
              "--set", "env.max_episode_steps=25", "--set", "policy.vbn_batch=6",

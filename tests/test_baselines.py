@@ -10,9 +10,9 @@ from es.baselines import nn
 from es.baselines.dqn import QLearner, ReplayBuffer, epsilon_at, lr_at, pack_transition
 from es.baselines.pg import PolicyGradient, Trajectory, returns_to_go
 from es.config import DQNConfig, PGConfig
-from es.envs import make_env
-from es.metrics import COLUMNS
-from es.policies import PolicySpec
+from es.rl.envs import make_env
+from es.rl.metrics import COLUMNS
+from es.rl.policies import PolicySpec
 
 
 def test_replay_buffer_overwrites_the_oldest_and_samples_only_what_it_holds():
@@ -126,7 +126,7 @@ def test_returns_to_go_discount():
 
 def pg_learner(discrete: bool) -> tuple[PolicyGradient, list[Trajectory]]:
     env = make_env("CartPole-v1" if discrete else "Pendulum-v1", 30, {})
-    from es.envs import policy_spec_for
+    from es.rl.envs import policy_spec_for
 
     spec = policy_spec_for(env, "mlp", (6,), "tanh")
     learner = PolicyGradient(spec, PGConfig(), seed=0)
@@ -254,7 +254,7 @@ def test_es_compare_writes_table_csv_and_plot(tmp_path):
 
 
 def test_held_share_counts_the_second_half_by_time():
-    from es.baselines.compare import held_share
+    from es.bench.compare import held_share
 
     evals = [(1.0, 500.0), (4.0, 100.0), (5.0, 480.0), (7.0, 200.0), (10.0, 475.0)]
     assert held_share(evals, 475.0) == pytest.approx(2 / 3)  # 5, 7, 10 s: 480 and 475
@@ -308,8 +308,8 @@ BASELINE_CONFIGS = sorted(p.name for p in (REPO / "configs" / "baselines").glob(
 @pytest.mark.parametrize("name", BASELINE_CONFIGS)
 def test_every_baseline_config_runs_a_tiny_round(name):
     from es.baselines import dqn, pg, ppo
-    from es.comm import LocalComm
     from es.config import apply_overrides, from_dict, read_toml
+    from es.parallel.comm import LocalComm
 
     algorithm = name.removesuffix(".toml").rsplit("_", 1)[-1]
     tiny = ["run.generations=1", "run.max_seconds=0", "run.eval_episodes=1",

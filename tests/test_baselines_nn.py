@@ -5,7 +5,7 @@ import pytest
 from conftest import numeric_grad
 
 from es.baselines import nn
-from es.policies import PolicySpec
+from es.rl.policies import PolicySpec
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
@@ -31,7 +31,7 @@ def assert_backward_matches(spec, params, inputs, rng, rtol):
 
 
 def test_forward_equals_the_es_policy_on_one_observation():
-    from es.policies import ObsNorm, act_fn
+    from es.rl.policies import ObsNorm, act_fn
 
     rng = np.random.default_rng(1)
     spec = PolicySpec("mlp", 5, 2, False, (8,), "tanh", (-10.0,) * 2, (10.0,) * 2)
@@ -88,15 +88,15 @@ def test_gaussian_log_prob_gradients():
 
 
 def tiny_cnn():
-    from es.cnn import ConvNetSpec
+    from es.rl.cnn import ConvNetSpec
 
     return ConvNetSpec(n_outputs=3, input_shape=(2, 13, 11), convs=((3, 4, 2), (4, 3, 1)),
                        dense=5, vbn=False)
 
 
 def test_cnn_forward_equals_the_es_policy_network():
-    from es.cnn import DQN_CONVS, ConvNetSpec
-    from es.cnn import forward as es_forward
+    from es.rl.cnn import DQN_CONVS, ConvNetSpec
+    from es.rl.cnn import forward as es_forward
 
     rng = np.random.default_rng(5)
     for spec in (tiny_cnn(), ConvNetSpec(4, (4, 84, 84), DQN_CONVS, 512, vbn=False)):
@@ -117,7 +117,7 @@ def test_cnn_backward_matches_finite_differences():
 
 
 def test_cnn_with_vbn_is_refused():
-    from es.cnn import ConvNetSpec
+    from es.rl.cnn import ConvNetSpec
 
     spec = ConvNetSpec(2, (1, 8, 8), ((2, 4, 2),), 3, vbn=True)
     with pytest.raises(ValueError, match="policy.vbn = false"):

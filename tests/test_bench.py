@@ -4,8 +4,14 @@ import csv
 
 import pytest
 from conftest import run_cli
-
-from es.bench import BREAKDOWN, efficiency, parser, replaced_values, steady_state, step_efficiency
+from es.bench.scaling import (
+    BREAKDOWN,
+    efficiency,
+    replaced_values,
+    steady_state,
+    step_efficiency,
+)
+from es.cli.bench import parser
 
 
 def test_efficiency_arithmetic():
@@ -89,7 +95,7 @@ def test_comm_comparison_counts_scalars_against_a_full_all_reduce(tmp_path):
 
 
 def test_projection_fits_a_per_rank_cost_and_extrapolates():
-    from es.bench import project
+    from es.bench.scaling import project
 
     rows = [{"ranks": n, "mode": "weak", "rollout_s": 1.0, "wait_s": 0.001 * n,
              "update_s": 0.0, "io_s": 0.0} for n in (1, 2, 4, 8)]
@@ -100,7 +106,7 @@ def test_projection_fits_a_per_rank_cost_and_extrapolates():
 
 
 def test_a_cluster_launcher_replaces_the_wheels_mpiexec():
-    from es.bench import mpiexec
+    from es.bench.launch import mpiexec
 
     assert mpiexec(4, "es-train", "c.toml", launcher="srun --mpi=pmix") == [
         "srun", "--mpi=pmix", "-n", "4", "es-train", "c.toml"]

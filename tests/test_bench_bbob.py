@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 
 import es
-from es.bench_bbob import HIT_COLUMNS, TARGETS, Stop, Tracker, ecdf_at, parse_ints
+from es.bench.bbob import HIT_COLUMNS, TARGETS, Stop, Tracker, ecdf_at, parse_ints
 
 pytest.importorskip("ioh")
 pytest.importorskip("cma")
@@ -133,7 +133,7 @@ def test_paired_pycma_restarts_as_es_minimize_restarts():
     as ``auto``, so the two restart the same runs at the same generations."""
     import ioh
 
-    from es.bench_bbob import SOLVED, bbob_seed, run_bbob, run_ours
+    from es.bench.bbob import SOLVED, bbob_seed, run_bbob, run_ours
 
     budget = 4000
     for function in (3, 4, 15, 24):
@@ -159,7 +159,7 @@ def test_a_bbob_run_ends_at_pycmas_generation(function, instance, reason):
     import cma
     import ioh
 
-    from es.bench_bbob import bbob_seed
+    from es.bench.bbob import bbob_seed
     from es.strategies.external import cma_randn
 
     problem = ioh.get_problem(function, instance=instance, dimension=10,

@@ -6,10 +6,9 @@ import math
 
 import pytest
 from conftest import REPO, run_cli, tool
-
-from es import bench_reference
-from es.bench import parser
-from es.bench_reference import EVALUATION, TRAINING, Case, Reference, training_return
+from es.bench import reference as bench_reference
+from es.cli.bench import parser
+from es.bench.reference import EVALUATION, TRAINING, Case, Reference, training_return
 
 
 def rows(*rounds):

@@ -140,7 +140,7 @@ def test_unknown_task_or_strategy_is_refused(tmp_path):
 def test_shipped_suites_load_and_name_configs_of_their_strategies(path):
     """Every shipped suite file loads: its configs exist and train with the strategy they are
     listed under (load_suite checks both)."""
-    from es.bench_suite import load_suite
+    from es.bench.suite import load_suite
 
     suite = load_suite(path)
     assert suite.tasks and all(task.configs for task in suite.tasks.values())
@@ -148,7 +148,7 @@ def test_shipped_suites_load_and_name_configs_of_their_strategies(path):
 
 def test_an_output_folder_holds_one_suite(tmp_path):
     """Finished runs in --out are not redone: another suite file's are refused, not reused."""
-    from es.bench_suite import claim_output_folder
+    from es.bench.suite import claim_output_folder
 
     out = tmp_path / "out"
     claim_output_folder(out, tmp_path / "a.toml")

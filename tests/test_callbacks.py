@@ -10,8 +10,8 @@ import pytest
 from conftest import REPO, tool
 
 import es
-from es.checkpoint import load_latest_checkpoint
-from es.metrics import COLUMNS
+from es.rl.checkpoint import load_latest_checkpoint
+from es.rl.metrics import COLUMNS
 
 PENDULUM = {"es.population": 10, "env.max_episode_steps": 50, "run.eval_every": 2,
             "run.eval_episodes": 1, "run.generations": 8}

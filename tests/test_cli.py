@@ -5,7 +5,7 @@ import os
 import numpy as np
 from conftest import REPO, load_params, read_progress, run_cli
 
-from es.metrics import COLUMNS
+from es.rl.metrics import COLUMNS
 
 
 def test_train_then_eval_cartpole(tmp_path):
@@ -102,7 +102,7 @@ def test_cli_pins_blas_to_one_thread_per_rank():
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    code = "import es.cli, os; print(*(os.environ[v] for v in ('OPENBLAS_NUM_THREADS', "
+    code = "import es.cli.train, os; print(*(os.environ[v] for v in ('OPENBLAS_NUM_THREADS', "
     code += "'OMP_NUM_THREADS')))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.split() == ["1", "1"], out.stderr

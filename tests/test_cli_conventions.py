@@ -12,9 +12,8 @@ from collections import defaultdict
 import pytest
 from conftest import REPO, run_cli
 
-from es import bench, cli, cliargs, plot
-from es.baselines import cli as baseline_cli
-from es.baselines import compare
+from es.cli import args as cliargs
+from es.cli import baseline, bench, compare, evaluate, plot, train
 
 SCRIPTS = sorted(p.stem for p in (REPO / "scripts").glob("*.py") if p.stem != "report")
 
@@ -29,9 +28,9 @@ def script_module(name: str):
 
 def every_parser() -> dict[str, argparse.ArgumentParser]:
     """Every program's parser, its sub-commands' ("es-bench scaling") and every script's."""
-    parsers = {"es-train": cli.train_parser(), "es-eval": cli.eval_parser(),
+    parsers = {"es-train": train.train_parser(), "es-eval": evaluate.parser(),
                "es-bench": bench.parser(), "es-plot": plot.parser(),
-               "es-baseline": baseline_cli.parser(), "es-compare": compare.parser()}
+               "es-baseline": baseline.parser(), "es-compare": compare.parser()}
     parsers |= {f"scripts/{name}.py": script_module(name).parser() for name in SCRIPTS}
     for program, parser in list(parsers.items()):
         for action in parser._actions:

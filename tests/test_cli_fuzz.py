@@ -31,14 +31,12 @@ from conftest import REPO, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from es import bench, cli, plot
-from es.baselines import cli as baseline_cli
-from es.baselines import compare
+from es.cli import baseline, bench, compare, evaluate, plot, train
 from es.config import SECTIONS
 
 ALLOWED_CODES = {0, 1, 2, 130, 143}
-IN_PROCESS = {"es-train": cli.train_main, "es-eval": cli.eval_main, "es-plot": plot.main,
-              "es-baseline": baseline_cli.main, "es-bench": bench.main,
+IN_PROCESS = {"es-train": train.main, "es-eval": evaluate.main, "es-plot": plot.main,
+              "es-baseline": baseline.main, "es-bench": bench.main,
               "es-compare": compare.main}
 
 # Placeholders, made real per example in a fresh folder (see ``resolve``).

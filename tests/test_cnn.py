@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
-from es.cnn import ConvNetSpec, VBNStats, act_fn, bind, forward, vbn_statistics
+from es.rl.cnn import ConvNetSpec, VBNStats, act_fn, bind, forward, vbn_statistics
 
 SMALL_CONVS = ((8, 8, 4), (16, 4, 2), (16, 3, 1))
 EPS = 1e-5

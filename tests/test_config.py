@@ -5,12 +5,13 @@ import typing
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from es.config import SECTIONS, Config, ConfigError, apply_overrides, from_dict, load_config
 
-CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.toml"))
+CONFIGS = sorted((REPO / "configs").glob("*.toml"))
 
 
 def write(tmp_path, text: str) -> Path:

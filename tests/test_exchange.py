@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from es.comm import LocalComm
-from es.exchange import share_results, static_share
+from es.parallel.comm import LocalComm
+from es.parallel.exchange import share_results, static_share
 
 
 @pytest.mark.parametrize("mirrored", [True, False])

@@ -6,7 +6,7 @@ import numpy as np
 from conftest import REPO, load_params, read_progress, run_cli
 from fault_envs import fails
 
-from es.seeding import TAG_ENV, TAG_EVAL, episode_seeds
+from es.core.seeding import TAG_ENV, TAG_EVAL, episode_seeds
 
 FAULTS = {"PYTHONPATH": str(REPO / "tests")}
 

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from conftest import REPO, load_params, minimize_spmd_reference, read_progress, run_cli, tool
 
-from es.checkpoint import load_latest_checkpoint
-from es.fake_cluster import ClusterError, FakeCluster, check_can_run, main
+from es.cli.fake_cluster import main
+from es.parallel.fake_cluster import ClusterError, FakeCluster, check_can_run
+from es.rl.checkpoint import load_latest_checkpoint
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="the fake cluster needs root (namespaces)")

@@ -22,9 +22,9 @@ CASES = {
 
 def initial_params(args: list[str]) -> np.ndarray:
     """The generation-0 parameters that the run with these arguments starts from."""
-    from es.comm import LocalComm
     from es.config import load_config
-    from es.trainer import Trainer
+    from es.parallel.comm import LocalComm
+    from es.rl.trainer import Trainer
 
     overrides = [value for flag, value in zip(args[1:], args[2:], strict=False) if flag == "--set"]
     config = load_config(REPO / args[0], overrides)

@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from es.comm import LocalComm
 from es.config import from_dict
-from es.policies import PolicySpec, with_action_noise
-from es.rollout import run_episode
-from es.trainer import Trainer
+from es.parallel.comm import LocalComm
+from es.rl.policies import PolicySpec, with_action_noise
+from es.rl.rollout import run_episode
+from es.rl.trainer import Trainer
 
 
 def test_action_noise_is_seeded_gaussian_and_stays_in_the_box():

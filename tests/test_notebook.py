@@ -191,7 +191,7 @@ def test_workers_that_never_start_fail_within_the_bound(tmp_path):
     script.write_text(textwrap.dedent(f"""\
         import os, sys
         import numpy as np
-        import es, es.evaluate
+        import es, es.parallel.evaluate
         es.evaluate.SPAWN_TIMEOUT_S = 3
         sys.executable = {str(broken)!r}  # the interpreter the workers are started with
         try:

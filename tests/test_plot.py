@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+from es.bench.curves import group_runs, mean_and_std
+from es.cli.plot import main
 
-from es.metrics import COLUMNS
-from es.plot import group_runs, main, mean_and_std
+from es.rl.metrics import COLUMNS
 
 
 def fake_run(folder, name, seed, evals):

@@ -4,10 +4,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from es.checkpoint import load_policy, save_policy
-from es.envs import check_env_id, make_env, policy_spec_for
-from es.policies import ObsNorm, PolicySpec, act_fn
-from es.rollout import ObsStats, run_episode
+from es.rl.checkpoint import load_policy, save_policy
+from es.rl.envs import check_env_id, make_env, policy_spec_for
+from es.rl.policies import ObsNorm, PolicySpec, act_fn
+from es.rl.rollout import ObsStats, run_episode
 
 
 def test_parameter_count_and_unpacking():

@@ -21,7 +21,7 @@ from es.baselines.ppo import (
     gae,
 )
 from es.config import PPOConfig
-from es.policies import PolicySpec
+from es.rl.policies import PolicySpec
 
 
 def test_gae_against_a_hand_computation():

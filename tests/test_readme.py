@@ -129,7 +129,7 @@ def test_readme_commands_and_python_example_run(tmp_path):
 
 
 def test_config_reference_matches_the_code():
-    from es.config_doc import with_reference
+    from es.cli.config_doc import with_reference
 
     text = (REPO / "docs/configuration.md").read_text()
     assert with_reference(text) == text, "run: python -m es.config_doc docs/configuration.md"

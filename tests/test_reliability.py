@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import REPO, load_params, read_progress, run_cli, tool
 
-from es.checkpoint import load_latest_checkpoint
+from es.rl.checkpoint import load_latest_checkpoint
 
 PENDULUM = ["configs/pendulum.toml", "--set", "es.population=10", "--set", "run.eval_every=2",
             "--set", "run.checkpoint_every=2", "--quiet"]
@@ -217,9 +217,9 @@ class SplitBrainComm:
 
 
 def test_ranks_with_different_parameters_stop_with_a_clear_error(tmp_path):
-    from es.comm import LocalComm
     from es.config import from_dict
-    from es.trainer import Trainer, TrainingError
+    from es.parallel.comm import LocalComm
+    from es.rl.trainer import Trainer, TrainingError
 
     config = from_dict({"run": {"generations": 5, "check_every": 2, "eval_every": 100},
                         "es": {"population": 4, "noise_table_size": 10_000}})
@@ -252,11 +252,11 @@ def test_resume_drops_a_progress_row_cut_short_by_a_kill(tmp_path):
 
 
 def test_the_run_folder_holds_its_config_before_training_starts(tmp_path):
-    from es.cli import _prepare_run_dir
+    from es.rl.runs import prepare_run_dir
     from es.config import load_config
 
     config = load_config("configs/pendulum.toml", ["run.generations=7"])
-    run_dir, error = _prepare_run_dir(str(tmp_path / "early"), config, force=False)
+    run_dir, error = prepare_run_dir(str(tmp_path / "early"), config, force=False)
     assert error is None
     assert load_config(Path(run_dir) / "config.toml") == config
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from es.core.noise import NoiseTable, SeedNoise
 from es.functions import ellipsoid, rosenbrock, sphere
-from es.noise import NoiseTable, SeedNoise
 from es.strategies.sep_cma import SepCMA
 from es.strategies.snes import SNES
 

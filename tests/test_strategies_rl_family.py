@@ -4,8 +4,8 @@ ARS's choice of directions, convergence on the sphere, exact resume, failed eval
 import numpy as np
 import pytest
 
-from es.noise import NoiseTable
-from es.optim import SGD, Adam, ClipUp, make_optimizer
+from es.core.noise import NoiseTable
+from es.core.optim import SGD, Adam, ClipUp, make_optimizer
 from es.strategies.ars import ARS
 from es.strategies.pgpe import PGPE
 

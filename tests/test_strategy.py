@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from es.noise import NoiseTable, SeedNoise
-from es.optim import SGD, Adam
+from es.core.noise import NoiseTable, SeedNoise
+from es.core.optim import SGD, Adam
+from es.core.shaping import centered_ranks
 from es.strategies.openai_es import OpenAIES
-from es.strategies.shaping import centered_ranks
 
 
 @pytest.fixture(scope="module")
@@ -168,10 +168,10 @@ def test_regenerated_directions_are_kept_up_to_the_cap_and_read_only(monkeypatch
     """A generation keeps the directions it regenerated (each is needed for the parameters and
     again for each weighted sum) up to ``CACHE_BYTES``; past it they are regenerated. Either
     way the vectors, and so every result, are the same."""
-    import es.noise
+    import es.core.noise
 
     fresh = [SeedNoise().sample(4, 1, 6, 100).vector(k) for k in range(6)]
-    monkeypatch.setattr(es.noise, "CACHE_BYTES", 3 * 100 * 4)  # room for three directions
+    monkeypatch.setattr(es.core.noise, "CACHE_BYTES", 3 * 100 * 4)  # room for three directions
     directions = SeedNoise().sample(4, 1, 6, 100)
     vectors = [directions.vector(k) for k in range(6)]
     assert sorted(directions._cache) == [0, 1, 2]
@@ -186,7 +186,7 @@ def test_regenerated_directions_are_kept_up_to_the_cap_and_read_only(monkeypatch
 
 
 def test_replaced_directions_stream_like_the_others(table):
-    from es.noise import ReplacedDirections
+    from es.core.noise import ReplacedDirections
 
     base = table.sample(seed=2, generation=3, count=4, dim=20)
     line = np.linspace(-1.0, 1.0, 20)
@@ -255,7 +255,7 @@ def test_sigma_and_lr_decay_per_generation_with_floors(table):
 
 
 def test_standardized_fitness_keeps_distances():
-    from es.strategies.shaping import standardized
+    from es.core.shaping import standardized
 
     shaped = standardized(np.array([1.0, 2.0, 3.0, 10.0]))
     np.testing.assert_allclose(shaped, (np.array([1, 2, 3, 10]) - 4.0) / np.std([1, 2, 3, 10]),
@@ -264,7 +264,7 @@ def test_standardized_fitness_keeps_distances():
 
 
 def test_a_failure_ranks_strictly_below_every_finite_fitness_even_when_huge():
-    from es.strategies.shaping import worst_for_failures
+    from es.core.shaping import worst_for_failures
 
     shaped = worst_for_failures(np.array([1e17, np.nan, 2e17, -np.inf]))
     assert shaped[1] < 1e17 and shaped[3] < 1e17 and shaped[0] == 1e17

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from conftest import load_params, read_progress, run_cli
 
-from es.cliargs import parse_seeds
+from es.cli.args import parse_seeds
 
 BASE = ["--set", "run.generations=4", "--set", "es.population=8", "--quiet"]
 

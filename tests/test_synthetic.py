@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from es.envs import check_env_id, make_env
+from es.rl.envs import check_env_id, make_env
 
 
 def lengths(env, seeds):

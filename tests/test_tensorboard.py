@@ -14,10 +14,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import read_progress, run_cli, tool
+from conftest import REPO, read_progress, run_cli, tool
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from es.metrics import COLUMNS
+from es.rl.metrics import COLUMNS
 
 PENDULUM = ["configs/pendulum.toml", "--set", "es.population=10", "--set", "run.eval_every=2",
             "--set", "run.eval_episodes=1", "--set", "env.max_episode_steps=50"]
@@ -127,11 +127,11 @@ def test_baselines_write_event_files_too(tmp_path):
 
 
 def test_without_the_extra_a_one_line_error_before_training(tmp_path):
-    blocked = ("import sys; sys.modules['tensorboardX'] = None; from es.cli import train_main; "
-               "sys.exit(train_main(sys.argv[1:]))")
+    blocked = ("import sys; sys.modules['tensorboardX'] = None; from es.cli.train import main; "
+               "sys.exit(main(sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", blocked, *PENDULUM, "--tensorboard",
                            "--run-dir", str(tmp_path / "no")], capture_output=True, text=True,
-                          cwd=Path(__file__).parents[1], timeout=120)
+                          cwd=REPO, timeout=120)
     assert done.returncode == 2
     assert done.stderr == ("es-train: error: run.tensorboard = true: needs the tensorboard "
                            "extra (pip install 'es[tensorboard]')\n")

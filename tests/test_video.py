@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from es.atari import make_atari_env
-from es.video import record_video
+from es.rl.atari import make_atari_env
+from es.rl.video import record_video
 
 
 def pong(**kwargs) -> gym.Env:

@@ -14,16 +14,16 @@ import gymnasium as gym
 import numpy as np
 import tomli_w
 
-from es.checkpoint import save_policy, write_atomically
-from es.cnn import ConvNetSpec
-from es.comm import Comm
 from es.config import Config, ConfigError
-from es.envs import env_from_config, policy_spec_for
-from es.exchange import spread
-from es.metrics import ProgressLog, evaluation_columns, progress_line
-from es.policies import ObsNorm, PolicySpec, bind_policy
-from es.rollout import safe_episode
-from es.seeding import TAG_EVAL, episode_seeds
+from es.core.seeding import TAG_EVAL, episode_seeds
+from es.parallel.comm import Comm
+from es.parallel.exchange import spread
+from es.rl.checkpoint import save_policy, write_atomically
+from es.rl.cnn import ConvNetSpec
+from es.rl.envs import env_from_config, policy_spec_for
+from es.rl.metrics import ProgressLog, evaluation_columns, progress_line
+from es.rl.policies import ObsNorm, PolicySpec, bind_policy
+from es.rl.rollout import safe_episode
 
 log = logging.getLogger("es")
 

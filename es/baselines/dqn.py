@@ -25,10 +25,10 @@ from es.baselines.common import (
     progress_row,
     scaled_env,
 )
-from es.comm import Comm
 from es.config import Config, ConfigError, DQNConfig
-from es.optim import Adam
-from es.seeding import TAG_ENV, TAG_INIT, generator
+from es.core.optim import Adam
+from es.core.seeding import TAG_ENV, TAG_INIT, generator
+from es.parallel.comm import Comm
 
 TAG_REPLAY = 0xDE1A  # replay sampling and epsilon-greedy draws
 

@@ -42,10 +42,10 @@ from es.baselines.dqn import (
     epsilon_greedy,
     pack_transition,
 )
-from es.comm import Comm, LocalComm, Pending
 from es.config import Config, ConfigError
-from es.policies import ObsNorm, PolicySpec
-from es.seeding import TAG_ENV, generator
+from es.core.seeding import TAG_ENV, generator
+from es.parallel.comm import Comm, LocalComm, Pending
+from es.rl.policies import ObsNorm, PolicySpec
 
 log = logging.getLogger("es")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from es.cnn import PIXEL_SCALE, ConvNetSpec
-from es.policies import PolicySpec
+from es.rl.cnn import PIXEL_SCALE, ConvNetSpec
+from es.rl.policies import PolicySpec
 
 
 @dataclass

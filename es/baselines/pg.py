@@ -30,13 +30,13 @@ from es.baselines.common import (
     progress_row,
     scaled_env,
 )
-from es.cnn import ConvNetSpec
-from es.comm import Comm
 from es.config import Config, PGConfig
-from es.exchange import round_robin
-from es.optim import Adam
-from es.policies import PolicySpec
-from es.seeding import TAG_ENV, TAG_INIT, episode_seeds, generator
+from es.core.optim import Adam
+from es.core.seeding import TAG_ENV, TAG_INIT, episode_seeds, generator
+from es.parallel.comm import Comm
+from es.parallel.exchange import round_robin
+from es.rl.cnn import ConvNetSpec
+from es.rl.policies import PolicySpec
 
 TAG_PG_ACTIONS = 0x9A7  # an episode's action sampling
 

@@ -37,12 +37,12 @@ from es.baselines.common import (
     network_spec,
     progress_row,
 )
-from es.comm import Comm
 from es.config import Config, ConfigError, PPOConfig
-from es.envs import env_from_config
-from es.optim import Adam
-from es.policies import ObsNorm, PolicySpec
-from es.seeding import TAG_ENV, TAG_INIT, episode_seeds, generator
+from es.core.optim import Adam
+from es.core.seeding import TAG_ENV, TAG_INIT, episode_seeds, generator
+from es.parallel.comm import Comm
+from es.rl.envs import env_from_config
+from es.rl.policies import ObsNorm, PolicySpec
 
 TAG_PPO_ACTIONS = 0x990A  # an environment's action draws in one update
 TAG_PPO_SHUFFLE = 0x990B  # the minibatch permutation of one epoch

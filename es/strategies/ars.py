@@ -31,7 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from es.noise import NoiseSource
+from es.core.noise import NoiseSource
 from es.strategies.base import NoiseStrategy, check_decay, decayed, fitness_summary
 
 

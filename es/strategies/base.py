@@ -22,8 +22,8 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from es.noise import NoiseSource, Perturbations
-from es.strategies.shaping import worst_for_failures
+from es.core.noise import NoiseSource, Perturbations
+from es.core.shaping import worst_for_failures
 
 
 class Generation(Protocol):

@@ -37,10 +37,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from es.noise import NoiseSource
-from es.seeding import TAG_CMA, generator
+from es.core.noise import NoiseSource
+from es.core.seeding import TAG_CMA, generator
+from es.core.shaping import worst_for_failures
 from es.strategies.base import ExplicitGeneration, fitness_summary
-from es.strategies.shaping import worst_for_failures
 
 
 class External:

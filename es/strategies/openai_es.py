@@ -25,10 +25,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from es.noise import NoiseSource
-from es.optim import Optimizer
+from es.core.noise import NoiseSource
+from es.core.optim import Optimizer
+from es.core.shaping import centered_ranks
 from es.strategies.base import NoiseStrategy, check_decay, decayed, fitness_summary
-from es.strategies.shaping import centered_ranks
 
 
 class OpenAIES(NoiseStrategy):

@@ -29,10 +29,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from es.noise import NoiseSource
-from es.optim import Adam, ClipUp, Optimizer
+from es.core.noise import NoiseSource
+from es.core.optim import Adam, ClipUp, Optimizer
+from es.core.shaping import centered_ranks
 from es.strategies.base import NoiseStrategy, fitness_summary
-from es.strategies.shaping import centered_ranks
 
 OPTIMIZERS = ("clipup", "adam")
 

@@ -63,9 +63,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from es.seeding import SEED_BOUND, generator
+from es.core.seeding import SEED_BOUND, generator
+from es.core.shaping import worst_for_failures
 from es.strategies.base import Generation, Strategy
-from es.strategies.shaping import worst_for_failures
 
 TAG_RESTART = 0x2E57A27  # a restart's strategy seed and its BIPOP draws
 

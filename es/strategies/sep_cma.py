@@ -62,9 +62,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from es.noise import NoiseSource, Perturbations, ReplacedDirections
+from es.core.noise import NoiseSource, Perturbations, ReplacedDirections
+from es.core.shaping import by_rank
 from es.strategies.base import NoiseStrategy, fitness_summary
-from es.strategies.shaping import by_rank
 
 #: From this dimension on, ``step_size="auto"`` is two-point adaptation (pycma's threshold).
 TPA_DIMENSION = 300

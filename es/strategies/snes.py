@@ -21,9 +21,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from es.noise import NoiseSource
+from es.core.noise import NoiseSource
+from es.core.shaping import by_rank, nes_utilities
 from es.strategies.base import NoiseStrategy, fitness_summary
-from es.strategies.shaping import by_rank, nes_utilities
 
 
 class SNES(NoiseStrategy):

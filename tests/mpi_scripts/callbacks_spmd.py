@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 import es
-from es.comm import MPIComm
+from es.parallel.comm import MPIComm
 
 comm = MPIComm()
 seen: list[int] = []

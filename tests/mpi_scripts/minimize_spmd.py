@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 
 import es
-from es.comm import MPIComm
+from es.parallel.comm import MPIComm
 
 comm = MPIComm()
 np.random.seed(comm.rank)

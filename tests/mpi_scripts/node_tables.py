@@ -6,8 +6,8 @@ import socket
 
 import numpy as np
 
-from es.comm import MPIComm
-from es.noise import fill_table
+from es.core.noise import fill_table
+from es.parallel.comm import MPIComm
 
 comm = MPIComm()
 fills = []

@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from es.bench.report import markdown, pyplot
+
 TARGETS = 10.0 ** np.linspace(2.0, -8.0, 51)  # f - f_opt, COCO's 51 standard targets
 SOLVED = TARGETS[-1]
 X0_BBOB, SIGMA0_BBOB = 0.0, 2.0
@@ -116,9 +118,9 @@ def run_ours(method: str, fun: Callable, x0: np.ndarray, sigma0: float, budget: 
              vectorized: bool = False) -> Any:
     """``es.minimize(fun, x0, sigma0, method=method, ...)`` with its default stopping
     criteria."""
-    import es
+    from es.blackbox.minimizer import minimize
 
-    return es.minimize(fun, x0, sigma0, method=method, seed=seed, max_evals=budget,
+    return minimize(fun, x0, sigma0, method=method, seed=seed, max_evals=budget,
                        ftarget=ftarget, restarts=restarts, bipop=bipop, vectorized=vectorized)
 
 
@@ -290,9 +292,7 @@ def plot_ecdf(rows: list[dict[str, Any]], methods: list[str], dims: list[int],
               budget_per_dim: int, out: Path, title: str) -> None:
     """One panel per dimension and one over all: the runtime ECDF, evaluations/d on a log
     axis, one step line per method."""
-    from es.bench import _pyplot
-
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return
     panels = [*dims, "all"]
@@ -492,10 +492,10 @@ def run_highdim(job: tuple[str, str, int, int, int, float]) -> dict[str, Any]:
     ``setup_s``)."""
     from threadpoolctl import threadpool_limits
 
-    import es.functions
+    from es.blackbox import functions
 
     method, name, dim, budget, seed, max_seconds = job
-    function = getattr(es.functions, name)
+    function = getattr(functions, name)
     started = time.perf_counter()
     with threadpool_limits(limits=1):
         if method in PYCMA:
@@ -557,8 +557,6 @@ def highdim(args: argparse.Namespace) -> int:
     columns = ["function", "dim", "method", "seeds", "popsize", "generations",
                "ms_per_generation", "pycma_ms_ratio", "evals", "best_f", "best_f_range",
                "common_evals", "f_at_common_evals"]
-    from es.bench import markdown
-
     table = (f"## es-bench highdim: budget {args.evals_per_dim}·d (at most {args.max_evals}), "
              f"pycma stopped after {args.budget_s:g} s; medians over seeds "
              f"{','.join(map(str, args.seeds))}\n\n"
@@ -590,50 +588,6 @@ def highdim_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "f_at_common_evals": median("f_at_common_evals"),
         })
     return summary
-
-
-def add_parsers(commands: Any) -> None:
-    """The ``bbob`` and ``highdim`` sub-commands of ``es-bench``."""
-    from es.cliargs import add_flag, add_out
-
-    bench = commands.add_parser(
-        "bbob", help="BBOB suite (ioh): strategies beside pycma",
-        description="The 24 noiseless BBOB functions through ioh: es.minimize's methods "
-        "beside pycma at equal budgets, as ECDFs of (problem, target) pairs reached.",
-        examples=["es-bench bbob --dims 2,5,10,20 --instances 1-5 --methods auto,snes,pycma "
-                  "--jobs 2",
-                  "es-bench bbob --restarts 9 --bipop --budget-per-dim 10000 "
-                  "--methods auto,pycma"])
-    add_flag(bench, "--functions", "BBOB function ids such as 1-24 or 1,8", default="1-24")
-    bench.add_argument("--instances", default="1-5")
-    add_flag(bench, "--dims", "2 to 100", default="2,5,10,20")
-    add_flag(bench, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
-             default="auto,pycma")
-    bench.add_argument("--budget-per-dim", type=int, default=1000)
-    bench.add_argument("--restarts", type=int, default=0)
-    bench.add_argument("--bipop", action="store_true", help="BIPOP restarts (with --restarts)")
-    add_flag(bench, "--jobs", "the results do not depend on it, wall times do")
-    bench.add_argument("--seed-offset", type=int, default=0,
-                       help="shift every run's seed (another draw of the random numbers)")
-    add_out(bench, "bbob")
-    high = commands.add_parser(
-        "highdim", help="d = 1000, 10000: time per generation, precision at equal evaluations",
-        description="Sphere, ellipsoid and Rastrigin at d = 1000 and 10000: milliseconds per "
-        "generation and the best f at equal evaluations, our methods beside pycma.",
-        examples=["es-bench highdim --dims 1000,10000 --methods auto,sepcma,pycma,pycma-diag",
-                  "es-bench highdim --dims 1000 --seeds 1-5 --budget-s 60"])
-    add_flag(high, "--dims", "at least 2", default="1000,10000")
-    add_flag(high, "--functions", f"among {', '.join(HIGHDIM_FUNCTIONS)}",
-             default=",".join(HIGHDIM_FUNCTIONS))
-    add_flag(high, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
-             default="auto,pycma,pycma-diag")
-    add_flag(high, "--evals-per-dim", default=100)
-    add_flag(high, "--max-evals", default=1_000_000)
-    add_flag(high, "--budget-s", "of a pycma run (ours always finish their evaluations)",
-             default=120.0)
-    add_flag(high, "--seeds", "medians over them are reported; >= 1", default="1")
-    add_flag(high, "--jobs", "skews the timings")
-    add_out(high, "highdim")
 
 
 COMMANDS = {"bbob": bbob, "highdim": highdim}

@@ -24,17 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from es.core.messages import one_line
+
 USAGE_ERROR = 2
 RESULTS = Path("bench-results")  # git-ignored
-# Every character str.splitlines() breaks at, written as its escape instead.
-_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
-
-
-def one_line(text: str) -> str:
-    """``text`` with its line breaks escaped (``\\n``), so it prints as one line."""
-    return text.translate(_LINE_BREAKS)
-
-
 def fail(program: str, message: str) -> int:
     """Print ``program: error: message`` as one line on stderr; returns the exit code 2."""
     print(f"{program}: error: {one_line(message)}", file=sys.stderr, flush=True)

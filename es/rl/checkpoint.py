@@ -23,8 +23,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from es.cnn import ConvNetSpec
-from es.policies import ObsNorm, PolicySpec, bind_policy
+from es.rl.cnn import ConvNetSpec
+from es.rl.policies import ObsNorm, PolicySpec, bind_policy
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:

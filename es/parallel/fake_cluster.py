@@ -19,7 +19,6 @@ command ends, fails or is interrupted.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ipaddress
 import os
@@ -32,7 +31,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-USAGE_ERROR = 2
 #: The host side of each namespace's link has this name in every namespace, so one setting
 #: (``FI_TCP_IFACE``) names it on every host.
 HOST_INTERFACE = "fc0"
@@ -227,51 +225,3 @@ def run(hosts: int, ranks_per_host: int, command: Sequence[str]) -> int:
             if job.poll() is None:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
-
-
-def parser() -> argparse.ArgumentParser:
-    from es.cliargs import ArgumentParser, positive_int
-
-    parse = ArgumentParser(
-        prog="fake_cluster.py",
-        description="Run an MPI command across H network-namespaced hosts on this machine "
-        "(root only): each its own hostname and address, TCP between them.",
-        examples=["python scripts/fake_cluster.py --hosts 2 --ranks-per-host 2 -- es-train "
-                  "configs/cartpole.toml",
-                  "es-bench scaling --launcher 'python scripts/fake_cluster.py --hosts 2 --' "
-                  "--ranks 4 --synthetic-step-ms 2"])
-    parse.add_argument("--hosts", type=positive_int, default=2, metavar="H",
-                       help="hosts to create (default 2)")
-    parse.add_argument("--ranks-per-host", type=positive_int, metavar="R",
-                       help="ranks on each host (or give mpiexec's -n N after --: N / H each)")
-    parse.add_argument("command", nargs=argparse.REMAINDER,
-                       help="-- then the command every rank runs, optionally after -n N")
-    return parse
-
-
-def main(argv: list[str] | None = None) -> int:
-    from es.cliargs import fail
-
-    args = parser().parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    ranks_per_host = args.ranks_per_host
-    if command[:1] == ["-n"] and len(command) > 1:  # as a launcher: `... -- -n N program`
-        total = int(command[1]) if command[1].isdigit() else 0
-        if total < 1 or total % args.hosts:
-            return fail("fake_cluster.py", f"-n {command[1]}: must be a multiple of --hosts "
-                        f"{args.hosts}")
-        if ranks_per_host is not None and ranks_per_host * args.hosts != total:
-            return fail("fake_cluster.py", f"-n {total} and --ranks-per-host {ranks_per_host} "
-                        f"disagree for {args.hosts} hosts")
-        ranks_per_host, command = total // args.hosts, command[2:]
-    if not command:
-        return fail("fake_cluster.py", "no command: give one after --, e.g. -- es-train "
-                    "configs/cartpole.toml")
-    try:
-        return run(args.hosts, ranks_per_host or 1, command)
-    except ClusterError as error:
-        return fail("fake_cluster.py", str(error))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

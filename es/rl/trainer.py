@@ -23,17 +23,10 @@ from typing import Any
 import numpy as np
 import tomli_w
 
-from es.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
-from es.comm import Comm, rank_zero_decides
 from es.config import Config
-from es.envs import env_from_config, policy_spec_for
-from es.exchange import GenerationResults, share_results, spread, static_share
-from es.metrics import COLUMNS, ProgressLog, evaluation_columns, progress_line
-from es.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
-from es.optim import make_optimizer
-from es.policies import ObsNorm, bind_policy, with_action_noise
-from es.rollout import ObsStats, random_observations, safe_episode
-from es.seeding import (
+from es.core.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
+from es.core.optim import make_optimizer
+from es.core.seeding import (
     TAG_ACTION_NOISE,
     TAG_ENV,
     TAG_EVAL,
@@ -42,8 +35,15 @@ from es.seeding import (
     episode_seeds,
     generator,
 )
+from es.core.shaping import FITNESS_SHAPINGS
+from es.parallel.comm import Comm, rank_zero_decides
+from es.parallel.exchange import GenerationResults, share_results, spread, static_share
+from es.rl.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
+from es.rl.envs import env_from_config, policy_spec_for
+from es.rl.metrics import COLUMNS, ProgressLog, evaluation_columns, progress_line
+from es.rl.policies import ObsNorm, bind_policy, with_action_noise
+from es.rl.rollout import ObsStats, random_observations, safe_episode
 from es.strategies import ARS, CMA, PGPE, SNES, Generation, OpenAIES, SepCMA, Strategy
-from es.strategies.shaping import FITNESS_SHAPINGS
 
 log = logging.getLogger("es")
 

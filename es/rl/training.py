@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from es.checkpoint import SavedPolicy, load_policy
-from es.comm import Comm, make_comm
 from es.config import Config, ConfigError, from_dict, read_toml
+from es.parallel.comm import Comm, make_comm
+from es.rl.checkpoint import SavedPolicy, load_policy
 
 
 @dataclass
@@ -88,24 +88,25 @@ def train(
     file's cell is empty). Returning ``False`` stops the run there, checkpointed, as a budget
     would (any other value goes on). Under ``mpiexec`` rank 0's callback decides and every
     rank stops with it."""
-    from es.cli import _configure_logging, _prepare_run_dir
-    from es.envs import check_env_id
-    from es.tensorboard_log import require_tensorboard
-    from es.trainer import Trainer
+    from es.rl.envs import check_env_id
+    from es.rl.runs import configure_logging, prepare_run_dir
+    from es.rl.tensorboard_log import require_tensorboard
+    from es.rl.trainer import Trainer
 
     resolved = resolve_config(config, overrides)
     check_env_id(resolved.env.id)
     if resolved.run.tensorboard:
         require_tensorboard()
     comm = comm or make_comm()
-    _configure_logging(comm.rank == 0 and not quiet)
-    prepared = _prepare_run_dir(None if run_dir is None else str(run_dir), resolved, force) \
+    configure_logging(comm.rank == 0 and not quiet)
+    prepared = prepare_run_dir(None if run_dir is None else str(run_dir), resolved, force) \
         if comm.rank == 0 else None
     folder, error = comm.broadcast(prepared)
     if error:
         raise ConfigError(error)
     # One BLAS thread, as es-train pins it: the parallelism is the ranks'. NumPy is loaded
-    # already (a notebook), so environment variables such as es.cli sets would be too late.
+    # already (a notebook), so environment variables such as the es-*
+    # programs set would be too late.
     # The trainer is closed after the run: its shared noise table is an MPI window.
     with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder)) as trainer:
         result = trainer.run(callback)

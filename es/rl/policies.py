@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from es.cnn import ConvNetSpec, vbn_statistics
-from es.cnn import act_fn as cnn_act_fn
+from es.rl.cnn import ConvNetSpec, vbn_statistics
+from es.rl.cnn import act_fn as cnn_act_fn
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": lambda x: np.tanh(x, out=x),

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from es.tensorboard_log import TB_FOLDER, TensorBoardLog
+from es.rl.tensorboard_log import TB_FOLDER, TensorBoardLog
 
 COLUMNS = (
     "generation",

@@ -9,9 +9,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from es.cnn import TORSOS, ConvNetSpec
 from es.config import AtariConfig, Config, ConfigError
-from es.policies import PolicySpec
+from es.rl.cnn import TORSOS, ConvNetSpec
+from es.rl.policies import PolicySpec
 
 
 def _register_on_demand(env_id: str) -> None:
@@ -21,7 +21,7 @@ def _register_on_demand(env_id: str) -> None:
 
         gym.register_envs(ale_py)
     elif env_id.startswith("es/"):
-        from es.synthetic import register
+        from es.rl.synthetic import register
 
         register()
 
@@ -88,7 +88,7 @@ def _make(
 ) -> gym.Env:
     _register_on_demand(env_id)
     if is_atari(env_id):
-        from es.atari import make_atari_env  # loads ale_py only when needed
+        from es.rl.atari import make_atari_env  # loads ale_py only when needed
 
         atari = atari or AtariConfig()
         return make_atari_env(env_id, atari.obs, atari.frame_skip, atari.frame_stack,

@@ -15,6 +15,7 @@ evaluations at or above it: stays solved or touched it once, bytes communicated 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import os
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from es import cliargs
+from es.bench.report import out_folder
 
 METHODS = ("es", "pg", "ppo", "dqn")
 #: Methods whose runs use --ranks ranks (DQN is one process by design).
@@ -65,7 +66,7 @@ class RunSummary:
 def is_discrete(env_id: str) -> bool:
     import gymnasium as gym
 
-    from es.envs import make_env
+    from es.rl.envs import make_env
 
     env = make_env(env_id, None, {})
     return isinstance(env.action_space, gym.spaces.Discrete)
@@ -104,10 +105,10 @@ def command(method: str, config: str, overrides: list[str], run_dir: Path, seed:
 
 def summarise(method: str, seed: int, run_dir: Path, threshold: float | None,
               episodes: int) -> RunSummary:
-    from es.checkpoint import load_policy
     from es.config import load_config
-    from es.envs import env_from_config
-    from es.rollout import run_episode
+    from es.rl.checkpoint import load_policy
+    from es.rl.envs import env_from_config
+    from es.rl.rollout import run_episode
 
     with (run_dir / "progress.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -178,80 +179,51 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
     return "\n".join(lines) + "\n"
 
 
-def parser() -> cliargs.ArgumentParser:
-    parse = cliargs.ArgumentParser(
-        prog="es-compare", description=__doc__.splitlines()[0],
-        examples=["es-compare --env CartPole-v1 --budget-s 120 --seeds 0-2",
-                  "es-compare --env Pendulum-v1 --methods es,pg --ranks 2 --jobs 2",
-                  "es-compare --env Acrobot-v1 --method-config es=configs/cartpole.toml "
-                  "--threshold -100"])
-    cliargs.add_flag(parse, "--env", required=True)
-    cliargs.add_flag(parse, "--budget-s", "every run's, counted from process start",
-                     default=120.0)
-    cliargs.add_flag(parse, "--seeds", "one run per method and seed", default="0-2")
-    cliargs.add_flag(parse, "--methods", "a subset of es,pg,ppo,dqn (dqn: discrete envs "
-                     "only)", default="es,pg,ppo,dqn")
-    parse.add_argument("--method-config", action="append", default=[], metavar="METHOD=PATH",
-                       help="the config of one method (default: the shipped one for the env)")
-    cliargs.add_ranks(parse, "1", several=False, detail="for es and pg (dqn is one process)")
-    cliargs.add_flag(parse, "--jobs", "each run with --ranks ranks")
-    cliargs.add_flag(parse, "--threshold", "default: the env's usual one, "
-                     f"{', '.join(f'{env} {value:g}' for env, value in THRESHOLDS.items())}")
-    parse.add_argument("--eval-episodes", type=cliargs.positive_int, default=20,
-                       help="episodes of each run's final policy (default 20)")
-    cliargs.add_out(parse, "compare", per="ENV")
-    return parse
+def compare(args: argparse.Namespace) -> int:
+    """``es-compare`` with its parsed flags: the runs, then ``compare.csv``, ``compare.md`` and
+    ``compare.png`` in the output folder. A bad flag value is a one-line ValueError, raised
+    before any run starts; exit code 1 when a run failed."""
+    from es.rl.envs import check_env_id
 
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-
-    def fail(message: str) -> int:
-        return cliargs.fail("es-compare", message)
-
-    from es.envs import check_env_id
-
-    try:
-        check_env_id(args.env)
-    except ValueError as error:
-        return fail(str(error))
+    check_env_id(args.env)
     methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
-        return fail(f"--methods {args.methods!r}: allowed are {', '.join(METHODS)}")
+        raise ValueError(f"--methods {args.methods!r}: allowed are {', '.join(METHODS)}")
     if args.budget_s < 1:
-        return fail(f"--budget-s {args.budget_s}: must be >= 1")
+        raise ValueError(f"--budget-s {args.budget_s}: must be >= 1")
     if args.threshold is not None and not math.isfinite(args.threshold):
-        return fail(f"--threshold {args.threshold}: must be a finite number")
+        raise ValueError(f"--threshold {args.threshold}: must be a finite number")
     given = {}
     for text in args.method_config:
         method, sep, path = text.partition("=")
         if not sep or method not in METHODS:
-            return fail(f"--method-config {text!r}: expected METHOD=PATH with METHOD in "
-                        f"{', '.join(METHODS)}")
+            raise ValueError(f"--method-config {text!r}: expected METHOD=PATH with METHOD in "
+                             f"{', '.join(METHODS)}")
         given[method] = path
     discrete = is_discrete(args.env)
     if methods == ["dqn"] and not discrete:
-        return fail(f"--methods dqn: {args.env} has continuous actions, DQN needs discrete ones")
+        raise ValueError(f"--methods dqn: {args.env} has continuous actions, DQN needs "
+                         "discrete ones")
     if "dqn" in methods and not discrete:
         print(f"es-compare: {args.env} has continuous actions: DQN left out", file=sys.stderr)
         methods.remove("dqn")
     threshold = args.threshold if args.threshold is not None else THRESHOLDS.get(args.env)
-    out = cliargs.out_folder(args.out, "compare", args.env.replace("/", "_"))
+    out = out_folder(args.out, "compare", args.env.replace("/", "_"))
     ranks = args.ranks[0]
     jobs = []
     for method in methods:
         config, overrides = config_for(method, args.env, discrete, given)
         if not Path(config).is_file():
-            return fail(f"config {config!r} of {method}: not found (run from the project folder "
-                        "or pass --method-config METHOD=PATH)")
+            raise ValueError(f"config {config!r} of {method}: not found (run from the project "
+                             "folder or pass --method-config METHOD=PATH)")
         for seed in args.seeds:
             run_dir = out / method / f"seed{seed}"
             jobs.append((method, seed, run_dir, command(method, config, overrides, run_dir, seed,
                                                         args.budget_s, ranks)))
     missing = sorted({job[3][0] for job in jobs if shutil.which(job[3][0]) is None})
     if missing:
-        return fail(f"{', '.join(missing)}: not found; install the package (pip install -e .)")
+        raise ValueError(f"{', '.join(missing)}: not found; install the package (pip install -e .)")
     out.mkdir(parents=True, exist_ok=True)
 
     def launch(job) -> tuple[str, int, Path, int]:
@@ -279,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "compare.md").write_text(f"## {args.env}\n\n{table}")
     print(table)
     try:
-        from es.plot import plot
+        from es.bench.curves import plot
 
         plot([d for _, _, d, _ in finished], out / "compare.png", "time_s", "eval_return",
              f"{args.env}: {', '.join(methods)}, {len(args.seeds)} seeds, {args.budget_s:g} s each",

@@ -81,7 +81,7 @@ def make_factory(method: str, dim: int, options: dict[str, Any]) -> Callable[...
     black-box defaults. Every strategy runs in float64 and regenerates its directions from
     seeds (``SeedNoise``): no table to build or size, O(d) memory, and on a black-box problem
     the function, not the O(population d) draws, is the cost."""
-    from es.noise import SeedNoise
+    from es.core.noise import SeedNoise
 
     classes = strategy_classes()
     if method not in classes:
@@ -97,7 +97,7 @@ def make_factory(method: str, dim: int, options: dict[str, Any]) -> Callable[...
         population += population % 2 if mirrored else 0
         extra = dict(options)
         if method == "openai":
-            from es.optim import Adam
+            from es.core.optim import Adam
 
             # Adam's step is ~lr per coordinate whatever the gradient's scale: a tenth of
             # the search scale by default.
@@ -315,8 +315,8 @@ def minimize(
     ``restart``, ``time_s``); returning ``False`` stops there with ``stop_reason``
     ``"callback"``. Under ``mpiexec`` rank 0's callback decides for every rank.
     """
-    from es.comm import make_comm, rank_zero_decides
-    from es.evaluate import make_evaluator
+    from es.parallel.comm import make_comm, rank_zero_decides
+    from es.parallel.evaluate import make_evaluator
 
     if max_evals is None and max_generations is None and timeout_s is None:
         max_evals = 10_000 * np.asarray(x0).size

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from es.seeding import TAG_DIRECTION, TAG_OFFSETS, TAG_TABLE, generator
+from es.core.seeding import TAG_DIRECTION, TAG_OFFSETS, TAG_TABLE, generator
 
 
 class Perturbations(Protocol):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from es.comm import Comm
+from es.parallel.comm import Comm
 
 
 def static_share(rank: int, size: int, population: int, mirrored: bool) -> np.ndarray:

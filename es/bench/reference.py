@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from es.bench_suite import (
+from es.bench.report import out_folder
+from es.bench.suite import (
     BIN,
     NO_GENERATION_LIMIT,
     finished_seeds,
@@ -50,9 +51,8 @@ from es.bench_suite import (
     supervised,
     write_csv,
 )
-from es.cliargs import out_folder
 
-PROJECT = Path(__file__).resolve().parent.parent  # the checkout: configs/ is there
+PROJECT = Path(__file__).resolve().parents[2]  # the checkout: configs/ is there
 FINAL_EPISODES = 20
 TRAINING_EPISODES = 100  # cleanrl / openrlbenchmark: the last 100 training episodes
 TRAINING, EVALUATION = "training return", "final evaluation"
@@ -285,23 +285,3 @@ def reference(args: argparse.Namespace) -> int:
 
 def run_reference(args: argparse.Namespace) -> int:
     return run_stoppable(reference, args)
-
-
-def add_parser(commands: Any) -> None:
-    """The ``reference`` sub-command of ``es-bench``."""
-    from es.cliargs import add_flag, add_out, add_ranks
-
-    bench = commands.add_parser(
-        "reference", help="our DQN/PPO beside published results",
-        description="Train the shipped DQN and PPO configs for the env steps of published "
-        "results (cleanrl, RL Baselines3 Zoo) on each seed and put ours beside theirs, in "
-        f"their metric. Cases: {', '.join(CASES)}.",
-        examples=["es-bench reference --seeds 0-2",
-                  "es-bench reference --cases ppo-halfcheetah-1m --seeds 0-2 --ranks 2 "
-                  "--jobs 1"])
-    bench.add_argument("--cases", help="comma-separated case names (default: all)")
-    add_flag(bench, "--seeds", "every case runs each", default="0-2")
-    add_ranks(bench, "2", several=False, detail="for ppo (dqn and one-environment cases run "
-              "one process)")
-    add_flag(bench, "--jobs", "each on --ranks ranks")
-    add_out(bench, "reference", "finished runs in it are not redone")

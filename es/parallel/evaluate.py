@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from es.comm import MPIComm, under_mpi_launcher
-from es.exchange import gather_in_order, round_robin, spread
+from es.parallel.comm import MPIComm, under_mpi_launcher
+from es.parallel.exchange import gather_in_order, round_robin, spread
 
 if TYPE_CHECKING:
     from mpi4py.futures import MPIPoolExecutor

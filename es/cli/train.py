@@ -1,38 +1,31 @@
-"""Command-line entry points: ``es-train`` and ``es-eval``.
+"""``es-train``: one run or a sweep, under ``mpiexec``/``srun`` or in one process.
 
-BLAS threads are pinned to one per process before NumPy loads: ES parallelism comes from
-ranks, and OpenBLAS threads of several ranks on the same cores thrash.
+Its preparation (config, resume, run folder; rank 0 decides for all) and its failure handling
+are ``es-baseline``'s too.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import socket
+import sys
+import time
+from pathlib import Path
 
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import shutil  # noqa: E402
-import socket  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import zipfile  # noqa: E402
-from datetime import datetime  # noqa: E402
-from pathlib import Path  # noqa: E402
+import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
+from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag, fail
+from es.rl.runs import configure_logging, default_run_dir, prepare_run_dir
 
 LAUNCHED_AT = time.time()
-USAGE_ERROR = 2
 
 
-def _fail(program: str, message: str, rank: int = 0) -> int:
-    from es.cliargs import fail
-
+def fail_on_rank(program: str, message: str, rank: int = 0) -> int:
+    """``fail`` printed by rank 0 alone: every rank of the job exits with code 2."""
     return fail(program, message) if rank == 0 else USAGE_ERROR
 
 
-def _crash(program: str, error: Exception, comm) -> int:
+def crash(program: str, error: Exception, comm) -> int:
     """An unexpected failure on one rank: name the rank, and abort the job so that the other
     ranks do not wait for it forever. Exit code 1."""
     print(f"{program}: error on rank {comm.rank}: {type(error).__name__}: {error}",
@@ -42,46 +35,7 @@ def _crash(program: str, error: Exception, comm) -> int:
     return 1
 
 
-def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
-                    stamped: bool = True) -> Path:
-    stamp = "__" + datetime.now().strftime("%Y%m%d-%H%M%S") if stamped else ""
-    return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}{stamp}"
-
-
-def _prepare_run_dir(requested: str | None, config, force: bool) -> tuple[str | None, str | None]:
-    """(run folder, None) or (None, error); called on rank 0 only."""
-    run_dir = Path(requested) if requested else default_run_dir(
-        config.run.runs_dir, config.env.id, config.run.name, config.run.seed
-    )
-    if run_dir.exists() and not run_dir.is_dir():
-        return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
-    if run_dir.is_dir() and any(run_dir.iterdir()) and not force:
-        return None, (
-            f"run folder {str(run_dir)!r}: already holds a run; choose another --run-dir "
-            "or pass --force to overwrite it"
-        )
-    import tomli_w
-
-    from es.checkpoint import write_atomically
-
-    payload = tomli_w.dumps(config.to_dict()).encode()
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("config.toml", "progress.csv", "policy.npz"):
-            (run_dir / stale).unlink(missing_ok=True)
-        # An old run's checkpoints would otherwise be what --resume finds.
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-        # At once, not when training starts: a run killed before its first checkpoint can
-        # then be resumed (started over) from this file.
-        write_atomically(run_dir / "config.toml", lambda handle: handle.write(payload))
-    except OSError as error:
-        return None, f"run folder {str(run_dir)!r}: {error.strerror}"
-    return str(run_dir), None
-
-
 def train_parser() -> argparse.ArgumentParser:
-    from es.cliargs import ArgumentParser, add_flag
-
     parser = ArgumentParser(
         prog="es-train",
         description="Train a policy with OpenAI-ES. Run plainly for one process, or under "
@@ -123,8 +77,8 @@ def _load_resume(run_dir: str, overrides: list[str]):
     A run killed before its first checkpoint has only its config.toml: the state is then
     None (start over from generation 0). Bad checkpoints are not that case: work existed.
     """
-    from es.checkpoint import CheckpointError, load_latest_checkpoint
     from es.config import ConfigError, apply_overrides, from_dict, load_config, parse_override
+    from es.rl.checkpoint import CheckpointError, load_latest_checkpoint
 
     for text in overrides:
         keys, _ = parse_override(text)
@@ -152,12 +106,12 @@ def _load_resume(run_dir: str, overrides: list[str]):
     return from_dict(apply_overrides(config_dict, overrides)), state, warnings
 
 
-def _prepare(args):
+def prepare(args: argparse.Namespace):
     """Rank 0 reads the config (and checkpoint), checks it and makes the run folder; every
     rank gets the outcome, so all ranks exit alike on a user error."""
     from es.config import ConfigError, load_config
-    from es.envs import check_env_id
-    from es.tensorboard_log import require_tensorboard
+    from es.rl.envs import check_env_id
+    from es.rl.tensorboard_log import require_tensorboard
 
     try:
         if args.resume:
@@ -183,36 +137,10 @@ def _prepare(args):
         if args.sweep_parent is not None:  # a sweep: --run-dir is the runs' parent folder
             requested = str(Path(args.sweep_parent) / default_run_dir(
                 "", config.env.id, config.run.name, config.run.seed, stamped=False))
-        run_dir, error = _prepare_run_dir(requested, config, args.force or bool(args.resume))
+        run_dir, error = prepare_run_dir(requested, config, args.force or bool(args.resume))
         if error:
             return None, None, None, [], error
     return config, state, run_dir, warnings, None
-
-
-class StatusLine(logging.StreamHandler):
-    """On a terminal, each progress line overwrites the previous one (a live status line);
-    lines with an evaluation stay, so the evaluations remain on screen as a history."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = self.format(record)
-        end = "\n" if " eval " in message else ""
-        self.stream.write(f"\r{message}\x1b[K{end}")
-        self.flush()
-
-
-def _configure_logging(progress: bool) -> None:
-    """Progress lines (INFO) to stdout, warnings and errors to stderr. On a terminal the
-    progress is a status line rewritten in place; in a file or pipe, one line a generation."""
-    to_stdout = StatusLine(sys.stdout) if sys.stdout.isatty() else logging.StreamHandler(
-        sys.stdout)
-    to_stdout.addFilter(lambda record: record.levelno < logging.WARNING)
-    to_stderr = logging.StreamHandler(sys.stderr)
-    to_stderr.setLevel(logging.WARNING)
-    logger = logging.getLogger("es")
-    logger.handlers[:] = [to_stdout, to_stderr]
-    for handler in logger.handlers:
-        handler.setFormatter(logging.Formatter("%(message)s"))
-    logger.setLevel(logging.INFO if progress else logging.WARNING)
 
 
 def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
@@ -238,17 +166,17 @@ def _check_sweep(runs: list[argparse.Namespace]) -> None:
     """Every config and override of a sweep is checked before its first run starts: a typo
     must not wait for the runs before it to train, nor be reported once per seed."""
     from es.config import load_config
-    from es.envs import check_env_id
+    from es.rl.envs import check_env_id
 
     for run in runs:
         check_env_id(load_config(run.config, run.overrides).env.id)
 
 
-def train_main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """One run, or a sweep: the world's ranks split into groups, each training its runs."""
     args = train_parser().parse_args(argv)
     args.overrides = flag_overrides(args)
-    from es.comm import make_comm
+    from es.parallel.comm import make_comm
 
     world = make_comm()
     try:
@@ -256,8 +184,8 @@ def train_main(argv: list[str] | None = None) -> int:
         if len(runs) > 1:
             _check_sweep(runs)
     except ValueError as error:
-        return _fail("es-train", str(error), world.rank)
-    _configure_logging(world.rank == 0 and not args.quiet)
+        return fail_on_rank("es-train", str(error), world.rank)
+    configure_logging(world.rank == 0 and not args.quiet)
     if len(runs) == 1:
         return _train_one(runs[0], world)
     groups = min(world.size, len(runs))
@@ -285,10 +213,10 @@ def node_summary(nodes: list[list[int]], ranks: list[str], noise: str) -> str:
 
 
 def _train_one(args: argparse.Namespace, comm) -> int:
-    prepared = _prepare(args) if comm.rank == 0 else None
+    prepared = prepare(args) if comm.rank == 0 else None
     config, state, run_dir, warnings, error = comm.broadcast(prepared)
     if error:
-        return _fail("es-train", error, comm.rank)
+        return fail_on_rank("es-train", error, comm.rank)
     for warning in warnings if comm.rank == 0 else ():
         print(f"es-train: warning: {warning}", file=sys.stderr, flush=True)
     # MPI launchers report a dead process by pid and host: this line maps them to ranks.
@@ -297,7 +225,7 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(ranks))
         print(f"es-train: {comm.size} ranks: {listed}", file=sys.stderr, flush=True)
 
-    from es.trainer import StopFlag, Stopped, Trainer, TrainingError
+    from es.rl.trainer import StopFlag, Stopped, Trainer, TrainingError
 
     stop_flag = StopFlag()
     stop_flag.install()
@@ -306,13 +234,13 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         if state is not None:
             trainer.restore(state)
     except ValueError as error:  # a config the environment or the policy cannot take
-        return _fail("es-train", str(error), comm.rank)
+        return fail_on_rank("es-train", str(error), comm.rank)
     except TrainingError as error:  # every rank sees it alike, e.g. a VBN batch mismatch
         if comm.rank == 0:
             print(f"es-train: error: {error}", file=sys.stderr, flush=True)
         return 1
     except Exception as error:  # e.g. out of memory on one rank
-        return _crash("es-train", error, comm)
+        return crash("es-train", error, comm)
     nodes = comm.node_ranks()  # the noise tables are built: say where they are
     if comm.rank == 0:
         print(f"es-train: {node_summary(nodes, ranks, config.es.noise)}", file=sys.stderr,
@@ -331,7 +259,7 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         print(f"es-train: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
         return 130
     except Exception as error:  # an internal failure on one rank
-        return _crash("es-train", error, comm)
+        return crash("es-train", error, comm)
     if comm.rank == 0:
         final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
         print(
@@ -347,118 +275,3 @@ def _fail_run(message: str, run_dir: str, rank: int) -> int:
         print(f"es-train: error: {message}. The last generation is checkpointed in "
               f"{run_dir}", file=sys.stderr, flush=True)
     return 1
-
-
-def eval_parser() -> argparse.ArgumentParser:
-    from es.cliargs import ArgumentParser, add_flag
-
-    parser = ArgumentParser(
-        prog="es-eval", description="Evaluate the trained mean policy of a run (no noise).",
-        examples=["es-eval runs/CartPole-v1__cartpole__0__20250101-120000 --episodes 20",
-                  "es-eval RUN_DIR --video cartpole.mp4 --json returns.json",
-                  "es-eval RUN_DIR --random"],
-    )
-    parser.add_argument("run_dir", help="a run folder written by es-train")
-    parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
-    add_flag(parser, "--seed", "the seed of the first episode; episode i plays seed N + i",
-             default=12345)
-    parser.add_argument("--video", metavar="PATH",
-                        help="also record one episode of the policy to PATH (.mp4 or .gif)")
-    parser.add_argument("--video-steps", type=int, default=None,
-                        help="stop the video after this many steps (default: the episode)")
-    parser.add_argument("--random", action="store_true",
-                        help="evaluate a uniformly random policy on the same episodes instead")
-    parser.add_argument("--json", metavar="PATH",
-                        help="also write every episode's return and length to PATH (JSON)")
-    return parser
-
-
-def eval_main(argv: list[str] | None = None) -> int:
-    args = eval_parser().parse_args(argv)
-    if args.episodes < 1:
-        return _fail("es-eval", f"--episodes {args.episodes}: must be >= 1")
-
-    import numpy as np
-
-    from es.checkpoint import load_policy, write_atomically
-    from es.config import ConfigError, load_config
-    from es.envs import env_from_config
-    from es.rollout import random_policy, safe_episode
-
-    run_dir = Path(args.run_dir)
-    policy_path = run_dir / "policy.npz"
-    try:
-        if not policy_path.is_file():
-            return _fail("es-eval", f"run folder {args.run_dir!r}: no policy.npz in it")
-        if not zipfile.is_zipfile(policy_path):
-            return _fail("es-eval", f"{str(policy_path)!r}: unreadable policy (not an .npz "
-                         "archive: truncated, or another kind of file)")
-        config = load_config(run_dir / "config.toml")
-        policy = load_policy(policy_path)
-        if policy.env_id != config.env.id:
-            raise ValueError(f"it is for {policy.env_id!r}, config.toml for {config.env.id!r}")
-        trained = policy.act()
-        env = env_from_config(config)
-    except ConfigError as error:
-        return _fail("es-eval", str(error))
-    except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as error:
-        # A truncated or foreign file: the reading fails in any of numpy's or zipfile's ways.
-        return _fail("es-eval", f"{str(policy_path)!r}: unreadable policy "
-                     f"({getattr(error, 'strerror', None) or error})")
-    if args.video:
-        from es.video import check_video_path
-
-        try:
-            check_video_path(args.video)
-        except ValueError as error:
-            return _fail("es-eval", str(error))
-    act = random_policy(env, args.seed) if args.random else trained
-    episodes = [safe_episode(env, act, args.seed + i, f"episode {i} (seed {args.seed + i})")
-                for i in range(args.episodes)]
-    finished = [e for e in episodes if np.isfinite(e.total_return)]
-    failed = len(episodes) - len(finished)
-    if not finished:
-        print(f"es-eval: error: all {failed} episodes failed (see the warnings above)",
-              file=sys.stderr)
-        return 1
-    returns = np.array([e.total_return for e in finished])
-    lengths = np.array([e.length for e in finished])
-    who = "random policy" if args.random else f"mean policy (generation {policy.generation})"
-    print(
-        f"{policy.env_id}, {who}: return {returns.mean():.2f} ± {returns.std():.2f} over "
-        f"{len(finished)} episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
-        f"mean length {lengths.mean():.1f})"
-        + (f"; {failed} of {args.episodes} episodes failed and are not in these figures"
-           if failed else "")
-    )
-    if args.json:
-        record = {"env": policy.env_id, "generation": policy.generation, "seed": args.seed,
-                  "random": args.random, "episodes": args.episodes, "failed": failed,
-                  "returns": returns.tolist(), "lengths": lengths.tolist()}
-        payload = (json.dumps(record, indent=1) + "\n").encode()
-        try:
-            write_atomically(Path(args.json), lambda handle: handle.write(payload))
-        except OSError as error:
-            return _fail("es-eval", f"--json {args.json!r}: {error.strerror or error}")
-    if args.video:
-        return _write_video(config, act, args)
-    return 0
-
-
-def _write_video(config, act, args: argparse.Namespace) -> int:
-    """One episode (seed ``--seed``) rendered headless; MuJoCo needs an OpenGL backend, EGL
-    by default here (``MUJOCO_GL`` in the environment wins)."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    from gymnasium.error import DependencyNotInstalled
-
-    from es.envs import env_from_config
-    from es.video import record_video
-
-    try:
-        env = env_from_config(config, render_mode="rgb_array")
-        written = record_video(env, act, Path(args.video), seed=args.seed,
-                               max_steps=args.video_steps)
-    except (ImportError, RuntimeError, ValueError, DependencyNotInstalled) as error:
-        return _fail("es-eval", str(error))
-    print(f"wrote {args.video}: {written['frames']} frames, return {written['return']:.2f}")
-    return 0

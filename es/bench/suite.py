@@ -57,7 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from es.cliargs import out_folder
+from es.bench.report import markdown as table
+from es.bench.report import out_folder
 
 BIN = Path(sys.executable).parent
 FINAL_SEED = 12345  # es-eval's default: the same fresh episodes for every run
@@ -377,7 +378,6 @@ def _median_or_dash(ordered: list[float], whole: bool = False) -> float | int | 
 
 
 def markdown(summary: list[dict[str, Any]], tasks: dict[str, Task], title: str) -> str:
-    from es.bench import markdown as table
 
     parts = [f"## {title}\n"]
     for name, task in tasks.items():
@@ -572,24 +572,3 @@ def claim_output_folder(out: Path, suite_file: Path) -> None:
                          f"{marker.read_text().strip()!r}; pass another --out")
     out.mkdir(parents=True, exist_ok=True)
     marker.write_text(mine + "\n")
-
-
-def add_parser(commands: Any) -> None:
-    """The ``suite`` sub-command of ``es-bench``."""
-    from es.cliargs import add_flag, add_out, add_ranks
-
-    bench = commands.add_parser(
-        "suite", help="tasks x strategies x seeds: success rates",
-        description="Tasks x strategies x seeds, each run a real mpiexec es-train to its budget, "
-        "its final policy scored on fresh episodes; an interrupted suite resumes.",
-        examples=["es-bench suite configs/suites/mujoco.toml --tasks swimmer,halfcheetah "
-                  "--seeds 0-4",
-                  "es-bench suite configs/suites/mujoco.toml --strategies openai,ars --ranks 2"])
-    bench.add_argument("suite", help="suite file (TOML), e.g. configs/suites/mujoco.toml")
-    bench.add_argument("--tasks", help="comma-separated task names (default: all)")
-    bench.add_argument("--strategies", help="comma-separated strategies (default: all)")
-    add_flag(bench, "--seeds", "every task and strategy runs each", default="0-4")
-    add_ranks(bench, "2", several=False)
-    add_flag(bench, "--jobs", "each on --ranks ranks")
-    add_flag(bench, "--launcher")
-    add_out(bench, "suite", "finished runs in it are not redone", per="SUITE (the file's stem)")

@@ -7,15 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from es.cli import (  # sets BLAS threads first
-    LAUNCHED_AT,
-    _configure_logging,
-    _crash,
-    _fail,
-    _prepare,
-    flag_overrides,
-)
-from es.cliargs import ArgumentParser, add_flag
+from es.cli.args import ArgumentParser, add_flag
+from es.cli.train import LAUNCHED_AT, crash, fail_on_rank, flag_overrides, prepare
+from es.rl.runs import configure_logging
 
 ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
 
@@ -46,22 +40,23 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.overrides = flag_overrides(args)
-    from es.comm import make_comm
+    from es.parallel.comm import make_comm
 
     comm = make_comm()
     if args.algorithm == "dqn" and comm.size > 1:
-        return _fail("es-baseline", f"dqn runs in one process, not {comm.size} ranks; for "
-                     "distributed DQN use: mpiexec -n 3 es-baseline gorila CONFIG", comm.rank)
+        return fail_on_rank("es-baseline", f"dqn runs in one process, not {comm.size} ranks; "
+                            "for distributed DQN use: mpiexec -n 3 es-baseline gorila CONFIG",
+                            comm.rank)
     if args.algorithm == "gorila" and comm.size < 2:
-        return _fail("es-baseline", "gorila needs at least 2 ranks (1 learner + actors), e.g. "
-                     "mpiexec -n 3 es-baseline gorila CONFIG", comm.rank)
-    _configure_logging(comm.rank == 0 and not args.quiet)
+        return fail_on_rank("es-baseline", "gorila needs at least 2 ranks (1 learner + "
+                            "actors), e.g. mpiexec -n 3 es-baseline gorila CONFIG", comm.rank)
+    configure_logging(comm.rank == 0 and not args.quiet)
     request = argparse.Namespace(resume=None, config=args.config, overrides=args.overrides,
                                  run_dir=args.run_dir, force=args.force, sweep_parent=None)
-    prepared = _prepare(request) if comm.rank == 0 else None
+    prepared = prepare(request) if comm.rank == 0 else None
     config, _, run_dir, _, error = comm.broadcast(prepared)
     if error:
-        return _fail("es-baseline", error, comm.rank)
+        return fail_on_rank("es-baseline", error, comm.rank)
 
     from es.baselines import dqn, gorila, pg, ppo
     from es.config import ConfigError
@@ -71,12 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = train(config, comm, Path(run_dir) if comm.rank == 0 else None, LAUNCHED_AT)
     except ConfigError as error:
-        return _fail("es-baseline", str(error), comm.rank)
+        return fail_on_rank("es-baseline", str(error), comm.rank)
     except KeyboardInterrupt:
         print(f"es-baseline: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
         return 130
     except Exception as error:  # one rank's failure must not leave the others waiting
-        return _crash("es-baseline", error, comm)
+        return crash("es-baseline", error, comm)
     if comm.rank == 0:
         final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
         print(f"done: {args.algorithm}, {result.rounds} rounds, {result.timesteps} steps, "

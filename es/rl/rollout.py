@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from es.policies import ObsNorm
+from es.rl.policies import ObsNorm
 
 log = logging.getLogger("es")
 

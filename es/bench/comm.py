@@ -1,0 +1,102 @@
+"""``es-bench comm``: bytes and time per update, what the ES ranks exchange (scalars) against
+an all-reduce of a float32 gradient of the same parameter count (data-parallel policy
+gradient). ``comm_worker`` runs under ``mpiexec`` as ``es-bench comm-worker``."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from es.bench.launch import BIN, run_mpi
+from es.bench.report import pyplot
+
+
+def check_populations(populations: list[int]) -> None:
+    if any(population % 2 for population in populations):
+        raise ValueError(f"--populations {','.join(map(str, populations))}: counts "
+                         "must be even (mirrored pairs)")
+
+
+def comm_worker(params: list[int], populations: list[int], repeats: int, out: Path) -> None:
+    """Under mpiexec: time what the trainer exchanges per update (``es.parallel.exchange``, static
+    schedule, no observation statistics) against an all-reduce of a float32 gradient of the
+    parameter count (what data-parallel policy gradient sends). Rank 0 writes
+    ``out/comm.csv``."""
+    import time
+
+    import numpy as np
+
+    from es.parallel.comm import MPIComm
+    from es.parallel.exchange import share_results, static_share
+
+    comm = MPIComm()
+    no_obs_stats = np.zeros(0, dtype=np.int64)
+    rows = []
+    for population in populations:
+        members = static_share(comm.rank, comm.size, population, mirrored=True)
+        returns = np.zeros(len(members))
+
+        def es_update(members=members, returns=returns, population=population) -> None:
+            share_results(comm, population, True, members, returns, 0, no_obs_stats,
+                          dynamic=False)
+
+        for dim in params:
+            gradient = np.zeros(dim, dtype=np.float32)
+            timings = {}
+            exchanges = (("es", es_update),
+                         ("allreduce", lambda grad=gradient: comm.allreduce_sum(grad)))
+            for name, exchange in exchanges:
+                exchange()  # warm-up
+                comm.barrier()
+                before, times = comm.world_bytes_sent, []
+                for _ in range(repeats):
+                    started = time.perf_counter()
+                    exchange()
+                    times.append(time.perf_counter() - started)
+                timings[name] = (statistics.median(times), (comm.world_bytes_sent - before)
+                                 // repeats)
+            rows.append({
+                "ranks": comm.size, "params": dim, "population": population,
+                "es_bytes": timings["es"][1], "allreduce_bytes": timings["allreduce"][1],
+                "bytes_ratio": timings["es"][1] / timings["allreduce"][1],
+                "es_us": 1e6 * timings["es"][0], "allreduce_us": 1e6 * timings["allreduce"][0],
+            })
+    if comm.rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "comm.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:
+        run_mpi(args.ranks[0], str(BIN / "es-bench"), "comm-worker", "--params",
+                 ",".join(map(str, args.params)), "--populations",
+                 ",".join(map(str, args.populations)), "--repeats", str(args.repeats), "--out",
+                 tmp, launcher=args.launcher)
+        with open(f"{tmp}/comm.csv") as handle:
+            return [{k: float(v) if "." in v else int(v) for k, v in row.items()}
+                    for row in csv.DictReader(handle)]
+
+
+def plot_comm(rows: list[dict[str, Any]], out: Path) -> None:
+    """Bytes per update against the parameter count, log-log, one line per population."""
+    plt = pyplot()
+    if plt is None:
+        return
+    figure, axes = plt.subplots(figsize=(6, 4))
+    by_params = sorted({r["params"]: r["allreduce_bytes"] for r in rows}.items())
+    axes.plot(*zip(*by_params, strict=True), "s-", label="gradient all-reduce (float32)")
+    for population in sorted({r["population"] for r in rows}):
+        mine = [(r["params"], r["es_bytes"]) for r in rows if r["population"] == population]
+        axes.plot(*zip(*mine, strict=True), "o-", label=f"ES, population {population}")
+    axes.set(xscale="log", yscale="log", xlabel="parameters", ylabel="bytes per update")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out / "comm.png", dpi=100)
+    print(f"wrote {out / 'comm.png'}")

@@ -1,0 +1,43 @@
+"""Launching the ``es-*`` programs under MPI for a measurement: the launcher's command line
+(the ``mpiexec`` beside this Python unless a cluster's is given) and a run whose failure is
+the last line of its stderr."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent  # the console scripts and mpiexec of this installation
+
+
+def mpiexec(ranks: int, *command: str, launcher: str | None = None) -> list[str]:
+    """``LAUNCHER -n RANKS COMMAND``. The default launcher is the mpiexec installed beside
+    this Python (the mpich wheel's), else the one on PATH; a cluster passes its own, e.g.
+    ``"srun --mpi=pmix"`` or ``"mpiexec -f hosts.txt"``."""
+    if launcher:
+        base = shlex.split(launcher)
+    else:
+        beside = BIN / "mpiexec"
+        base = [str(beside) if beside.exists() else shutil.which("mpiexec") or "mpiexec"]
+    return [*base, "-n", str(ranks), *command]
+
+
+def run_mpi(ranks: int, *command: str, launcher: str | None = None) -> None:
+    """Run ``command`` on ``ranks`` ranks; a failure is a RuntimeError ending in the last line
+    of its stderr (where our programs put their one-line error)."""
+    try:
+        done = subprocess.run(mpiexec(ranks, *command, launcher=launcher), capture_output=True,
+                              text=True)
+    except OSError as error:  # a --launcher that does not exist or cannot run
+        raise RuntimeError(f"launcher {error.filename!r}: {error.strerror}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"mpiexec -n {ranks} failed (exit {done.returncode}): {last[-300:]}")
+
+
+def set_flags(overrides: list[str]) -> list[str]:
+    """``["a.b=1", ...]`` -> ``["--set", "a.b=1", ...]`` for es-train."""
+    return [part for override in overrides for part in ("--set", override)]

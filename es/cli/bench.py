@@ -1,0 +1,225 @@
+"""``es-bench``: the measurements of ``es.bench`` from the command line.
+
+    es-bench scaling --ranks 1,2 --mode weak                    # es.bench.scaling
+    es-bench scaling --config configs/humanoid.toml --ranks 1,32,64,128
+    es-bench scaling --synthetic-step-ms 2 --ranks 1,2,4,8,16,32,64
+    es-bench comm --params 1e4,1e5,1e6 --populations 256,1024  # es.bench.comm
+    es-bench bbob --dims 2,5,10 --methods auto,pycma --jobs 2   # es.bench.bbob
+    es-bench highdim --dims 1000 --methods auto,pycma,pycma-diag
+    es-bench suite configs/suites/mujoco.toml --seeds 0-4      # es.bench.suite
+    es-bench reference --seeds 0-2    # DQN/PPO vs published results, es.bench.reference
+
+A bad flag is one line on stderr and exit code 2, before anything is launched where it can be
+checked first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from es.cli.args import ArgumentParser, SpecError, add_flag, add_out, add_ranks, fail
+
+
+def parse_counts(text: str) -> list[int]:
+    """'1e4,1e5' -> [10000, 100000]."""
+    try:
+        counts = [int(float(part)) for part in text.split(",")]
+    except (ValueError, OverflowError):  # not a number; inf
+        counts = []
+    if not counts or min(counts) < 1:
+        raise SpecError(f"{text!r}: expected comma-separated counts, e.g. 1e4,1e5")
+    return counts
+
+
+def add_comm_sizes(parser: argparse.ArgumentParser) -> None:
+    """What ``comm`` measures, passed on to ``comm-worker`` as it is."""
+    parser.add_argument("--params", type=parse_counts, default="1e4,1e5,1e6", metavar="LIST",
+                        help="parameter counts, comma-separated (default: %(default)s)")
+    parser.add_argument("--populations", type=parse_counts, default="256,1024",
+                        metavar="LIST", help="population sizes, even, comma-separated "
+                        "(default: %(default)s)")
+    add_flag(parser, "--repeats", "timed exchanges of each size", default=50)
+
+
+def parser() -> ArgumentParser:
+    from es.bench.bbob import HIGHDIM_FUNCTIONS  # numpy: imported only here, as late as the
+    from es.bench.reference import CASES  # parser
+    from es.bench.scaling import BASE_CONFIG
+
+    parse = ArgumentParser(prog="es-bench",
+                           description="Measured scaling, communication, learning suites and "
+                           "black-box benchmarks.",
+                           examples=["es-bench scaling --ranks 1,2,4 --mode weak",
+                                     "es-bench suite configs/suites/mujoco.toml --seeds 0-4",
+                                     "es-bench bbob --dims 2,5,10 --methods auto,pycma --jobs 2"])
+    commands = parse.add_subparsers(dest="command", required=True)
+    scale = commands.add_parser(
+        "scaling", help="efficiency across rank counts",
+        description="Measured scaling of es-train across rank counts: generations/s, env "
+        "steps/s, parallel efficiency and rank 0's time breakdown. The config is trained as it "
+        "is; --env, --policy and --table-size replace its values.",
+        examples=["es-bench scaling --ranks 1,2 --mode weak",
+                  "es-bench scaling --config configs/humanoid.toml --ranks 1,32,64,128 "
+                  "--launcher 'srun --mpi=pmix'",
+                  "es-bench scaling --synthetic-step-ms 2 --ranks 1,2,4,8,16,32,64"])
+    add_flag(scale, "--config", "trained as it is, policy and noise table included",
+             default=str(BASE_CONFIG))
+    add_flag(scale, "--env", "instead of the config's env.id")
+    scale.add_argument("--policy", choices=("linear", "mlp", "cnn"),
+                       help="policy.kind instead of the config's")
+    add_flag(scale, "--table-size", "instead of the config's")
+    scale.add_argument("--synthetic-step-ms", type=float, help="use es/Sleep-v0 with this step")
+    scale.add_argument("--lengths", choices=("fixed", "pareto"), default="fixed")
+    scale.add_argument("--mean-length", type=int, default=100)
+    scale.add_argument("--max-length", type=int, default=1000)
+    scale.add_argument("--min-sleep-ms", type=float, default=10.0,
+                       help="coalesce synthetic sleeps to at least this long (0: every step)")
+    add_ranks(scale, "1,2", several=True, detail="one measurement per count")
+    scale.add_argument("--mode", choices=("weak", "strong"), default="weak")
+    scale.add_argument("--members-per-rank", type=int, default=16)
+    scale.add_argument("--population", type=int, default=64, help="strong scaling population")
+    add_flag(scale, "--generations", "at least 5 (warm-up and the final evaluation are not "
+             "timed)", default=8)
+    add_flag(scale, "--repeats", "runs of each rank count", default=3)
+    scale.add_argument("--schedule", choices=("static", "dynamic"), default="static")
+    add_out(scale, "scaling", per="ENV-MODE")
+    compare = commands.add_parser(
+        "comm", help="ES scalars vs a gradient all-reduce",
+        description="Bytes and time per update: what the ES ranks exchange against an "
+        "all-reduce of a float32 gradient of the same parameter count.",
+        examples=["es-bench comm --params 1e4,1e5,1e6 --populations 256,1024",
+                  "es-bench comm --ranks 128 --launcher 'srun --mpi=pmix'"])
+    add_comm_sizes(compare)
+    add_ranks(compare, "2", several=False)
+    add_out(compare, "comm")
+    for sub in (scale, compare):
+        add_flag(sub, "--launcher")
+    add_bbob_parsers(commands, HIGHDIM_FUNCTIONS)  # bbob, highdim
+    add_suite_parser(commands)
+    add_reference_parser(commands, CASES)
+    worker = commands.add_parser(
+        "comm-worker", help="run by es-bench comm under mpiexec",
+        examples=["mpiexec -n 2 es-bench comm-worker --params 1e4 --populations 256 "
+                  "--out bench-results/comm"])
+    add_comm_sizes(worker)
+    add_out(worker, "comm", "comm.csv goes there")
+    return parse
+
+
+def add_bbob_parsers(commands: Any, highdim_functions: tuple[str, ...]) -> None:
+    """The ``bbob`` and ``highdim`` sub-commands of ``es-bench``."""
+    bench = commands.add_parser(
+        "bbob", help="BBOB suite (ioh): strategies beside pycma",
+        description="The 24 noiseless BBOB functions through ioh: es.minimize's methods "
+        "beside pycma at equal budgets, as ECDFs of (problem, target) pairs reached.",
+        examples=["es-bench bbob --dims 2,5,10,20 --instances 1-5 --methods auto,snes,pycma "
+                  "--jobs 2",
+                  "es-bench bbob --restarts 9 --bipop --budget-per-dim 10000 "
+                  "--methods auto,pycma"])
+    add_flag(bench, "--functions", "BBOB function ids such as 1-24 or 1,8", default="1-24")
+    bench.add_argument("--instances", default="1-5")
+    add_flag(bench, "--dims", "2 to 100", default="2,5,10,20")
+    add_flag(bench, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
+             default="auto,pycma")
+    bench.add_argument("--budget-per-dim", type=int, default=1000)
+    bench.add_argument("--restarts", type=int, default=0)
+    bench.add_argument("--bipop", action="store_true", help="BIPOP restarts (with --restarts)")
+    add_flag(bench, "--jobs", "the results do not depend on it, wall times do")
+    bench.add_argument("--seed-offset", type=int, default=0,
+                       help="shift every run's seed (another draw of the random numbers)")
+    add_out(bench, "bbob")
+    high = commands.add_parser(
+        "highdim", help="d = 1000, 10000: time per generation, precision at equal evaluations",
+        description="Sphere, ellipsoid and Rastrigin at d = 1000 and 10000: milliseconds per "
+        "generation and the best f at equal evaluations, our methods beside pycma.",
+        examples=["es-bench highdim --dims 1000,10000 --methods auto,sepcma,pycma,pycma-diag",
+                  "es-bench highdim --dims 1000 --seeds 1-5 --budget-s 60"])
+    add_flag(high, "--dims", "at least 2", default="1000,10000")
+    add_flag(high, "--functions", f"among {', '.join(highdim_functions)}",
+             default=",".join(highdim_functions))
+    add_flag(high, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
+             default="auto,pycma,pycma-diag")
+    add_flag(high, "--evals-per-dim", default=100)
+    add_flag(high, "--max-evals", default=1_000_000)
+    add_flag(high, "--budget-s", "of a pycma run (ours always finish their evaluations)",
+             default=120.0)
+    add_flag(high, "--seeds", "medians over them are reported; >= 1", default="1")
+    add_flag(high, "--jobs", "skews the timings")
+    add_out(high, "highdim")
+
+
+
+
+def add_suite_parser(commands: Any) -> None:
+    """The ``suite`` sub-command of ``es-bench``."""
+    bench = commands.add_parser(
+        "suite", help="tasks x strategies x seeds: success rates",
+        description="Tasks x strategies x seeds, each run a real mpiexec es-train to its budget, "
+        "its final policy scored on fresh episodes; an interrupted suite resumes.",
+        examples=["es-bench suite configs/suites/mujoco.toml --tasks swimmer,halfcheetah "
+                  "--seeds 0-4",
+                  "es-bench suite configs/suites/mujoco.toml --strategies openai,ars --ranks 2"])
+    bench.add_argument("suite", help="suite file (TOML), e.g. configs/suites/mujoco.toml")
+    bench.add_argument("--tasks", help="comma-separated task names (default: all)")
+    bench.add_argument("--strategies", help="comma-separated strategies (default: all)")
+    add_flag(bench, "--seeds", "every task and strategy runs each", default="0-4")
+    add_ranks(bench, "2", several=False)
+    add_flag(bench, "--jobs", "each on --ranks ranks")
+    add_flag(bench, "--launcher")
+    add_out(bench, "suite", "finished runs in it are not redone", per="SUITE (the file's stem)")
+
+
+def add_reference_parser(commands: Any, cases: dict[str, Any]) -> None:
+    """The ``reference`` sub-command of ``es-bench``."""
+    bench = commands.add_parser(
+        "reference", help="our DQN/PPO beside published results",
+        description="Train the shipped DQN and PPO configs for the env steps of published "
+        "results (cleanrl, RL Baselines3 Zoo) on each seed and put ours beside theirs, in "
+        f"their metric. Cases: {', '.join(cases)}.",
+        examples=["es-bench reference --seeds 0-2",
+                  "es-bench reference --cases ppo-halfcheetah-1m --seeds 0-2 --ranks 2 "
+                  "--jobs 1"])
+    bench.add_argument("--cases", help="comma-separated case names (default: all)")
+    add_flag(bench, "--seeds", "every case runs each", default="0-2")
+    add_ranks(bench, "2", several=False, detail="for ppo (dqn and one-environment cases run "
+              "one process)")
+    add_flag(bench, "--jobs", "each on --ranks ranks")
+    add_out(bench, "reference", "finished runs in it are not redone")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from es.bench import bbob, comm, reference, scaling, suite
+    from es.bench.report import out_folder, write_table
+
+    args = parser().parse_args(argv)
+    try:
+        if args.command in bbob.COMMANDS:
+            return bbob.COMMANDS[args.command](args)
+        if args.command == "suite":
+            return suite.run_suite(args)
+        if args.command == "reference":
+            return reference.run_reference(args)
+        if args.command == "comm-worker":
+            comm.comm_worker(args.params, args.populations, args.repeats, args.out)
+            return 0
+        if args.command == "comm":
+            comm.check_populations(args.populations)
+            rows = comm.comm_compare(args)
+            write_table(rows, args.out, "es-bench comm: bytes and time per update, ES scalars "
+                        "vs float32 gradient all-reduce")
+            comm.plot_comm(rows, args.out)
+            return 0
+        scaling.check_scaling(args)
+        rows = scaling.scaling(args)
+    except (ValueError, RuntimeError) as error:
+        return fail("es-bench", str(error))
+    env_name = rows[0]["env"].replace("/", "_")
+    out = out_folder(args.out, "scaling", f"{env_name}-{args.mode}")
+    scaling.write_outputs(rows, out, f"es-bench scaling: {rows[0]['env']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

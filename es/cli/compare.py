@@ -1,0 +1,53 @@
+"""``es-compare``: ES against the baselines on one env, equal wall-clock budgets, same seeds.
+
+    es-compare --env CartPole-v1 --budget-s 120 --seeds 0-2
+    es-compare --env Pendulum-v1 --budget-s 120 --seeds 0-2    # continuous: no DQN
+
+The runs and what they write: ``es.bench.compare``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from es.cli.args import ArgumentParser, add_flag, add_out, add_ranks, fail, positive_int
+
+
+def parser() -> ArgumentParser:
+    from es.bench.compare import THRESHOLDS
+
+    parse = ArgumentParser(
+        prog="es-compare", description=__doc__.splitlines()[0],
+        examples=["es-compare --env CartPole-v1 --budget-s 120 --seeds 0-2",
+                  "es-compare --env Pendulum-v1 --methods es,pg --ranks 2 --jobs 2",
+                  "es-compare --env Acrobot-v1 --method-config es=configs/cartpole.toml "
+                  "--threshold -100"])
+    add_flag(parse, "--env", required=True)
+    add_flag(parse, "--budget-s", "every run's, counted from process start", default=120.0)
+    add_flag(parse, "--seeds", "one run per method and seed", default="0-2")
+    add_flag(parse, "--methods", "a subset of es,pg,ppo,dqn (dqn: discrete envs only)",
+             default="es,pg,ppo,dqn")
+    parse.add_argument("--method-config", action="append", default=[], metavar="METHOD=PATH",
+                       help="the config of one method (default: the shipped one for the env)")
+    add_ranks(parse, "1", several=False, detail="for es and pg (dqn is one process)")
+    add_flag(parse, "--jobs", "each run with --ranks ranks")
+    add_flag(parse, "--threshold", "default: the env's usual one, "
+             f"{', '.join(f'{env} {value:g}' for env, value in THRESHOLDS.items())}")
+    parse.add_argument("--eval-episodes", type=positive_int, default=20,
+                       help="episodes of each run's final policy (default 20)")
+    add_out(parse, "compare", per="ENV")
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    from es.bench.compare import compare
+
+    args = parser().parse_args(argv)
+    try:
+        return compare(args)
+    except ValueError as error:
+        return fail("es-compare", str(error))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

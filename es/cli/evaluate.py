@@ -1,0 +1,127 @@
+"""``es-eval``: play a run's trained mean policy (or a random one) on seeded episodes, and
+optionally record one as a video."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
+from es.cli.args import ArgumentParser, add_flag, fail
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="es-eval", description="Evaluate the trained mean policy of a run (no noise).",
+        examples=["es-eval runs/CartPole-v1__cartpole__0__20250101-120000 --episodes 20",
+                  "es-eval RUN_DIR --video cartpole.mp4 --json returns.json",
+                  "es-eval RUN_DIR --random"],
+    )
+    parser.add_argument("run_dir", help="a run folder written by es-train")
+    parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
+    add_flag(parser, "--seed", "the seed of the first episode; episode i plays seed N + i",
+             default=12345)
+    parser.add_argument("--video", metavar="PATH",
+                        help="also record one episode of the policy to PATH (.mp4 or .gif)")
+    parser.add_argument("--video-steps", type=int, default=None,
+                        help="stop the video after this many steps (default: the episode)")
+    parser.add_argument("--random", action="store_true",
+                        help="evaluate a uniformly random policy on the same episodes instead")
+    parser.add_argument("--json", metavar="PATH",
+                        help="also write every episode's return and length to PATH (JSON)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.episodes < 1:
+        return fail("es-eval", f"--episodes {args.episodes}: must be >= 1")
+
+    import numpy as np
+
+    from es.config import ConfigError, load_config
+    from es.rl.checkpoint import load_policy, write_atomically
+    from es.rl.envs import env_from_config
+    from es.rl.rollout import random_policy, safe_episode
+
+    run_dir = Path(args.run_dir)
+    policy_path = run_dir / "policy.npz"
+    try:
+        if not policy_path.is_file():
+            return fail("es-eval", f"run folder {args.run_dir!r}: no policy.npz in it")
+        if not zipfile.is_zipfile(policy_path):
+            return fail("es-eval", f"{str(policy_path)!r}: unreadable policy (not an .npz "
+                         "archive: truncated, or another kind of file)")
+        config = load_config(run_dir / "config.toml")
+        policy = load_policy(policy_path)
+        if policy.env_id != config.env.id:
+            raise ValueError(f"it is for {policy.env_id!r}, config.toml for {config.env.id!r}")
+        trained = policy.act()
+        env = env_from_config(config)
+    except ConfigError as error:
+        return fail("es-eval", str(error))
+    except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as error:
+        # A truncated or foreign file: the reading fails in any of numpy's or zipfile's ways.
+        return fail("es-eval", f"{str(policy_path)!r}: unreadable policy "
+                     f"({getattr(error, 'strerror', None) or error})")
+    if args.video:
+        from es.rl.video import check_video_path
+
+        try:
+            check_video_path(args.video)
+        except ValueError as error:
+            return fail("es-eval", str(error))
+    act = random_policy(env, args.seed) if args.random else trained
+    episodes = [safe_episode(env, act, args.seed + i, f"episode {i} (seed {args.seed + i})")
+                for i in range(args.episodes)]
+    finished = [e for e in episodes if np.isfinite(e.total_return)]
+    failed = len(episodes) - len(finished)
+    if not finished:
+        print(f"es-eval: error: all {failed} episodes failed (see the warnings above)",
+              file=sys.stderr)
+        return 1
+    returns = np.array([e.total_return for e in finished])
+    lengths = np.array([e.length for e in finished])
+    who = "random policy" if args.random else f"mean policy (generation {policy.generation})"
+    print(
+        f"{policy.env_id}, {who}: return {returns.mean():.2f} ± {returns.std():.2f} over "
+        f"{len(finished)} episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
+        f"mean length {lengths.mean():.1f})"
+        + (f"; {failed} of {args.episodes} episodes failed and are not in these figures"
+           if failed else "")
+    )
+    if args.json:
+        record = {"env": policy.env_id, "generation": policy.generation, "seed": args.seed,
+                  "random": args.random, "episodes": args.episodes, "failed": failed,
+                  "returns": returns.tolist(), "lengths": lengths.tolist()}
+        payload = (json.dumps(record, indent=1) + "\n").encode()
+        try:
+            write_atomically(Path(args.json), lambda handle: handle.write(payload))
+        except OSError as error:
+            return fail("es-eval", f"--json {args.json!r}: {error.strerror or error}")
+    if args.video:
+        return _write_video(config, act, args)
+    return 0
+
+
+def _write_video(config, act, args: argparse.Namespace) -> int:
+    """One episode (seed ``--seed``) rendered headless; MuJoCo needs an OpenGL backend, EGL
+    by default here (``MUJOCO_GL`` in the environment wins)."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from gymnasium.error import DependencyNotInstalled
+
+    from es.rl.envs import env_from_config
+    from es.rl.video import record_video
+
+    try:
+        env = env_from_config(config, render_mode="rgb_array")
+        written = record_video(env, act, Path(args.video), seed=args.seed,
+                               max_steps=args.video_steps)
+    except (ImportError, RuntimeError, ValueError, DependencyNotInstalled) as error:
+        return fail("es-eval", str(error))
+    print(f"wrote {args.video}: {written['frames']} frames, return {written['return']:.2f}")
+    return 0

@@ -1,0 +1,79 @@
+"""Run folders and progress output, the same for ``es-train``, ``es.train`` and the baselines:
+``runs/{env}__{name}__{seed}__{time}/`` with the resolved ``config.toml`` written first, and
+progress lines on stdout (a live status line on a terminal), warnings on stderr."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from es.config import Config
+
+
+def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
+                    stamped: bool = True) -> Path:
+    stamp = "__" + datetime.now().strftime("%Y%m%d-%H%M%S") if stamped else ""
+    return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}{stamp}"
+
+
+def prepare_run_dir(requested: str | None, config: Config,
+                    force: bool) -> tuple[str | None, str | None]:
+    """(run folder, None) or (None, error); called on rank 0 only."""
+    run_dir = Path(requested) if requested else default_run_dir(
+        config.run.runs_dir, config.env.id, config.run.name, config.run.seed
+    )
+    if run_dir.exists() and not run_dir.is_dir():
+        return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not force:
+        return None, (
+            f"run folder {str(run_dir)!r}: already holds a run; choose another --run-dir "
+            "or pass --force to overwrite it"
+        )
+    import tomli_w
+
+    from es.rl.checkpoint import write_atomically
+
+    payload = tomli_w.dumps(config.to_dict()).encode()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("config.toml", "progress.csv", "policy.npz"):
+            (run_dir / stale).unlink(missing_ok=True)
+        # An old run's checkpoints would otherwise be what --resume finds.
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        # At once, not when training starts: a run killed before its first checkpoint can
+        # then be resumed (started over) from this file.
+        write_atomically(run_dir / "config.toml", lambda handle: handle.write(payload))
+    except OSError as error:
+        return None, f"run folder {str(run_dir)!r}: {error.strerror}"
+    return str(run_dir), None
+
+
+class StatusLine(logging.StreamHandler):
+    """On a terminal, each progress line overwrites the previous one (a live status line);
+    lines with an evaluation stay, so the evaluations remain on screen as a history."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = self.format(record)
+        end = "\n" if " eval " in message else ""
+        self.stream.write(f"\r{message}\x1b[K{end}")
+        self.flush()
+
+
+def configure_logging(progress: bool) -> None:
+    """Progress lines (INFO) to stdout, warnings and errors to stderr. On a terminal the
+    progress is a status line rewritten in place; in a file or pipe, one line a generation."""
+    to_stdout = StatusLine(sys.stdout) if sys.stdout.isatty() else logging.StreamHandler(
+        sys.stdout)
+    to_stdout.addFilter(lambda record: record.levelno < logging.WARNING)
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setLevel(logging.WARNING)
+    logger = logging.getLogger("es")
+    logger.handlers[:] = [to_stdout, to_stderr]
+    for handler in logger.handlers:
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.setLevel(logging.INFO if progress else logging.WARNING)
