@@ -29,9 +29,9 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from es.bench.launch import set_flags  # noqa: E402
 from report import BIN, emit, mpiexec, script_parser  # noqa: E402
 
+from es.bench.launch import set_flags  # noqa: E402
 from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
 
 

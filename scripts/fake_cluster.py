@@ -1,5 +1,5 @@
 """Run an MPI command across H network-namespaced "hosts" on this machine (root only): each
-with its own hostname and address, TCP between them. See ``es/fake_cluster.py``.
+with its own hostname and address, TCP between them. See ``es/parallel/fake_cluster.py``.
 
     python scripts/fake_cluster.py --hosts 2 --ranks-per-host 2 -- es-train configs/cartpole.toml
 """

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from es.bench.launch import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
-
 from es.cli.args import ArgumentParser
 
 RESULTS_CSV = "results.csv"

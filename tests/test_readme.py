@@ -27,7 +27,7 @@ CHECKS = {
     'tensorboard]" && mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart '
     '--force': "mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart --force",
     'python3.11 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[test]" && ruff '
-    'check es tests scripts && python -m pytest -q': "ci",
+    'check es tests scripts && lint-imports && python -m pytest -q': "ci",
     "es-train configs/pendulum.toml --set run.generations=20 --run-dir runs/pendulum":
         "as written",
     "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=60 --run-dir "
@@ -132,7 +132,7 @@ def test_config_reference_matches_the_code():
     from es.cli.config_doc import with_reference
 
     text = (REPO / "docs/configuration.md").read_text()
-    assert with_reference(text) == text, "run: python -m es.config_doc docs/configuration.md"
+    assert with_reference(text) == text, "run: python -m es.cli.config_doc docs/configuration.md"
 
 
 def test_readme_stays_short_and_its_links_resolve():

@@ -1,8 +1,8 @@
 """A small NumPy neural-network core with backpropagation, for the gradient baselines.
 
-Networks are ``es.policies.PolicySpec`` MLPs, or ``es.cnn.ConvNetSpec`` CNNs without VBN,
+Networks are ``es.rl.policies.PolicySpec`` MLPs, or ``es.rl.cnn.ConvNetSpec`` CNNs without VBN,
 over one flat parameter vector in the same layout as the ES policies (per layer: weights then
-bias), so a trained Q-network or policy network is saved with ``es.checkpoint.save_policy``
+bias), so a trained Q-network or policy network is saved with ``es.rl.checkpoint.save_policy``
 and played by ``es-eval`` exactly as an ES policy is. Forward passes take a batch;
 ``backward`` returns the gradient of a scalar loss with respect to the flat vector (a
 convolution is an im2col matmul, its input gradient a col2im scatter-add). Losses return
@@ -59,7 +59,7 @@ def _activation_grad(spec: Network, out: np.ndarray, delta: np.ndarray) -> np.nd
 
 def _patches(h: np.ndarray, kernel: int, stride: int) -> np.ndarray:
     """im2col: ``(B, Ho, Wo, k, k, C)`` windows of a channels-last batch, one row per output
-    position, fan-in in (row, column, channel) order as ``es.cnn`` lays kernels out."""
+    position, fan-in in (row, column, channel) order as ``es.rl.cnn`` lays kernels out."""
     view = sliding_window_view(h, (kernel, kernel), axis=(1, 2))[:, ::stride, ::stride]
     return np.ascontiguousarray(view.transpose(0, 1, 2, 4, 5, 3))
 
@@ -67,7 +67,7 @@ def _patches(h: np.ndarray, kernel: int, stride: int) -> np.ndarray:
 def forward(spec: Network, params: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, Trace]:
     """Outputs ``(B, act_dim)`` (logits, Q-values or action means) of a batch: ``(B, obs_dim)``
     for an MLP, frame stacks ``(B, C, H, W)`` of raw pixels for a CNN (scaled by 1/255, as
-    ``es.cnn`` does)."""
+    ``es.rl.cnn`` does)."""
     layers = _layers(spec, params)
     trace = Trace([], [])
     h = np.asarray(x, dtype=params.dtype)

@@ -305,7 +305,7 @@ def minimize(
     ``if __name__ == "__main__":`` guard, ``python - < script.py`` and Jupyter kernels work;
     they run BLAS on one thread. Spawning needs MPI's ``mpiexec``: from PATH, or else the one
     beside the Python interpreter (a venv that is not activated); with neither it raises
-    ``es.evaluate.WorkerStartError`` (a ``RuntimeError``) at once, and workers that do not
+    ``es.parallel.evaluate.WorkerStartError`` (a ``RuntimeError``) at once, and workers that do not
     start within a minute raise it too, never hang. Under ``mpiexec`` (more than one rank)
     every rank runs this call and evaluates its share instead; nothing is spawned. Either way
     the result is bit-identical to ``workers=1``.

@@ -38,8 +38,8 @@ def fill_table(out: np.ndarray, seed: int) -> None:
 class NoiseTable:
     """A block of standard normals; direction k of a generation is one contiguous slice.
 
-    The array may live in MPI shared memory (one copy per node, see ``es.comm``); this class
-    only reads it.
+    The array may live in MPI shared memory (one copy per node, see ``es.parallel.comm``); this
+    class only reads it.
     """
 
     def __init__(self, table: np.ndarray) -> None:

@@ -73,7 +73,7 @@ class ConvNetSpec:
     dense: int = 512  # units of the hidden dense layer
     vbn: bool = True  # virtual batch normalisation of every hidden layer
     vbn_eps: float = 1e-5  # added to the variance before the square root
-    discrete = True  # the interface es.policies.PolicySpec shares: logits of discrete actions
+    discrete = True  # the interface es.rl.policies.PolicySpec shares: logits of discrete actions
 
     def __post_init__(self) -> None:
         if self.n_outputs < 1 or self.dense < 1:

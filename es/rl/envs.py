@@ -59,7 +59,7 @@ def make_env(
     atari: AtariConfig | None = None,
     render_mode: str | None = None,
 ) -> gym.Env:
-    """The environment of a config; ALE games get the standard preprocessing (``es.atari``),
+    """The environment of a config; ALE games get the standard preprocessing (``es.rl.atari``),
     with ``max_episode_steps`` counted in agent steps.
 
     With ``kwargs`` (``env.kwargs``), a failure to construct is a ``ConfigError`` naming them:

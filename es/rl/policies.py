@@ -1,4 +1,4 @@
-"""NumPy policies over one flat float32 parameter vector: linear, MLP, and (``es.cnn``) a CNN.
+"""NumPy policies over one flat float32 parameter vector: linear, MLP, and (``es.rl.cnn``) a CNN.
 
 A ``PolicySpec`` fixes the architecture and action space; ``act_fn`` binds a parameter vector
 and observation statistics into a fast ``obs -> action`` function (weights unpacked once per

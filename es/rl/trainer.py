@@ -1,8 +1,8 @@
 """The SPMD generation loop: every rank runs it, evaluates its share, applies the same update.
 
-Per generation the ranks exchange one float32 return per member (``es.exchange``), one int64
-block of step count and observation statistics, and one (stop signal, parameter checksum) row
-per rank; nothing else.
+Per generation the ranks exchange one float32 return per member (``es.parallel.exchange``),
+one int64 block of step count and observation statistics, and one (stop signal, parameter
+checksum) row per rank; nothing else.
 Each rank rebuilds every member from the shared noise (table slice or seed) and steps the
 identical strategy state (``es.strategies``), so the parameters are bit-identical on every
 rank and for every rank count. Only rank 0 writes files. The whole state can be checkpointed and

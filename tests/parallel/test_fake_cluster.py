@@ -1,6 +1,6 @@
 """Beyond one machine: a real multi-host MPI job on this box, each host a network namespace
-with its own hostname and address (``es.fake_cluster``), MPICH's Hydra launching across them
-and TCP between them. Bit-identical training, one noise table per host, a lost host, and
+with its own hostname and address (``es.parallel.fake_cluster``), MPICH's Hydra launching
+across them and TCP between them. Bit-identical training, one noise table per host, a lost host, and
 es.minimize across hosts. Needs root (CI runs as root); without it these skip."""
 
 import os

@@ -4,6 +4,7 @@ import csv
 
 import pytest
 from conftest import run_cli
+
 from es.bench.scaling import (
     BREAKDOWN,
     efficiency,

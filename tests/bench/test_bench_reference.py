@@ -6,9 +6,10 @@ import math
 
 import pytest
 from conftest import REPO, run_cli, tool
+
 from es.bench import reference as bench_reference
-from es.cli.bench import parser
 from es.bench.reference import EVALUATION, TRAINING, Case, Reference, training_return
+from es.cli.bench import parser
 
 
 def rows(*rounds):

@@ -13,9 +13,8 @@ from conftest import REPO, minimize_spmd_reference, tool
 from threadpoolctl import threadpool_limits
 
 import es
-import es.blackbox.functions
-import es.blackbox.minimizer
 import es.functions
+from es.blackbox import functions, minimizer
 from es.strategies.external import CMA, External, cma_randn
 from es.strategies.restarts import (
     FIRST,
@@ -63,7 +62,7 @@ def test_minimize_reaches_the_target_within_the_budget(name, dim, target, budget
 
 
 def available_methods() -> list[str]:
-    return sorted(es.blackbox.minimizer.strategy_classes())
+    return sorted(minimizer.strategy_classes())
 
 
 @pytest.mark.parametrize("method", available_methods())
@@ -180,11 +179,11 @@ def test_bad_input_gives_clear_errors():
 
 
 def test_auto_is_cma_up_to_100_dimensions_then_sepcma():
-    assert es.blackbox.minimizer.resolve_method("auto", 100) == "cma"
-    assert es.blackbox.minimizer.resolve_method("auto", 101) == "sepcma"
-    assert es.blackbox.minimizer.default_popsize(10, mirrored=False) == 4 + 3 * np.log(10)  # pycma's
-    assert es.blackbox.minimizer.default_popsize(2, mirrored=True) == 6  # 4 + 2, even
-    assert es.blackbox.minimizer.default_popsize(3, mirrored=True) == 8  # 4 + 3, made even
+    assert minimizer.resolve_method("auto", 100) == "cma"
+    assert minimizer.resolve_method("auto", 101) == "sepcma"
+    assert minimizer.default_popsize(10, mirrored=False) == 4 + 3 * np.log(10)  # pycma's
+    assert minimizer.default_popsize(2, mirrored=True) == 6  # 4 + 2, even
+    assert minimizer.default_popsize(3, mirrored=True) == 8  # 4 + 3, made even
 
 
 # ---- the pycma adapter ------------------------------------------------------------------------
@@ -375,7 +374,7 @@ def runs_of(seen):
 
 def test_restarts_scale_pycmas_unrounded_default_population_as_cma_fmin():
     # cma.fmin's restarts double 4 + 3 ln 2 = 6.08 unrounded: 6, 12, 24, 48, 97, 194.
-    restarts = Restarts(Stalls, np.zeros(2), population=es.blackbox.minimizer.default_popsize(2, False),
+    restarts = Restarts(Stalls, np.zeros(2), population=minimizer.default_popsize(2, False),
                         sigma=1.0, max_restarts=5, criteria=OWN_STOP_ONLY)
     populations = [population for _, population, _, _ in runs_of(drive(restarts, 10_000))]
     assert populations == [6, 12, 24, 48, 97, 194]
@@ -464,7 +463,7 @@ def test_maxiter_is_pycmas_default_from_the_first_runs_population():
                                                                 "verbose": -9}).opts
         assert max_generations(dim, population) == options["maxiter"]
         default = cma.CMAEvolutionStrategy(np.zeros(dim), 1.0, {"verbose": -9}).opts
-        unrounded = es.blackbox.minimizer.default_popsize(dim, mirrored=False)
+        unrounded = minimizer.default_popsize(dim, mirrored=False)
         assert max_generations(dim, unrounded) == default["maxiter"]
     only = LocalStop(tolfun=None, tolx=None, tolfunhist=None, stagnation=False,
                      flatfitness=False)
@@ -540,8 +539,16 @@ def test_test_functions_are_zero_at_their_minimum_and_vectorised():
         assert np.all(fun(rows) > 0)
 
 
+def test_es_functions_is_the_public_path_of_every_test_function():
+    public = {name for name, value in vars(functions).items()
+              if callable(value) and not name.startswith("_")
+              and value.__module__ == functions.__name__}
+    assert set(es.functions.__all__) == public
+    assert all(getattr(es.functions, name) is getattr(functions, name) for name in public)
+
+
 def test_docstring_examples_run():
-    for module in (es.blackbox.minimizer, es.blackbox.functions):
+    for module in (minimizer, functions):
         outcome = doctest.testmod(module)
         assert outcome.attempted > 0 and outcome.failed == 0
 

@@ -252,8 +252,8 @@ def test_resume_drops_a_progress_row_cut_short_by_a_kill(tmp_path):
 
 
 def test_the_run_folder_holds_its_config_before_training_starts(tmp_path):
-    from es.rl.runs import prepare_run_dir
     from es.config import load_config
+    from es.rl.runs import prepare_run_dir
 
     config = load_config("configs/pendulum.toml", ["run.generations=7"])
     run_dir, error = prepare_run_dir(str(tmp_path / "early"), config, force=False)

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+
 from es.bench.curves import group_runs, mean_and_std
 from es.cli.plot import main
-
 from es.rl.metrics import COLUMNS
 
 

@@ -175,7 +175,8 @@ def test_no_launcher_anywhere_fails_at_once_with_what_to_do(tmp_path):
     assert time.perf_counter() - started < 20
     assert done.returncode == 1 and done.stdout.splitlines() == ["START"]
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("es.evaluate.WorkerStartError: workers=2 needs mpiexec"), done.stderr
+    assert last.startswith("es.parallel.evaluate.WorkerStartError: workers=2 needs mpiexec"), \
+        done.stderr
     for advice in ("activate", "PATH", "workers=1", "mpiexec -n"):
         assert advice in last
     assert "Assertion failed" not in done.stderr
@@ -192,11 +193,11 @@ def test_workers_that_never_start_fail_within_the_bound(tmp_path):
         import os, sys
         import numpy as np
         import es, es.parallel.evaluate
-        es.evaluate.SPAWN_TIMEOUT_S = 3
+        es.parallel.evaluate.SPAWN_TIMEOUT_S = 3
         sys.executable = {str(broken)!r}  # the interpreter the workers are started with
         try:
             es.minimize(lambda x: float(np.sum(x**2)), np.zeros(2), workers=2)
-        except es.evaluate.WorkerStartError as error:
+        except es.parallel.evaluate.WorkerStartError as error:
             print("ERROR", error, flush=True)
             os._exit(0)  # the manager thread stays stuck in MPI_Comm_spawn
     """))

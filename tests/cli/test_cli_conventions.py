@@ -1,5 +1,5 @@
 """One set of command-line conventions across every ``es-*`` program, sub-command and
-benchmark script: a flag name means one thing, with one type, everywhere (``es.cliargs``)."""
+benchmark script: a flag name means one thing, with one type, everywhere (``es.cli.args``)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,8 @@ def test_training_on_the_pixel_env_stays_parameters_only(tmp_path):
 
 SHIPPED = sorted(str(p.relative_to(REPO)) for p in (REPO / "configs").rglob("*.toml")
                  if p.parent.name not in ("baselines", "suites"))
-# baselines: tests/test_baselines.py; suites (es-bench suite files): tests/test_bench_suite.py
+# baselines: tests/baselines/test_baselines.py; suites (es-bench suite files):
+# tests/bench/test_bench_suite.py
 
 
 @pytest.mark.parametrize("path", SHIPPED)

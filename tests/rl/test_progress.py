@@ -3,8 +3,8 @@
 import io
 import logging
 
-from es.rl.runs import StatusLine
 from es.rl.metrics import progress_line
+from es.rl.runs import StatusLine
 
 ROW = {"generation": 12, "timesteps": 34_500, "return_mean": -3.5, "return_max": 7.25,
        "eval_return": None, "steps_per_s": 2500.0, "time_s": 61.0, "bytes_sent": 224}
