@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from es.bench.report import RESULTS
 from es.core.messages import one_line
 
 USAGE_ERROR = 2
-RESULTS = Path("bench-results")  # git-ignored
 def fail(program: str, message: str) -> int:
     """Print ``program: error: message`` as one line on stderr; returns the exit code 2."""
     print(f"{program}: error: {one_line(message)}", file=sys.stderr, flush=True)
@@ -190,17 +190,13 @@ def add_out(parser: argparse.ArgumentParser, command: str, detail: str = "",
             per: str = "") -> None:
     """``--out DIR``, by default ``bench-results/<command>``, or with ``per`` (what names a
     subfolder, e.g. ``ENV``) ``bench-results/<command>/<per>``: runs of other envs or suites
-    then keep their results apart. The program resolves that default with ``out_folder``."""
+    then keep their results apart. The program resolves that default with
+    ``es.bench.report.out_folder``."""
     if not per:
         add_flag(parser, "--out", detail, default=str(RESULTS / command))
         return
     where = f"default: {RESULTS / command}/{per}"
     add_flag(parser, "--out", f"{detail}; {where}" if detail else where)
-
-
-def out_folder(given: str | Path | None, command: str, *subfolder: str) -> Path:
-    """``--out`` as given, else ``bench-results/<command>/<subfolder...>``."""
-    return Path(given) if given is not None else RESULTS.joinpath(command, *subfolder)
 
 
 def add_ranks(parser: argparse.ArgumentParser, default: str, several: bool,

@@ -44,8 +44,9 @@ def add_comm_sizes(parser: argparse.ArgumentParser) -> None:
 
 
 def parser() -> ArgumentParser:
-    from es.bench.bbob import HIGHDIM_FUNCTIONS  # numpy: imported only here, as late as the
-    from es.bench.reference import CASES  # parser
+    # NumPy loads with these: only here, as late as the parser.
+    from es.bench.bbob import HIGHDIM_FUNCTIONS
+    from es.bench.reference import CASES
     from es.bench.scaling import BASE_CONFIG
 
     parse = ArgumentParser(prog="es-bench",
