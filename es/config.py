@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -115,9 +116,18 @@ class AtariConfig:
             raise ConfigError(f"atari.sticky_actions = {self.sticky_actions}: must be in [0, 1]")
 
 
+BUILT_IN_POLICIES = ("linear", "mlp", "cnn")
+#: A user's policy factory, ``package.module:function`` (a dotted name on each side).
+FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
-    kind: str = _doc("'linear', 'mlp' or 'cnn' (pixels: the DQN-Nature torso)", "linear")
+    kind: str = _doc("'linear', 'mlp' or 'cnn' (pixels: the DQN-Nature torso), or your own "
+                     "policy's factory 'package.module:function', called with the observation "
+                     "and action spaces: a torch.nn.Module or an object of the policy protocol "
+                     "(docs/python-api.md)", "linear")
+    kwargs: dict = _doc("keyword arguments for the factory of policy.kind", default_factory=dict)
     hidden: tuple = _doc("hidden layer sizes of the MLP", (64, 64))
     activation: str = _doc("hidden activation of the MLP: 'tanh' or 'relu'", "tanh")
     obs_norm: bool = _doc("normalise observations by running mean and std (as the paper; "
@@ -135,7 +145,13 @@ class PolicyConfig:
     )
 
     def validate(self) -> None:
-        _one_of("policy.kind", self.kind, ("linear", "mlp", "cnn"))
+        if self.kind not in BUILT_IN_POLICIES and not FACTORY.fullmatch(self.kind):
+            raise ConfigError(f"policy.kind = {self.kind!r}: allowed are "
+                              f"{', '.join(map(repr, BUILT_IN_POLICIES))} or a factory "
+                              "'package.module:function'")
+        if self.kwargs and self.kind in BUILT_IN_POLICIES:
+            raise ConfigError(f"policy.kwargs = {self.kwargs!r}: only for a factory "
+                              f"policy.kind ('package.module:function'), not {self.kind!r}")
         _at_least("policy.vbn_batch", self.vbn_batch, 2)
         _one_of("policy.torso", self.torso, ("nature", "small"))
         if self.kind == "cnn" and self.obs_norm:

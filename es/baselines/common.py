@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import tomli_w
 
-from es.config import Config, ConfigError
+from es.config import BUILT_IN_POLICIES, Config, ConfigError
 from es.core.seeding import TAG_EVAL, episode_seeds
 from es.parallel.comm import Comm
 from es.parallel.exchange import spread
@@ -32,6 +32,9 @@ def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNet
     """The network of ``policy.*`` for this env: an MLP (or linear), or for pixels the CNN
     torso without VBN (``es.baselines.nn`` has no backward pass through VBN)."""
     policy = config.policy
+    if policy.kind not in BUILT_IN_POLICIES:
+        raise ConfigError(f"policy.kind = {policy.kind!r}: {program} trains its own networks "
+                          f"({', '.join(BUILT_IN_POLICIES)}), not a user's policy")
     if policy.kind == "cnn" and policy.vbn:
         raise ConfigError(f"policy.vbn = true: {program} trains CNNs without virtual batch "
                           "norm; add --set policy.vbn=false")

@@ -114,8 +114,8 @@ def summarise(method: str, seed: int, run_dir: Path, threshold: float | None,
         rows = list(csv.DictReader(handle))
     policy = load_policy(run_dir / "policy.npz")
     env = env_from_config(load_config(run_dir / "config.toml"))
-    act = policy.act()
-    returns = np.array([run_episode(env, act, 10_000 + i).total_return for i in range(episodes)])
+    returns = np.array([run_episode(env, policy.act(env), 10_000 + i).total_return
+                        for i in range(episodes)])
     evals = [(float(r["time_s"]), float(r["eval_return"])) for r in rows if r["eval_return"]]
     reached = [r for r in rows if threshold is not None and r["eval_return"]
                and float(r["eval_return"]) >= threshold]

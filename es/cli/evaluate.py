@@ -8,7 +8,9 @@ import json
 import os
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
 from es.cli.args import ArgumentParser, add_flag, fail
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from es.config import ConfigError, load_config
     from es.rl.checkpoint import load_policy, write_atomically
     from es.rl.envs import env_from_config
+    from es.rl.policies import PolicyError
     from es.rl.rollout import random_policy, safe_episode
 
     run_dir = Path(args.run_dir)
@@ -60,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         policy = load_policy(policy_path)
         if policy.env_id != config.env.id:
             raise ValueError(f"it is for {policy.env_id!r}, config.toml for {config.env.id!r}")
-        trained = policy.act()
         env = env_from_config(config)
-    except ConfigError as error:
+        policy.act(env)  # a user's policy is rebuilt here: what fails says so in one line
+    except (ConfigError, PolicyError) as error:
         return fail("es-eval", str(error))
     except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as error:
         # A truncated or foreign file: the reading fails in any of numpy's or zipfile's ways.
@@ -75,8 +78,16 @@ def main(argv: list[str] | None = None) -> int:
             check_video_path(args.video)
         except ValueError as error:
             return fail("es-eval", str(error))
-    act = random_policy(env, args.seed) if args.random else trained
-    episodes = [safe_episode(env, act, args.seed + i, f"episode {i} (seed {args.seed + i})")
+    if args.random:
+        random_act = random_policy(env, args.seed)
+
+        def actor(_: object) -> Callable[[Any], Any]:
+            return random_act
+    else:
+        def actor(episode_env: object) -> Callable[[Any], Any]:
+            return policy.act(episode_env)  # per episode: a recurrent state starts fresh
+    episodes = [safe_episode(env, actor(env), args.seed + i,
+                             f"episode {i} (seed {args.seed + i})")
                 for i in range(args.episodes)]
     finished = [e for e in episodes if np.isfinite(e.total_return)]
     failed = len(episodes) - len(finished)
@@ -104,11 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as error:
             return fail("es-eval", f"--json {args.json!r}: {error.strerror or error}")
     if args.video:
-        return _write_video(config, act, args)
+        return _write_video(config, actor, args)
     return 0
 
 
-def _write_video(config, act, args: argparse.Namespace) -> int:
+def _write_video(config, actor: Callable[[Any], Callable[[Any], Any]],
+                 args: argparse.Namespace) -> int:
     """One episode (seed ``--seed``) rendered headless; MuJoCo needs an OpenGL backend, EGL
     by default here (``MUJOCO_GL`` in the environment wins)."""
     os.environ.setdefault("MUJOCO_GL", "egl")
@@ -119,7 +131,7 @@ def _write_video(config, act, args: argparse.Namespace) -> int:
 
     try:
         env = env_from_config(config, render_mode="rgb_array")
-        written = record_video(env, act, Path(args.video), seed=args.seed,
+        written = record_video(env, actor(env), Path(args.video), seed=args.seed,
                                max_steps=args.video_steps)
     except (ImportError, RuntimeError, ValueError, DependencyNotInstalled) as error:
         return fail("es-eval", str(error))

@@ -17,6 +17,7 @@ TAG_INIT = 0x1217  # initial parameters
 TAG_ACTION_NOISE = 0xAC7  # Gaussian action noise of a training episode
 TAG_VBN = 0xB47C  # the VBN reference batch: its episodes and random actions
 TAG_CMA = 0xC3A  # pycma's samples (its randn) in the CMA adapter
+TAG_MODULE = 0x70C4  # torch's generator while a user's factory builds its module
 
 SEED_BOUND = 2**31 - 1
 

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import gymnasium as gym
 import numpy as np
 
 from es.rl.cnn import ConvNetSpec
 from es.rl.policies import ObsNorm, PolicySpec, bind_policy
+from es.rl.policy import UserPolicy, build_user_policy, import_object, is_instance
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
@@ -52,15 +54,16 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
 
 def save_policy(
     path: Path,
-    spec: PolicySpec | ConvNetSpec,
+    spec: PolicySpec | ConvNetSpec | UserPolicy,
     params: np.ndarray,
     norm: ObsNorm,
     env_id: str,
     generation: int,
     reference: np.ndarray | None = None,
 ) -> None:
-    """The mean policy and all it needs to act: architecture, observation normalisation and,
-    for a CNN with virtual batch norm, the reference batch."""
+    """The mean policy and all it needs to act: architecture (a user's policy: its factory
+    and keyword arguments), observation normalisation and, for a CNN with virtual batch norm,
+    the reference batch (``reference``, or the spec's own)."""
     arrays = {
         "params": np.asarray(params, dtype=np.float32),
         "obs_mean": np.asarray(norm.mean, dtype=np.float32),
@@ -69,7 +72,12 @@ def save_policy(
         "env_id": np.array(env_id),
         "generation": np.array(generation),
     }
-    if isinstance(spec, ConvNetSpec):
+    if isinstance(spec, UserPolicy):
+        arrays |= {"kind": np.array("user"), "factory": np.array(spec.name),
+                   "kwargs": np.array(json.dumps(spec.kwargs)),
+                   "obs_norm": np.array(spec.normalise)}
+    elif isinstance(spec, ConvNetSpec):
+        reference = reference if reference is not None else spec.reference
         arrays |= {
             "kind": np.array("cnn"),
             "n_outputs": np.array(spec.n_outputs),
@@ -95,22 +103,47 @@ def save_policy(
     write_atomically(path, lambda handle: np.savez(handle, **arrays))
 
 
+@dataclass(frozen=True)
+class UserPolicySpec:
+    """A user's policy as ``policy.npz`` names it: rebuilt from its factory for an env."""
+
+    factory: str  # "module:factory"
+    kwargs: dict[str, Any]
+    obs_norm: bool
+
+
 @dataclass
 class SavedPolicy:
     """A ``policy.npz`` read back."""
 
-    spec: PolicySpec | ConvNetSpec
+    spec: PolicySpec | ConvNetSpec | UserPolicySpec
     params: np.ndarray
     norm: ObsNorm
     env_id: str
     generation: int
     reference: np.ndarray | None = None
 
-    def act(self) -> Callable[[np.ndarray], np.ndarray | int]:
-        return bind_policy(self.spec, self.params, self.norm, self.reference)
+    def act(self, env: gym.Env | None = None,
+            policy: Any = None) -> Callable[[Any], Any]:
+        """One episode's ``observation -> action`` (make one per episode: a recurrent policy
+        starts each with a fresh state). A user's policy is rebuilt from its factory for
+        ``env`` (its spaces), or ``policy`` (the object itself) is used."""
+        if not isinstance(self.spec, UserPolicySpec):
+            return bind_policy(self.spec, self.params, self.norm, self.reference)
+        if env is None:
+            raise ValueError(f"policy {self.spec.factory!r}: a user's policy is rebuilt for "
+                             "its environment: act(env)")
+        source = policy if policy is not None else import_object(self.spec.factory,
+                                                                  "policy.kind")
+        made = build_user_policy(source, env, {} if is_instance(source) else self.spec.kwargs,
+                                 self.spec.obs_norm, self.spec.factory)
+        return made.bind(self.params, self.norm)
 
 
-def _spec_from(data: Any) -> PolicySpec | ConvNetSpec:
+def _spec_from(data: Any) -> PolicySpec | ConvNetSpec | UserPolicySpec:
+    if str(data["kind"]) == "user":
+        return UserPolicySpec(str(data["factory"]), json.loads(str(data["kwargs"])),
+                              bool(data["obs_norm"]))
     if str(data["kind"]) == "cnn":
         return ConvNetSpec(
             n_outputs=int(data["n_outputs"]),

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -73,6 +73,8 @@ class ConvNetSpec:
     dense: int = 512  # units of the hidden dense layer
     vbn: bool = True  # virtual batch normalisation of every hidden layer
     vbn_eps: float = 1e-5  # added to the variance before the square root
+    #: VBN's reference batch of observations, once collected (the trainer's, es-eval's).
+    reference: np.ndarray | None = field(default=None, compare=False, repr=False)
     discrete = True  # the interface es.rl.policies.PolicySpec shares: logits of discrete actions
 
     def __post_init__(self) -> None:
@@ -90,6 +92,20 @@ class ConvNetSpec:
     @property
     def obs_dim(self) -> int:
         return math.prod(self.input_shape)
+
+    def bind(self, params: np.ndarray, norm: object = None) -> Callable[[np.ndarray], int]:
+        """The episode's greedy ``observation -> action`` (the policy protocol's fast path,
+        ``es.rl.policy``): VBN statistics of ``params`` from the reference batch, once. Pixels
+        are scaled by 1/255 inside; ``norm`` is not used."""
+        if self.vbn and self.reference is None:
+            raise ValueError("a CNN with VBN needs its reference batch")
+        stats = vbn_statistics(self, params, self.reference) if self.vbn else None
+        return act_fn(self, params, stats)
+
+    def act(self, params: np.ndarray, observation: np.ndarray, state: None = None
+            ) -> tuple[int, None]:
+        """The policy protocol's ``act``: one greedy action (no state)."""
+        return self.bind(params)(observation), None
 
     @property
     def act_dim(self) -> int:

@@ -8,13 +8,13 @@ episode, not per step). Observations are normalised as in Salimans et al. 2017:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from es.rl.cnn import ConvNetSpec, vbn_statistics
-from es.rl.cnn import act_fn as cnn_act_fn
+from es.rl.cnn import ConvNetSpec
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": lambda x: np.tanh(x, out=x),
@@ -67,6 +67,17 @@ class PolicySpec:
             chunks += [weights.ravel(), np.zeros(out)]
         return np.concatenate(chunks).astype(np.float32)
 
+    def bind(self, params: np.ndarray, norm: ObsNorm) -> Callable[[np.ndarray], np.ndarray | int]:
+        """The episode's ``observation -> action`` (the policy protocol's fast path,
+        ``es.rl.policy``): weights unpacked once, ``norm`` folded in."""
+        return act_fn(self, params, norm)
+
+    def act(self, params: np.ndarray, observation: np.ndarray, state: None = None
+            ) -> tuple[np.ndarray | int, None]:
+        """The policy protocol's ``act``: one action (no state); the inputs are clipped to
+        the default ``obs_clip`` as es's normalisation would."""
+        return self.bind(params, ObsNorm.identity(self.obs_dim))(observation), None
+
     def unpack(self, params: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Views (no copies) of each layer's weights and bias."""
         if params.size != self.num_params:
@@ -78,6 +89,11 @@ class PolicySpec:
             layers.append((weights, params[start : start + out]))
             start += out
         return layers
+
+
+class PolicyError(ValueError):
+    """A user's policy that cannot be used (``es.rl.policy``): a one-line message naming its
+    factory and what was expected."""
 
 
 @dataclass(frozen=True)
@@ -140,30 +156,30 @@ def bind_policy(
     norm: ObsNorm,
     reference: np.ndarray | None = None,
 ) -> Callable[[np.ndarray], np.ndarray | int]:
-    """``obs -> action`` for any policy kind. A CNN with virtual batch norm takes its layer
+    """``obs -> action`` for a built-in policy. A CNN with virtual batch norm takes its layer
     statistics from ``reference`` (the VBN reference batch) pushed through ``params``: once
     per parameter vector, so once per episode."""
-    if isinstance(spec, ConvNetSpec):
-        if spec.vbn and reference is None:
-            raise ValueError("a CNN with VBN needs its reference batch")
-        stats = vbn_statistics(spec, params, reference) if spec.vbn else None
-        return cnn_act_fn(spec, params, stats)
-    return act_fn(spec, params, norm)
+    if isinstance(spec, ConvNetSpec) and reference is not None:
+        spec = dataclasses.replace(spec, reference=reference)
+    return spec.bind(params, norm)
 
 
 def with_action_noise(
-    act: Callable[[np.ndarray], np.ndarray], spec: PolicySpec, std: float,
+    act: Callable[[np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray, std: float,
     rng: np.random.Generator,
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """``act`` plus Gaussian noise of ``std`` (then clipped to the bounds): the paper's action
-    noise, which smooths a training episode's return as a function of the parameters."""
-    low = np.asarray(spec.action_low, dtype=np.float64)
-    high = np.asarray(spec.action_high, dtype=np.float64)
+    """``act`` plus Gaussian noise of ``std`` (then clipped to the bounds ``low``..``high``):
+    the paper's action noise, which smooths a training episode's return as a function of the
+    parameters. The action keeps its shape (the built-ins' are flat)."""
+    low = np.asarray(low, dtype=np.float64).ravel()
+    high = np.asarray(high, dtype=np.float64).ravel()
 
     def noisy(obs: np.ndarray) -> np.ndarray:
-        action = act(obs) + std * rng.standard_normal(spec.act_dim)
-        np.minimum(action, high, out=action)
-        np.maximum(action, low, out=action)
+        action = act(obs)
+        shape = np.shape(action)
+        action = action + std * rng.standard_normal(low.size).reshape(shape)
+        np.minimum(action, high.reshape(shape), out=action)
+        np.maximum(action, low.reshape(shape), out=action)
         return action
 
     return noisy

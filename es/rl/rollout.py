@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from es.rl.policies import ObsNorm
+from es.rl.policies import ObsNorm, PolicyError
 
 log = logging.getLogger("es")
 
@@ -69,6 +69,8 @@ def safe_episode(env: gym.Env, act: Callable[[np.ndarray], np.ndarray | int], se
     naming ``label``. Callers count the NaNs; nobody may drop them silently."""
     try:
         episode = run_episode(env, act, seed, record_obs=record_obs, max_steps=max_steps)
+    except PolicyError:  # the user's policy, not the environment: that ends the run
+        raise
     except Exception as error:  # a broken environment must not end the run
         log.warning("%s: episode raised %s: %s", label, type(error).__name__, error)
         return Episode(float("nan"), 0)

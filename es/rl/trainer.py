@@ -11,6 +11,7 @@ restored, so a resumed run continues exactly as if it had not stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import time
@@ -31,6 +32,7 @@ from es.core.seeding import (
     TAG_ENV,
     TAG_EVAL,
     TAG_INIT,
+    TAG_MODULE,
     TAG_VBN,
     episode_seeds,
     generator,
@@ -39,9 +41,10 @@ from es.core.shaping import FITNESS_SHAPINGS
 from es.parallel.comm import Comm, rank_zero_decides
 from es.parallel.exchange import GenerationResults, share_results, spread, static_share
 from es.rl.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
-from es.rl.envs import env_from_config, policy_spec_for
+from es.rl.envs import env_from_config
 from es.rl.metrics import COLUMNS, ProgressLog, evaluation_columns, progress_line
-from es.rl.policies import ObsNorm, bind_policy, with_action_noise
+from es.rl.policies import ObsNorm, with_action_noise
+from es.rl.policy import UserPolicy, make_policy
 from es.rl.rollout import ObsStats, random_observations, safe_episode
 from es.strategies import ARS, CMA, PGPE, SNES, Generation, OpenAIES, SepCMA, Strategy
 
@@ -144,29 +147,34 @@ class Trainer:
         run_dir: Path | None,
         start_time: float | None = None,
         stop_flag: StopFlag | None = None,
+        policy: Any = None,
     ) -> None:
+        """``policy``: the user's policy from Python (a factory, class or instance; see
+        ``es.rl.policy``) instead of the one ``policy.kind`` names."""
         self.config, self.comm, self.run_dir = config, comm, run_dir
         self.start_time = time.time() if start_time is None else start_time
         self.stop_flag = stop_flag or StopFlag()
         self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
         self.resumed_at: int | None = None
-        policy_cfg, es_cfg = config.policy, config.es
+        es_cfg = config.es
         self.env = env_from_config(config)
-        self.spec = policy_spec_for(
-            self.env, policy_cfg.kind, tuple(policy_cfg.hidden), policy_cfg.activation,
-            policy_cfg.torso, policy_cfg.vbn,
-        )
         seed = config.run.seed
-        self.reference = self._reference_batch() if getattr(self.spec, "vbn", False) else None
-        if es_cfg.noise == "table" and self.spec.num_params > es_cfg.noise_table_size:
+        self.policy = make_policy(config, self.env, policy,
+                                  int(generator(seed, TAG_MODULE).integers(2**31)))
+        if getattr(self.policy, "vbn", False):
+            self.policy = dataclasses.replace(self.policy, reference=self._reference_batch())
+        if es_cfg.noise == "table" and self.policy.num_params > es_cfg.noise_table_size:
             raise ValueError(
                 f"es.noise_table_size = {es_cfg.noise_table_size}: must be >= the policy's "
-                f"{self.spec.num_params} parameters"
+                f"{self.policy.num_params} parameters"
             )
+        theta0 = self.policy.initial_params(generator(seed, TAG_INIT))
+        if isinstance(self.policy, UserPolicy):
+            self.policy.probe(self.env, theta0)
+        self._agree_on_start(theta0)
         self.noise = make_noise(config, comm)
-        self.strategy = make_strategy(
-            config, self.spec.initial_params(generator(seed, TAG_INIT)), self.noise)
-        self.obs_stats = ObsStats(self.spec.obs_dim)
+        self.strategy = make_strategy(config, theta0, self.noise)
+        self.obs_stats = ObsStats(self.policy.obs_dim)
         self.timesteps = 0
         self.mean_episode_length = 0.0  # of the last generation, for es.episode_cap
         self.out_of_time = False  # run.max_seconds spent, as the ranks agreed
@@ -189,10 +197,21 @@ class Trainer:
         if kind is None or issubclass(kind, Stopped | TrainingError):
             self.close()
 
+    def _agree_on_start(self, theta0: np.ndarray) -> None:
+        """Every rank must start from the same parameters: a user's module built with
+        unseeded randomness, or an instance made differently on each rank, would not. One
+        checksum per rank, once."""
+        sums = self.comm.allgather_rows(np.array([float(checksum(theta0))]),
+                                        counts=[1] * self.comm.size)
+        if np.unique(sums).size > 1:
+            raise TrainingError("the ranks built different initial parameters: the policy's "
+                                "construction is not a function of the run's seed (seed torch "
+                                "before making a module instance, or pass a factory)")
+
     @property
     def norm(self) -> ObsNorm:
         if not self.config.policy.obs_norm:
-            return ObsNorm.identity(self.spec.obs_dim, self.config.policy.obs_clip)
+            return ObsNorm.identity(self.policy.obs_dim, self.config.policy.obs_clip)
         return self.obs_stats.norm(self.config.policy.obs_clip)
 
     def my_members(self, generation: Generation) -> Iterable[int]:
@@ -236,10 +255,12 @@ class Trainer:
     def _training_act(self, params: np.ndarray, norm: ObsNorm, seed: int):
         """The member's policy, with the configured action noise (seeded by the episode, so a
         mirrored pair sees the same noise; continuous actions only)."""
-        act = bind_policy(self.spec, params, norm, self.reference)
+        act = self.policy.bind(params, norm)
         std = self.config.policy.action_noise
-        if std > 0 and not self.spec.discrete:
-            act = with_action_noise(act, self.spec, std, generator(seed, TAG_ACTION_NOISE))
+        if std > 0 and not self.policy.discrete:
+            space = self.env.action_space
+            act = with_action_noise(act, space.low, space.high, std,
+                                    generator(seed, TAG_ACTION_NOISE))
         return act
 
     def _reference_batch(self) -> np.ndarray:
@@ -268,10 +289,10 @@ class Trainer:
         """Noise-free returns of the current mean policy; episodes spread over the ranks."""
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
-        act = bind_policy(self.spec, self.strategy.mean, self.norm, self.reference)
-        return spread(self.comm, episodes, lambda j: safe_episode(
-            self.env, act, seeds[j], f"rank {self.comm.rank}: evaluation episode {j}"
-        ).total_return)
+        mean, norm = self.strategy.mean, self.norm
+        return spread(self.comm, episodes, lambda j: safe_episode(  # fresh state each episode
+            self.env, self.policy.bind(mean, norm), seeds[j],
+            f"rank {self.comm.rank}: evaluation episode {j}").total_return)
 
     def state(self) -> TrainingState:
         return TrainingState(
@@ -469,10 +490,9 @@ class Trainer:
     def _save_policy(self) -> None:
         save_policy(
             self.run_dir / "policy.npz",
-            self.spec,
+            self.policy,
             self.strategy.mean,
             self.norm,
             self.config.env.id,
             self.strategy.generation,
-            self.reference,
         )

@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 from es.config import Config, ConfigError, from_dict, read_toml
 from es.parallel.comm import Comm, make_comm
 from es.rl.checkpoint import SavedPolicy, load_policy
+from es.rl.policy import object_path
 
 
 @dataclass
@@ -77,6 +78,7 @@ def train(
     quiet: bool = True,
     comm: Comm | None = None,
     callback: Callable[[dict[str, Any]], object] | None = None,
+    policy: Any = None,
 ) -> TrainingRun:
     """Train as ``es-train CONFIG --set KEY=VALUE ... --run-dir RUN_DIR`` would, and return
     the run. Errors in the config raise ``ConfigError`` (a ``ValueError``) before anything
@@ -87,13 +89,24 @@ def train(
     ``generation``, ``timesteps``, ``return_mean``, ``eval_return``, ...; None where the
     file's cell is empty). Returning ``False`` stops the run there, checkpointed, as a budget
     would (any other value goes on). Under ``mpiexec`` rank 0's callback decides and every
-    rank stops with it."""
+    rank stops with it.
+
+    ``policy``: your own policy instead of ``policy.kind``'s: a factory or class called with
+    the observation and action spaces (and ``policy.kwargs``), or an instance; a
+    ``torch.nn.Module`` or an object of the policy protocol (``es.rl.policy``). The run's
+    ``config.toml`` names it as ``module:name``, so es-eval and ``--resume`` can rebuild it
+    where that module is importable (not for one defined in a notebook or ``__main__``).
+    ``run.policy`` acts for one episode; a recurrent policy's next episode wants a fresh one,
+    ``run.saved.act(env)``."""
     from es.rl.envs import check_env_id
     from es.rl.runs import configure_logging, prepare_run_dir
     from es.rl.tensorboard_log import require_tensorboard
     from es.rl.trainer import Trainer
 
     resolved = resolve_config(config, overrides)
+    if policy is not None:  # the config names it, for es-eval and --resume
+        resolved = from_dict({**resolved.to_dict(), "policy": {
+            **resolved.to_dict()["policy"], "kind": object_path(policy)}})
     check_env_id(resolved.env.id)
     if resolved.run.tensorboard:
         require_tensorboard()
@@ -108,9 +121,11 @@ def train(
     # already (a notebook), so environment variables such as the es-*
     # programs set would be too late.
     # The trainer is closed after the run: its shared noise table is an MPI window.
-    with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder)) as trainer:
+    with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder), policy=policy
+                                              ) as trainer:
         result = trainer.run(callback)
     comm.barrier()  # rank 0's files are complete before any rank reads them
     saved = load_policy(Path(folder) / "policy.npz")
-    return TrainingRun(Path(folder), saved.act(), saved, _history(Path(folder)),
+    act = saved.act(trainer.env, policy)
+    return TrainingRun(Path(folder), act, saved, _history(Path(folder)),
                        result.generations, result.timesteps, result.eval_return)

@@ -4,18 +4,18 @@ import numpy as np
 
 from es.config import from_dict
 from es.parallel.comm import LocalComm
-from es.rl.policies import PolicySpec, with_action_noise
+from es.rl.policies import with_action_noise
 from es.rl.rollout import run_episode
 from es.rl.trainer import Trainer
 
 
 def test_action_noise_is_seeded_gaussian_and_stays_in_the_box():
-    spec = PolicySpec("linear", 3, 2, False, action_low=(-1.0, -1.0), action_high=(1.0, 1.0))
+    low, high = (-1.0, -1.0), (1.0, 1.0)
     base = lambda obs: np.array([0.0, 0.99])  # noqa: E731
-    draws = [with_action_noise(base, spec, 0.1, np.random.default_rng(7))(None)
+    draws = [with_action_noise(base, low, high, 0.1, np.random.default_rng(7))(None)
              for _ in range(2)]
     np.testing.assert_array_equal(draws[0], draws[1])  # same seed, same noise
-    noisy = with_action_noise(base, spec, 0.1, np.random.default_rng(0))
+    noisy = with_action_noise(base, low, high, 0.1, np.random.default_rng(0))
     actions = np.array([noisy(None) for _ in range(4000)])
     assert actions.max() <= 1.0 and actions[:, 1].max() == 1.0  # clipped, and clipping happens
     assert abs(actions[:, 0].std() - 0.1) < 0.01 and abs(actions[:, 0].mean()) < 0.01
@@ -33,7 +33,7 @@ def twin_trainers(section: str, key: str, values: tuple) -> list[Trainer]:
     """Pendulum trainers that differ only in one option, starting from the same parameters."""
     trainers = [Trainer(pendulum(**{section: {key: value}}), LocalComm(), None)
                 for value in values]
-    theta = np.random.default_rng(1).standard_normal(trainers[0].spec.num_params)
+    theta = np.random.default_rng(1).standard_normal(trainers[0].policy.num_params)
     for trainer in trainers:
         trainer.strategy.theta = theta.astype(np.float32)
     return trainers

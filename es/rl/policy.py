@@ -1,0 +1,302 @@
+"""The policy protocol: what ``es`` trains, built in or the user's own.
+
+A policy is any object with
+
+- ``num_params``: the length of its one flat float32 parameter vector;
+- ``initial_params(rng)``: the starting vector, drawn from a ``np.random.Generator`` (every
+  rank passes the same one, so every rank starts alike);
+- ``act(params, observation, state)``: ``(action, state)``. ``state`` is None at the start of
+  every episode; a recurrent policy returns its next state, any other returns None.
+
+The built-in linear, MLP (``PolicySpec``) and CNN (``ConvNetSpec``) policies are such objects;
+so is a user's ``torch.nn.Module`` once ``es.rl.torch_policy`` wraps it. The trainer reaches
+every policy through ``episode_actor`` (one path): a policy that can prepare its parameters
+once per episode (unpacking weights, loading a module) offers ``bind(params, norm)``, the
+episode's ``observation -> action`` with observation normalisation folded in; for any other,
+``episode_actor`` carries the state and normalises Box observations itself.
+
+``policy.kind = "package.module:factory"`` names a user policy in a config: the factory is
+called as ``factory(observation_space, action_space, **policy.kwargs)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+from es.config import Config
+from es.rl.cnn import ConvNetSpec
+from es.rl.envs import policy_spec_for
+from es.rl.policies import ObsNorm, PolicyError, PolicySpec
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A policy over one flat float32 parameter vector (see the module's docstring)."""
+
+    num_params: int
+
+    def initial_params(self, rng: np.random.Generator) -> np.ndarray: ...
+
+    def act(self, params: np.ndarray, observation: Any, state: Any) -> tuple[Any, Any]: ...
+
+
+def is_factory(kind: str) -> bool:
+    """``"package.module:factory"`` rather than a built-in kind."""
+    module, _, name = kind.partition(":")
+    return bool(module and name)
+
+
+def import_object(path: str, what: str) -> Any:
+    """``"package.module:qualified.name"`` -> the object, importing the module from the
+    current folder too (where ``es-train`` runs, as ``python -m`` would). A one-line
+    ``PolicyError`` says what is missing."""
+    module_name, _, qualname = path.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as error:  # the user's module may fail in any way while it loads
+        hint = (" (pip install -e '.[torch]')" if isinstance(error, ImportError)
+                and getattr(error, "name", "") == "torch" else "")
+        raise PolicyError(f"{what} {path!r}: cannot import module {module_name!r} "
+                          f"({type(error).__name__}: {error}){hint}") from None
+    for part in qualname.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise PolicyError(f"{what} {path!r}: module {module_name!r} has no "
+                              f"{qualname!r}") from None
+    return target
+
+
+def object_path(target: Any) -> str:
+    """``"module:qualname"`` of a class or function (of an instance: of its class)."""
+    kind = target if isinstance(target, type) or callable(target) and hasattr(
+        target, "__qualname__") else type(target)
+    return f"{kind.__module__}:{kind.__qualname__}"
+
+
+def is_torch_module(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.nn.Module)
+
+
+def make_policy(config: Config, env: gym.Env, source: Any = None,
+                seed: int = 0) -> PolicySpec | ConvNetSpec | UserPolicy:
+    """The policy ``policy.*`` describes for ``env``: a built-in one, or the user's
+    (``policy.kind = "module:factory"``, or ``source``, a factory, class or instance given
+    from Python, whose path the config then names). ``seed`` seeds torch while a factory
+    builds a module, so that every rank builds the same one."""
+    policy = config.policy
+    if source is None and not is_factory(policy.kind):
+        return policy_spec_for(env, policy.kind, tuple(policy.hidden), policy.activation,
+                               policy.torso, policy.vbn)
+    if source is None:
+        source = import_object(policy.kind, "policy.kind")
+    return build_user_policy(source, env, dict(policy.kwargs), policy.obs_norm, policy.kind,
+                             seed)
+
+
+def is_instance(source: Any) -> bool:
+    """A policy object (of the protocol, or a torch module) rather than a factory or class
+    that makes one."""
+    return not isinstance(source, type) and (isinstance(source, Policy)
+                                             or is_torch_module(source) or not callable(source))
+
+
+def build_user_policy(source: Any, env: gym.Env, kwargs: dict[str, Any], normalise: bool,
+                      name: str, seed: int = 0) -> UserPolicy:
+    """The user's policy for ``env``: ``source`` is a factory or class (called with the
+    spaces and ``kwargs``), or an instance (a protocol object or a torch module) used as it
+    is. ``name`` (its ``module:factory``) heads every error."""
+    spaces = (env.observation_space, env.action_space)
+    if normalise and not isinstance(env.observation_space, gym.spaces.Box):
+        raise PolicyError(f"policy.obs_norm = true: observation normalisation needs Box "
+                          f"observations, {env.spec.id if env.spec else 'the env'} has "
+                          f"{env.observation_space}; set policy.obs_norm = false")
+    made = source
+    if not is_instance(source):
+        try:
+            with seeded_torch(seed):
+                made = source(*spaces, **kwargs)
+        except Exception as error:  # the user's code: keep its words, on one line
+            raise PolicyError(f"policy.kind = {name!r}: the factory raised "
+                              f"{type(error).__name__}: {error}") from None
+    elif kwargs:
+        raise PolicyError(f"policy.kwargs = {kwargs!r}: the policy is an instance, not a "
+                          "factory to call with them")
+    if is_torch_module(made):
+        from es.rl.torch_policy import TorchPolicy
+
+        made = TorchPolicy(made, *spaces, name)
+    elif not isinstance(made, Policy):
+        raise PolicyError(f"policy.kind = {name!r}: the factory returned "
+                          f"{type(made).__name__}; expected a torch.nn.Module or an object "
+                          "with num_params, initial_params(rng) and act(params, observation, "
+                          "state)")
+    return UserPolicy(made, env.observation_space, env.action_space, normalise, name, kwargs)
+
+
+@contextlib.contextmanager
+def seeded_torch(seed: int) -> Iterator[None]:
+    """Torch's global generator seeded for the block and restored after (when the user's
+    code has loaded torch; otherwise nothing to seed)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+class UserPolicy:
+    """A user's policy object made safe for the trainer: its parameters and actions are
+    checked (a wrong one is a one-line ``PolicyError`` naming the factory), and Box
+    observations are normalised before it sees them when ``policy.obs_norm`` is on."""
+
+    def __init__(self, policy: Any, observation_space: gym.Space, action_space: gym.Space,
+                 normalise: bool, name: str, kwargs: dict[str, Any] | None = None) -> None:
+        self.policy, self.name, self.normalise = policy, name, normalise
+        self.kwargs = dict(kwargs or {})  # the factory's, recorded in policy.npz
+        self.observation_space, self.action_space = observation_space, action_space
+        try:
+            self.num_params = int(policy.num_params)
+        except (TypeError, ValueError):
+            raise PolicyError(f"policy.kind = {name!r}: num_params = {policy.num_params!r}; "
+                              "expected a whole number") from None
+        if self.num_params < 1:
+            raise PolicyError(f"policy.kind = {name!r}: num_params = {self.num_params}; "
+                              "expected at least 1")
+        self.obs_dim = (int(np.prod(observation_space.shape))
+                        if isinstance(observation_space, gym.spaces.Box) else 0)
+        self.discrete = not isinstance(action_space, gym.spaces.Box)
+        self.check_action = action_check(action_space, name)
+
+    def initial_params(self, rng: np.random.Generator) -> np.ndarray:
+        try:
+            params = np.asarray(self.policy.initial_params(rng))
+        except Exception as error:
+            raise PolicyError(f"policy.kind = {self.name!r}: initial_params raised "
+                              f"{type(error).__name__}: {error}") from None
+        if params.shape != (self.num_params,) or not np.all(np.isfinite(params)):
+            raise PolicyError(f"policy.kind = {self.name!r}: initial_params returned shape "
+                              f"{params.shape}; expected ({self.num_params},) finite numbers")
+        return params.astype(np.float32)
+
+    def act(self, params: np.ndarray, observation: Any, state: Any) -> tuple[Any, Any]:
+        action, state = self.policy.act(params, observation, state)
+        return self.check_action(action), state
+
+    def probe(self, env: gym.Env, params: np.ndarray) -> None:
+        """Act once on a first observation, so that a policy that fails, or gives the wrong
+        output or action, is a ``PolicyError`` before training starts."""
+        observation, _ = env.reset(seed=0)
+        try:
+            self.bind(params, ObsNorm.identity(self.obs_dim))(observation)
+        except PolicyError:
+            raise
+        except Exception as error:  # the user's code: keep its words, on one line
+            raise PolicyError(f"policy.kind = {self.name!r}: acting on a first observation "
+                              f"raised {type(error).__name__}: {error}") from None
+
+    def bind(self, params: np.ndarray, norm: ObsNorm) -> Callable[[Any], Any]:
+        """The episode's ``observation -> action``: the wrapped policy's own ``bind`` if it
+        has one (a torch module is loaded once per episode), else ``act`` with the state
+        carried here; Box observations normalised first when ``policy.obs_norm`` is on."""
+        normalised = normaliser(norm) if self.normalise else None
+        inner = getattr(self.policy, "bind", None)
+        if inner is not None:
+            step = inner(params)
+
+            def bound(observation: Any) -> Any:
+                if normalised is not None:
+                    observation = normalised(observation)
+                return self.check_action(step(observation))
+
+            return bound
+        state: Any = None
+
+        def stepped(observation: Any) -> Any:
+            nonlocal state
+            if normalised is not None:
+                observation = normalised(observation)
+            action, state = self.policy.act(params, observation, state)
+            return self.check_action(action)
+
+        return stepped
+
+
+def normaliser(norm: ObsNorm) -> Callable[[np.ndarray], np.ndarray]:
+    """``clip((obs - mean) / std, -clip, clip)`` in the observation's own shape."""
+    mean = np.asarray(norm.mean, dtype=np.float64)
+    inv_std = 1.0 / np.asarray(norm.std, dtype=np.float64)
+    clip = float(norm.clip)
+
+    def normalise(observation: np.ndarray) -> np.ndarray:
+        shape = np.shape(observation)
+        x = np.subtract(np.ravel(observation), mean)
+        x *= inv_std
+        np.clip(x, -clip, clip, out=x)
+        return x.reshape(shape)
+
+    return normalise
+
+
+def action_check(space: gym.Space, name: str) -> Callable[[Any], Any]:
+    """A check of one action against ``space``, cheap enough for every step: the action, or
+    a ``PolicyError`` saying what was expected. Box actions may be any float dtype (MuJoCo
+    takes float64); Discrete ones any integer type."""
+
+    def refuse(action: Any, expected: str) -> PolicyError:
+        text = np.array2string(np.asarray(action), threshold=8) if np.ndim(action) else (
+            repr(action))
+        return PolicyError(f"policy.kind = {name!r}: action {text} is outside the action "
+                           f"space {space}; expected {expected}")
+
+    if isinstance(space, gym.spaces.Discrete):
+        low, high = int(space.start), int(space.start + space.n)
+
+        def discrete(action: Any) -> Any:
+            if not (np.ndim(action) == 0 and float(action) == int(action)
+                    and low <= int(action) < high):
+                raise refuse(action, f"an integer in [{low}, {high})")
+            return int(action)
+
+        return discrete
+    if isinstance(space, gym.spaces.Box):
+        low, high, shape = space.low, space.high, space.shape
+
+        def box(action: Any) -> Any:
+            values = np.asarray(action, dtype=np.float64)
+            if values.shape != shape or not (np.all(values >= low) and np.all(values <= high)):
+                raise refuse(action, f"shape {shape} within the bounds")
+            return values
+
+        return box
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = space.nvec
+
+        def multi(action: Any) -> Any:
+            values = np.asarray(action)
+            if (values.shape != nvec.shape or values.dtype.kind not in "iu"
+                    or np.any(values < 0) or np.any(values >= nvec)):
+                raise refuse(action, f"integers of shape {nvec.shape} below {nvec.tolist()}")
+            return values
+
+        return multi
+
+    def any_space(action: Any) -> Any:
+        if not space.contains(action):
+            raise refuse(action, "a member of the space")
+        return action
+
+    return any_space

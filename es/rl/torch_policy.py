@@ -1,0 +1,139 @@
+"""A user's ``torch.nn.Module`` as a policy of the protocol (``es.rl.policy``).
+
+The flat float32 vector maps onto ``module.parameters()`` in their order
+(``torch.nn.utils.vector_to_parameters``); the module runs on the CPU with one thread under
+``torch.inference_mode()``, on one observation at a time (no batch dimension is added). Its
+output becomes the action: argmax for Discrete actions (one output per action), one argmax
+per part for MultiDiscrete, and for Box actions the output reshaped to the action's shape and
+clipped to its bounds.
+
+A module whose ``forward`` takes two arguments is recurrent: ``forward(observation, state)``
+returns ``(output, state)``, with ``state`` None at the start of every episode.
+
+Initial parameters are the module's own, as its constructor made them (es seeds torch from
+the run's seed before calling the factory, so every rank builds the same module); a module
+that defines ``initial_params(rng)`` chooses its own instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from es.rl.policies import PolicyError
+
+
+def takes_state(module: torch.nn.Module) -> bool:
+    """Whether ``forward`` takes (observation, state): a recurrent module."""
+    parameters = [p for p in inspect.signature(module.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(parameters) >= 2
+
+
+def as_tensor(observation: Any) -> Any:
+    """An observation of any space as tensors: float32 for real values, int64 for integers,
+    dicts and tuples kept as dicts and tuples (Dict and Tuple spaces)."""
+    if isinstance(observation, dict):
+        return {key: as_tensor(value) for key, value in observation.items()}
+    if isinstance(observation, tuple):
+        return tuple(as_tensor(value) for value in observation)
+    values = np.asarray(observation)
+    if values.dtype.kind in "iub":
+        return torch.from_numpy(values.astype(np.int64))
+    return torch.from_numpy(values.astype(np.float32))
+
+
+def output_to_action(space: gym.Space, name: str) -> tuple[int, Callable[[np.ndarray], Any]]:
+    """(outputs the module must give, output -> action) for ``space``."""
+    if isinstance(space, gym.spaces.Discrete):
+        start = int(space.start)
+        return int(space.n), lambda out: start + int(np.argmax(out))
+    if isinstance(space, gym.spaces.Box):
+        low = np.asarray(space.low, dtype=np.float64)
+        high = np.asarray(space.high, dtype=np.float64)
+        return low.size, lambda out: np.clip(out.astype(np.float64).reshape(low.shape), low,
+                                             high)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        sizes = [int(n) for n in space.nvec.ravel()]
+        edges = np.cumsum(sizes)[:-1]
+        shape = space.nvec.shape
+        return sum(sizes), lambda out: np.array(
+            [int(np.argmax(part)) for part in np.split(out, edges)]).reshape(shape)
+    raise PolicyError(f"policy.kind = {name!r}: a torch module acts in Discrete, MultiDiscrete "
+                      f"or Box action spaces, not {space}; return actions yourself with an "
+                      "object of the policy protocol (docs/python-api.md)")
+
+
+class TorchPolicy:
+    """``module`` as a policy for ``observation_space`` -> ``action_space``."""
+
+    def __init__(self, module: torch.nn.Module, observation_space: gym.Space,
+                 action_space: gym.Space, name: str) -> None:
+        torch.set_num_threads(1)  # the parallelism is the ranks'
+        self.module, self.name = module.eval(), name
+        self.parameters = list(module.parameters())
+        self.num_params = sum(p.numel() for p in self.parameters)
+        if self.num_params == 0:
+            raise PolicyError(f"policy.kind = {name!r}: the module has no parameters")
+        if any(p.dtype != torch.float32 or p.device.type != "cpu" for p in self.parameters):
+            raise PolicyError(f"policy.kind = {name!r}: every parameter must be float32 on "
+                              "the CPU")
+        self.recurrent = takes_state(module)
+        self.outputs, self.to_action = output_to_action(action_space, name)
+        self.loaded: object = None  # which bound episode's parameters the module holds
+
+    def initial_params(self, rng: np.random.Generator) -> np.ndarray:
+        own = getattr(self.module, "initial_params", None)
+        if own is not None:
+            return np.asarray(own(rng), dtype=np.float32)
+        vector = torch.nn.utils.parameters_to_vector(self.parameters)
+        return vector.detach().numpy().astype(np.float32)
+
+    def _load(self, params: np.ndarray, owner: object) -> None:
+        vector = torch.tensor(np.asarray(params, dtype=np.float32))
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(vector, self.parameters)
+        self.loaded = owner
+
+    def _output(self, out: Any) -> np.ndarray:
+        values = out.detach().numpy().ravel() if isinstance(out, torch.Tensor) else None
+        if values is None or values.size != self.outputs:
+            got = f"{values.size} outputs" if values is not None else type(out).__name__
+            raise PolicyError(f"policy.kind = {self.name!r}: the module returned {got}; "
+                              f"expected a tensor of {self.outputs} outputs for the action "
+                              "space")
+        return values
+
+    def act(self, params: np.ndarray, observation: Any, state: Any) -> tuple[Any, Any]:
+        return self.bind(params).step(observation, state)
+
+    def bind(self, params: np.ndarray) -> _Episode:
+        """The episode's ``observation -> action``, its recurrent state starting fresh."""
+        return _Episode(self, np.array(params, dtype=np.float32))
+
+
+class _Episode:
+    """One episode of a ``TorchPolicy`` at one parameter vector."""
+
+    def __init__(self, policy: TorchPolicy, params: np.ndarray) -> None:
+        self.policy, self.params, self.state = policy, params, None
+
+    def step(self, observation: Any, state: Any) -> tuple[Any, Any]:
+        policy = self.policy
+        if policy.loaded is not self:  # another episode's parameters are in the module
+            policy._load(self.params, self)
+        with torch.inference_mode():
+            if policy.recurrent:
+                out, state = policy.module(as_tensor(observation), state)
+            else:
+                out = policy.module(as_tensor(observation))
+        return policy.to_action(policy._output(out)), state
+
+    def __call__(self, observation: Any) -> Any:
+        action, self.state = self.step(observation, self.state)
+        return action
