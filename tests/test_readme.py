@@ -27,7 +27,7 @@ CHECKS = {
     'tensorboard]" && mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart '
     '--force': "mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart --force",
     'python3.11 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[test]" && ruff '
-    'check es tests scripts && lint-imports && python -m pytest -q': "ci",
+    'check es tests scripts examples && lint-imports && python -m pytest -q': "ci",
     "es-train configs/pendulum.toml --set run.generations=20 --run-dir runs/pendulum":
         "as written",
     "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=60 --run-dir "
@@ -48,6 +48,9 @@ CHECKS = {
     "runs/dqn": "as written",
     "es-compare --env CartPole-v1 --budget-s 10 --seeds 0-1 --jobs 2 --out runs/compare":
         "as written",
+    "mpiexec -n 2 es-train configs/cartpole.toml --set policy.kind=examples.torch_policies:mlp "
+    "--run-dir runs/torch": "as written",
+    "es-eval runs/torch --episodes 1 --video torch.mp4": "as written",
 }
 
 
@@ -110,6 +113,7 @@ def _serve(command: str, cwd: Path) -> None:
 
 def test_readme_commands_and_python_example_run(tmp_path):
     (tmp_path / "configs").symlink_to(REPO / "configs")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
     for command in readme_commands():
         how = CHECKS[command]
         if how == "ci":
@@ -120,6 +124,7 @@ def test_readme_commands_and_python_example_run(tmp_path):
         done = _run(command if how == "as written" else how, tmp_path)
         assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
     assert (tmp_path / "hopper.mp4").stat().st_size > 0
+    assert (tmp_path / "torch.mp4").stat().st_size > 0
     assert list((tmp_path / "runs/hopper/tb").iterdir())
     assert (tmp_path / "runs/compare").is_dir()
     example = subprocess.run([sys.executable, "-c", python_example()], cwd=tmp_path,

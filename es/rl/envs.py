@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from typing import Any
 
 import gymnasium as gym
@@ -26,6 +28,15 @@ def _register_on_demand(env_id: str) -> None:
         register()
 
 
+def import_user_module(name: str) -> Any:
+    """Import a user's module (an env's ``module:EnvId``, a policy factory's module) from the
+    path or from the current folder, as ``python -m`` would: console scripts do not put the
+    folder they run in on ``sys.path``."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    return importlib.import_module(name)
+
+
 def check_env_id(env_id: str) -> None:
     """Raise ``ValueError`` with a one-line message if Gymnasium does not know ``env_id``.
 
@@ -36,7 +47,7 @@ def check_env_id(env_id: str) -> None:
     module, _, name = env_id.rpartition(":")
     if module:
         try:
-            importlib.import_module(module)
+            import_user_module(module)
         except ImportError as error:
             message = f"env.id {env_id!r}: cannot import module {module!r} ({error})"
             raise ValueError(message) from None
@@ -87,6 +98,9 @@ def _make(
     render_mode: str | None,
 ) -> gym.Env:
     _register_on_demand(env_id)
+    module, _, _ = env_id.rpartition(":")
+    if module:  # Gymnasium imports it too, but not from the current folder
+        import_user_module(module)
     if is_atari(env_id):
         from es.rl.atari import make_atari_env  # loads ale_py only when needed
 

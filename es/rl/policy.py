@@ -22,8 +22,6 @@ called as ``factory(observation_space, action_space, **policy.kwargs)``.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
@@ -33,7 +31,7 @@ import numpy as np
 
 from es.config import Config
 from es.rl.cnn import ConvNetSpec
-from es.rl.envs import policy_spec_for
+from es.rl.envs import import_user_module, policy_spec_for
 from es.rl.policies import ObsNorm, PolicyError, PolicySpec
 
 
@@ -59,20 +57,18 @@ def import_object(path: str, what: str) -> Any:
     current folder too (where ``es-train`` runs, as ``python -m`` would). A one-line
     ``PolicyError`` says what is missing."""
     module_name, _, qualname = path.partition(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.append(os.getcwd())
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = import_user_module(module_name)
     except Exception as error:  # the user's module may fail in any way while it loads
         hint = (" (pip install -e '.[torch]')" if isinstance(error, ImportError)
                 and getattr(error, "name", "") == "torch" else "")
-        raise PolicyError(f"{what} {path!r}: cannot import module {module_name!r} "
+        raise PolicyError(f"{what} = {path!r}: cannot import module {module_name!r} "
                           f"({type(error).__name__}: {error}){hint}") from None
     for part in qualname.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise PolicyError(f"{what} {path!r}: module {module_name!r} has no "
+            raise PolicyError(f"{what} = {path!r}: module {module_name!r} has no "
                               f"{qualname!r}") from None
     return target
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -56,10 +57,21 @@ def run_episode(
             break
     if not record_obs:
         # Without the recorded sums, a broken simulator shows in its last observation.
-        finite = bool(np.all(np.isfinite(obs)))
+        finite = all(np.all(np.isfinite(part)) for part in numeric_parts(obs))
         return Episode(total if finite else float("nan"), length)
     stacked = np.asarray(seen).reshape(len(seen), -1)
     return Episode(total, length, stacked.sum(axis=0), np.square(stacked).sum(axis=0))
+
+
+def numeric_parts(observation: Any) -> list[np.ndarray]:
+    """The arrays of an observation of any space (a Dict's or Tuple's parts; text and other
+    non-numeric parts left out)."""
+    if isinstance(observation, dict):
+        return [part for value in observation.values() for part in numeric_parts(value)]
+    if isinstance(observation, tuple):
+        return [part for value in observation for part in numeric_parts(value)]
+    values = np.asarray(observation)
+    return [values] if values.dtype.kind in "iufb" else []
 
 
 def safe_episode(env: gym.Env, act: Callable[[np.ndarray], np.ndarray | int], seed: int,

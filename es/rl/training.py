@@ -53,13 +53,17 @@ def _with_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     return data
 
 
-def resolve_config(config: str | Path | Config, overrides: dict[str, Any] | None) -> Config:
-    """A config file (its stem names the run) or a ``Config``, with overrides applied."""
+def resolve_config(config: str | Path | Config, overrides: dict[str, Any] | None,
+                   policy: Any = None) -> Config:
+    """A config file (its stem names the run) or a ``Config``, with overrides applied; with
+    a ``policy`` from Python, ``policy.kind`` names it (``module:name``)."""
     if isinstance(config, Config):
         data = config.to_dict()
     else:
         data = read_toml(config)
         data.setdefault("run", {}).setdefault("name", Path(config).stem)
+    if policy is not None:
+        data.setdefault("policy", {})["kind"] = object_path(policy)
     return from_dict(_with_overrides(data, dict(overrides or {})))
 
 
@@ -103,10 +107,7 @@ def train(
     from es.rl.tensorboard_log import require_tensorboard
     from es.rl.trainer import Trainer
 
-    resolved = resolve_config(config, overrides)
-    if policy is not None:  # the config names it, for es-eval and --resume
-        resolved = from_dict({**resolved.to_dict(), "policy": {
-            **resolved.to_dict()["policy"], "kind": object_path(policy)}})
+    resolved = resolve_config(config, overrides, policy)
     check_env_id(resolved.env.id)
     if resolved.run.tensorboard:
         require_tensorboard()

@@ -2,7 +2,7 @@
 parameters for a plain run and any rank count (populations not divisible by it), static and
 dynamic schedules; exact resume on another rank count; only scalars on the wire (bytes per
 generation independent of the parameter count). A strategy added to STRATEGY_NAMES is tested
-here without further ado."""
+here without further ado, with a built-in policy and with a user's torch module."""
 
 import numpy as np
 import pytest
@@ -17,23 +17,31 @@ from es.config import STRATEGY_NAMES
 SETTINGS = {"cma": ["--set", "es.mirrored=false", "--set", "es.population=7"],
             "sepcma-tpa": ["--set", "sepcma.step_size=tpa"]}
 VARIANTS = [*STRATEGY_NAMES, "sepcma-tpa"]
-BASE = ["configs/pendulum.toml", "--set", "policy.kind=linear", "--set", "es.population=10",
-        "--set", "run.eval_every=2", "--set", "env.max_episode_steps=60", "--quiet"]
+BASE = ["configs/pendulum.toml", "--set", "es.population=10", "--set", "run.eval_every=2",
+        "--set", "env.max_episode_steps=60", "--quiet"]
+#: The built-in linear policy, and a torch MLP from examples/torch_policies.py (a user's
+#: factory, imported from the folder es-train runs in).
+POLICIES = {"linear": ["--set", "policy.kind=linear"],
+            "torch": ["--set", "policy.kind=examples.torch_policies:mlp",
+                      "--set", "policy.kwargs.hidden=8"]}
+CASES = [(variant, policy) for policy in POLICIES for variant in VARIANTS]
 
 
-def args(variant: str, *extra: str) -> list[str]:
+def args(variant: str, *extra: str, policy: str = "linear") -> list[str]:
     strategy = variant.partition("-")[0]
-    return ["es-train", *BASE, "--set", f"es.strategy={strategy}", *SETTINGS.get(variant, []),
-            *extra]
+    return ["es-train", *BASE, *POLICIES[policy], "--set", f"es.strategy={strategy}",
+            *SETTINGS.get(variant, []), *extra]
 
 
-@pytest.mark.parametrize("strategy", VARIANTS)
-def test_parameters_are_bit_identical_for_any_rank_count_and_schedule(tmp_path, strategy):
+@pytest.mark.parametrize(("strategy", "policy"), CASES)
+def test_parameters_are_bit_identical_for_any_rank_count_and_schedule(tmp_path, strategy,
+                                                                      policy):
     params = {}
     for ranks, schedule in ((None, "static"), (1, "static"), (2, "dynamic"), (3, "static")):
         run_dir = tmp_path / f"{ranks}{schedule}"
         done = run_cli(args(strategy, "--set", "run.generations=3", "--set",
-                            f"run.schedule={schedule}", "--run-dir", str(run_dir)), ranks=ranks)
+                            f"run.schedule={schedule}", "--run-dir", str(run_dir),
+                            policy=policy), ranks=ranks)
         assert done.returncode == 0, done.stderr
         params[ranks, schedule] = load_params(run_dir)
     plain = params.pop((None, "static"))
@@ -42,13 +50,15 @@ def test_parameters_are_bit_identical_for_any_rank_count_and_schedule(tmp_path, 
         assert np.array_equal(value, plain), f"{strategy}: {key} differs from the plain run"
 
 
-@pytest.mark.parametrize("strategy", VARIANTS)
-def test_resume_on_another_rank_count_is_exact(tmp_path, strategy):
+@pytest.mark.parametrize(("strategy", "policy"), CASES)
+def test_resume_on_another_rank_count_is_exact(tmp_path, strategy, policy):
     whole, split = tmp_path / "whole", tmp_path / "split"
-    done = run_cli(args(strategy, "--set", "run.generations=4", "--run-dir", str(whole)))
+    done = run_cli(args(strategy, "--set", "run.generations=4", "--run-dir", str(whole),
+                        policy=policy))
     assert done.returncode == 0, done.stderr
     first = run_cli(args(strategy, "--set", "run.generations=2", "--set",
-                         "run.checkpoint_every=1", "--run-dir", str(split)), ranks=2)
+                         "run.checkpoint_every=1", "--run-dir", str(split), policy=policy),
+                    ranks=2)
     assert first.returncode == 0, first.stderr
     resumed = run_cli(["es-train", "--resume", str(split), "--set", "run.generations=4",
                        "--quiet"], ranks=3)
@@ -59,13 +69,16 @@ def test_resume_on_another_rank_count_is_exact(tmp_path, strategy):
 @pytest.mark.parametrize("strategy", VARIANTS)
 def test_bytes_per_generation_do_not_grow_with_the_parameters(tmp_path, strategy):
     sent = {}
-    for policy in (["--set", "policy.kind=linear"],
-                   ["--set", "policy.kind=mlp", "--set", "policy.hidden=[64, 64]"]):
-        run_dir = tmp_path / policy[-1][-8:].replace(" ", "")
+    sizes = {"linear": ["--set", "policy.kind=linear"],
+             "mlp": ["--set", "policy.kind=mlp", "--set", "policy.hidden=[64, 64]"],
+             "torch": ["--set", "policy.kind=examples.torch_policies:mlp",
+                       "--set", "policy.kwargs.hidden=64"]}
+    for name, policy in sizes.items():
+        run_dir = tmp_path / name
         done = run_cli(args(strategy, "--set", "run.generations=2", *policy, "--run-dir",
                             str(run_dir)), ranks=2)
         assert done.returncode == 0, done.stderr
-        sent[policy[-1]] = [int(row["bytes_sent"]) for row in read_progress(run_dir)]
-        assert load_params(run_dir).size in (4, 4481)  # linear: 3x1 + 1; MLP: 3-64-64-1
-    linear, mlp = sent.values()
-    assert linear == mlp, f"{strategy}: bytes per generation {linear} vs {mlp}"
+        sent[name] = [int(row["bytes_sent"]) for row in read_progress(run_dir)]
+        # linear: 3x1 + 1; MLP and the torch MLP: 3-64-64-1
+        assert load_params(run_dir).size == (4 if name == "linear" else 4481)
+    assert sent["linear"] == sent["mlp"] == sent["torch"], f"{strategy}: {sent}"

@@ -1,0 +1,200 @@
+"""Bring your own policy: the protocol (built-ins implement it too), torch modules and NumPy
+objects from ``policy.kind = "module:factory"`` and from ``es.train(policy=...)``, any
+observation space, MultiDiscrete actions, recurrent state that starts fresh every episode,
+es-eval/--video/--resume on a user's run, and a one-line error for every broken factory.
+(The invariants under mpiexec with a torch policy: tests/strategies/test_strategy_invariants.py.)"""
+
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import user_policies
+from conftest import REPO, load_params, read_progress, run_cli
+
+import es
+from es.config import from_dict
+from es.parallel.comm import LocalComm
+from es.rl.cnn import ConvNetSpec
+from es.rl.envs import make_env, policy_spec_for
+from es.rl.policies import ObsNorm, PolicyError
+from es.rl.policy import Policy, build_user_policy, object_path
+from es.rl.rollout import run_episode
+from es.rl.torch_policy import TorchPolicy
+from es.rl.trainer import Trainer
+
+TESTS = {"PYTHONPATH": str(REPO / "tests")}
+SHORT = ["--set", "run.generations=2", "--set", "es.population=8", "--set", "run.eval_every=1",
+         "--set", "run.eval_episodes=2", "--set", "es.noise_table_size=100000", "--quiet"]
+
+
+def one_line_error(done: subprocess.CompletedProcess, *parts: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    for part in parts:
+        assert part in done.stderr, done.stderr
+
+
+def test_the_built_in_policies_are_of_the_protocol():
+    env = make_env("CartPole-v1", None, {})
+    for spec in (policy_spec_for(env, "linear", (), "tanh"),
+                 policy_spec_for(env, "mlp", (8,), "tanh"),
+                 ConvNetSpec(3, (4, 36, 36), ((4, 8, 4), (8, 3, 1)), 16, vbn=False)):
+        assert isinstance(spec, Policy)
+        params = spec.initial_params(np.random.default_rng(0))
+        params += np.random.default_rng(1).standard_normal(params.size).astype(np.float32)
+        observation = np.random.default_rng(2).random(spec.obs_dim).reshape(
+            getattr(spec, "input_shape", (spec.obs_dim,))).astype(np.float32)
+        action, state = spec.act(params, observation, None)
+        assert state is None
+        assert action == spec.bind(params, ObsNorm.identity(spec.obs_dim))(observation)
+
+
+def test_a_torch_module_maps_the_flat_vector_onto_its_parameters_in_order():
+    env = make_env("CartPole-v1", None, {})
+    module = user_policies.torch_mlp(env.observation_space, env.action_space, hidden=3)
+    policy = TorchPolicy(module, env.observation_space, env.action_space, "t:mlp")
+    assert policy.num_params == 4 * 3 + 3 + 3 * 2 + 2
+    params = np.arange(policy.num_params, dtype=np.float32) / 100
+    observation = np.array([0.1, -0.2, 0.3, 0.05], dtype=np.float32)
+    w1, b1 = params[:12].reshape(3, 4), params[12:15]
+    w2, b2 = params[15:21].reshape(2, 3), params[21:]
+    logits = w2 @ np.tanh(w1 @ observation + b1) + b2
+    assert policy.bind(params)(observation) == int(np.argmax(logits))
+    np.testing.assert_array_equal(policy.initial_params(np.random.default_rng(0)),
+                                  torch.nn.utils.parameters_to_vector(module.parameters())
+                                  .detach().numpy())
+
+
+def test_recurrent_state_starts_fresh_every_episode():
+    env = make_env("CartPole-v1", None, {})
+    user_policies.StepCounter.first_states.clear()
+    policy = build_user_policy(user_policies.StepCounter, env, {}, True, "user_policies:Step")
+    params = policy.initial_params(np.random.default_rng(0))
+    norm = ObsNorm.identity(4)
+    for seed in range(3):
+        run_episode(env, policy.bind(params, norm), seed)
+    assert user_policies.StepCounter.first_states == [None, None, None]
+    memory = TorchPolicy(user_policies.Memory(env.observation_space, env.action_space),
+                         env.observation_space, env.action_space, "user_policies:Memory")
+    assert memory.recurrent
+    params = memory.initial_params(np.random.default_rng(0))
+    episode = memory.bind(params)
+    first = [episode(np.full(4, 0.5, np.float32)) for _ in range(5)]
+    again = memory.bind(params)  # a new episode: the same actions from the same inputs
+    assert [again(np.full(4, 0.5, np.float32)) for _ in range(5)] == first
+
+
+def test_a_torch_policy_trains_from_the_config_and_es_eval_and_video_rebuild_it(tmp_path):
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set",
+                    "policy.kind=examples.torch_policies:mlp", "--set", "policy.kwargs.hidden=8",
+                    "--set", "run.generations=8", "--run-dir", str(run_dir), "--quiet"],
+                   ranks=2)
+    assert done.returncode == 0, done.stderr
+    assert 'kind = "examples.torch_policies:mlp"' in (run_dir / "config.toml").read_text()
+    rows = read_progress(run_dir)
+    assert float(rows[-1]["eval_return"]) > float(rows[0]["return_mean"])
+    assert load_params(run_dir).size == 4 * 8 + 8 + 8 * 8 + 8 + 8 * 2 + 2
+    evaluated = run_cli(["es-eval", str(run_dir), "--episodes", "2", "--video",
+                         str(tmp_path / "cartpole.gif"), "--video-steps", "5"])
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert "mean policy (generation 8)" in evaluated.stdout
+    assert (tmp_path / "cartpole.gif").stat().st_size > 0
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=9",
+                       "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert int(read_progress(run_dir)[-1]["generation"]) == 9
+
+
+def test_a_numpy_policy_reads_dict_observations_and_normalisation_refuses_them(tmp_path):
+    base = ["es-train", "configs/pendulum.toml", "--set", "env.id=user_policies:GoalReach-v0",
+            "--set", "policy.kind=user_policies:LinearNumpy", *SHORT]
+    refused = run_cli([*base, "--run-dir", str(tmp_path / "no")], extra_env=TESTS)
+    one_line_error(refused, "policy.obs_norm = true", "Dict", "policy.obs_norm = false")
+    for kind in ("user_policies:LinearNumpy", "user_policies:DictModule"):
+        run_dir = tmp_path / kind.rpartition(":")[2]
+        done = run_cli([*base, "--set", f"policy.kind={kind}", "--set", "policy.obs_norm=false",
+                        "--run-dir", str(run_dir)], ranks=2, extra_env=TESTS)
+        assert done.returncode == 0, done.stderr
+        assert np.isfinite(float(read_progress(run_dir)[-1]["eval_return"]))
+
+
+def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
+    for kind in ("user_policies:LinearNumpy", "examples.torch_policies:mlp"):
+        run_dir = tmp_path / kind.rpartition(":")[2]
+        done = run_cli(["es-train", "configs/cartpole.toml", "--set",
+                        "env.id=user_policies:PickTwo-v0", "--set", f"policy.kind={kind}",
+                        *SHORT, "--run-dir", str(run_dir)], extra_env=TESTS)
+        assert done.returncode == 0, done.stderr
+        assert 0 <= float(read_progress(run_dir)[-1]["eval_return"]) <= 60
+
+
+@pytest.mark.parametrize(("factory", "words"), [
+    ("user_policies:raises", ["the factory raised RuntimeError: no GPU here"]),
+    ("user_policies:wrong_kind", ["the factory returned str", "torch.nn.Module"]),
+    ("user_policies:wrong_outputs", ["returned 7 outputs", "expected a tensor of 2 outputs"]),
+    ("user_policies:outside", ["action 5 is outside the action space Discrete(2)",
+                               "an integer in [0, 2)"]),
+    ("user_policies:nothing", ["module 'user_policies' has no 'nothing'"]),
+    ("no_such_module:mlp", ["cannot import module 'no_such_module'"]),
+])
+def test_a_broken_factory_is_a_one_line_error_naming_it(tmp_path, factory, words):
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", f"policy.kind={factory}",
+                    *SHORT, "--run-dir", str(tmp_path / "run")], extra_env=TESTS)
+    one_line_error(done, f"policy.kind = {factory!r}", *words)
+
+
+def test_an_action_outside_the_space_during_training_stops_every_rank_in_one_line(tmp_path):
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set",
+                    "policy.kind=user_policies:LaterOutside", *SHORT, "--run-dir",
+                    str(tmp_path / "run")], ranks=2, extra_env=TESTS, timeout=120)
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "PolicyError" in line]
+    assert errors and "Traceback" not in done.stderr, done.stderr
+    assert "policy.kind = 'user_policies:LaterOutside': action 5 is outside" in errors[0]
+
+
+def test_without_torch_a_module_factory_is_a_one_line_error(tmp_path):
+    blocked = ("import sys; sys.modules['torch'] = None; from es.cli.train import main; "
+               "sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", blocked, "configs/cartpole.toml", "--set",
+                           "policy.kind=examples.torch_policies:mlp", *SHORT, "--run-dir",
+                           str(tmp_path / "run")], capture_output=True, text=True, cwd=REPO,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    one_line_error(done, "cannot import module 'examples.torch_policies'",
+                   "pip install -e '.[torch]'")
+
+
+def test_es_train_takes_a_factory_class_or_instance_from_python(tmp_path):
+    runs = {}
+    for name, policy in (("factory", user_policies.torch_mlp),
+                         ("class", user_policies.LinearNumpy)):
+        runs[name] = es.train(REPO / "configs/cartpole.toml", {"run.generations": 3},
+                              policy=policy, run_dir=tmp_path / name)
+        assert f'kind = "{object_path(policy)}"' in (tmp_path / name / "config.toml").read_text()
+        observation, _ = gym.make("CartPole-v1").reset(seed=0)
+        assert runs[name].policy(observation) in (0, 1)
+    env = gym.make("CartPole-v1")
+    instance = user_policies.torch_mlp(env.observation_space, env.action_space)
+    run = es.train(REPO / "configs/cartpole.toml", {"run.generations": 3}, policy=instance,
+                   run_dir=tmp_path / "instance")
+    assert run.saved.params.size == sum(p.numel() for p in instance.parameters())
+    with pytest.raises(PolicyError, match="not a factory to call with them"):
+        es.train(REPO / "configs/cartpole.toml", {"policy.kwargs": {"hidden": 4}},
+                 policy=instance, run_dir=tmp_path / "kwargs")
+
+
+def test_a_factory_builds_the_same_module_on_every_rank_and_run():
+    config = from_dict({"env": {"id": "CartPole-v1"},
+                        "policy": {"kind": "examples.torch_policies:mlp"},
+                        "es": {"noise_table_size": 100_000}})
+    first = Trainer(config, LocalComm(), None)
+    torch.manual_seed(12345)  # the global generator is not what the factory's modules use
+    second = Trainer(config, LocalComm(), None)
+    np.testing.assert_array_equal(first.strategy.mean, second.strategy.mean)
+    other = Trainer(from_dict({**config.to_dict(), "run": {"seed": 1}}), LocalComm(), None)
+    assert not np.array_equal(first.strategy.mean, other.strategy.mean)

@@ -1,0 +1,170 @@
+"""Users' policies and environments for the tests, importable as ``user_policies:...`` with
+``tests/`` on PYTHONPATH: NumPy objects of the policy protocol, torch modules, broken
+factories of every kind, and environments with Dict observations and MultiDiscrete actions."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+
+class LinearNumpy:
+    """A linear policy of the protocol in plain NumPy, for any Box or Dict observation (the
+    Dict's parts concatenated) and Discrete, Box or MultiDiscrete actions."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space,
+                 scale: float = 0.0) -> None:
+        self.inputs = int(gym.spaces.flatdim(observation_space))
+        self.action_space = action_space
+        if isinstance(action_space, gym.spaces.Discrete):
+            self.outputs = int(action_space.n)
+        elif isinstance(action_space, gym.spaces.MultiDiscrete):
+            self.outputs = int(action_space.nvec.sum())
+        else:
+            self.outputs = int(np.prod(action_space.shape))
+        self.num_params = self.inputs * self.outputs + self.outputs
+        self.scale = scale
+
+    def initial_params(self, rng: np.random.Generator) -> np.ndarray:
+        return (self.scale * rng.standard_normal(self.num_params)).astype(np.float32)
+
+    def act(self, params, observation, state):
+        x = np.concatenate([np.ravel(observation[key]) for key in sorted(observation)]
+                           ) if isinstance(observation, dict) else np.ravel(observation)
+        weights = params[: self.inputs * self.outputs].reshape(self.outputs, self.inputs)
+        out = weights @ x + params[self.inputs * self.outputs:]
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return int(np.argmax(out)), None
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            parts = np.split(out, np.cumsum(space.nvec)[:-1])
+            return np.array([int(np.argmax(part)) for part in parts]), None
+        return np.clip(out, space.low, space.high), None
+
+
+class StepCounter(LinearNumpy):
+    """A recurrent NumPy policy whose state counts the steps of the episode; it records the
+    state it was given at every episode's first step (None when es starts each fresh)."""
+
+    first_states: list = []
+
+    def act(self, params, observation, state):
+        if state is None or state == 0:
+            StepCounter.first_states.append(state)
+        action, _ = super().act(params, observation, None)
+        return action, (state or 0) + 1
+
+
+class Memory(nn.Module):
+    """A recurrent torch module: ``forward(observation, state)``."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__()
+        self.cell = nn.GRUCell(int(np.prod(observation_space.shape)), 4)
+        self.head = nn.Linear(4, int(action_space.n))
+
+    def forward(self, observation, state):
+        state = self.cell(observation.reshape(1, -1), state)
+        return self.head(state)[0], state
+
+
+class DictModule(nn.Module):
+    """A torch module that reads a Dict observation (a dict of tensors)."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__()
+        size = sum(int(np.prod(space.shape)) for space in observation_space.values())
+        self.head = nn.Linear(size, int(np.prod(action_space.shape)))
+
+    def forward(self, observation):
+        return self.head(torch.cat([observation[key].ravel() for key in sorted(observation)]))
+
+
+def torch_mlp(observation_space, action_space, hidden: int = 8) -> nn.Module:
+    return nn.Sequential(nn.Linear(int(np.prod(observation_space.shape)), hidden), nn.Tanh(),
+                         nn.Linear(hidden, int(action_space.n)))
+
+
+# ---- broken factories: each must end in a one-line error naming it ------------------------
+
+def raises(observation_space, action_space):
+    raise RuntimeError("no GPU here")
+
+
+def wrong_kind(observation_space, action_space):
+    return "a string"
+
+
+def wrong_outputs(observation_space, action_space):
+    return nn.Linear(int(np.prod(observation_space.shape)), 7)
+
+
+class OutsideTheSpace(LinearNumpy):
+    def act(self, params, observation, state):
+        return 5, None  # CartPole has actions 0 and 1
+
+
+def outside(observation_space, action_space):
+    return OutsideTheSpace(observation_space, action_space)
+
+
+class LaterOutside(LinearNumpy):
+    """Valid actions for its first 50 steps (the start-up check passes), then 5."""
+
+    steps = 0
+
+    def act(self, params, observation, state):
+        LaterOutside.steps += 1
+        return (5 if LaterOutside.steps > 50 else 0), None
+
+
+# ---- environments with other spaces -------------------------------------------------------
+
+class GoalReach(gym.Env):
+    """Move a point towards a goal in the plane: a Dict observation (``position``,
+    ``goal``) as goal-conditioned robotics tasks have, Box actions; reward: minus the
+    distance."""
+
+    observation_space = gym.spaces.Dict({
+        "goal": gym.spaces.Box(-1.0, 1.0, (2,), np.float64),
+        "position": gym.spaces.Box(-2.0, 2.0, (2,), np.float64)})
+    action_space = gym.spaces.Box(-0.1, 0.1, (2,), np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.goal = self.np_random.uniform(-1.0, 1.0, 2)
+        self.position = np.zeros(2)
+        return self._observation(), {}
+
+    def _observation(self):
+        return {"goal": self.goal.copy(), "position": self.position.copy()}
+
+    def step(self, action):
+        self.position = np.clip(self.position + action, -2.0, 2.0)
+        distance = float(np.linalg.norm(self.goal - self.position))
+        return self._observation(), -distance, distance < 0.05, False, {}
+
+
+class PickTwo(gym.Env):
+    """MultiDiscrete actions: choose two digits; reward 1 for each equal to the observed
+    targets."""
+
+    observation_space = gym.spaces.Box(0.0, 2.0, (2,), np.float64)
+    action_space = gym.spaces.MultiDiscrete([3, 3])
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.target = self.np_random.integers(0, 3, 2)
+        return self.target.astype(np.float64), {}
+
+    def step(self, action):
+        reward = float(np.sum(np.asarray(action) == self.target))
+        self.target = self.np_random.integers(0, 3, 2)
+        return self.target.astype(np.float64), reward, False, False, {}
+
+
+for name, entry in (("GoalReach-v0", GoalReach), ("PickTwo-v0", PickTwo)):
+    if name not in gym.registry:
+        gym.register(name, entry_point=entry, max_episode_steps=30)
