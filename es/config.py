@@ -52,6 +52,12 @@ class RunConfig:
         "vary",
         "static",
     )
+    lockstep: int = _doc(
+        "members a rank plays side by side, one policy forward for all of them per step, for "
+        "a user's torch MLP (a Sequential of Linear layers and elementwise activations; "
+        "other policies play one member at a time): the per-call cost of torch spread over "
+        "them; the same parameters for any value (1: one at a time)", 16,
+    )
     checkpoint_every: int = _doc("checkpoint every k generations (and always at exit)", 10)
     keep_checkpoints: int = _doc("how many of the newest checkpoints to keep", 3)
     check_every: int = _doc("compare a parameter checksum across ranks every k generations", 10)
@@ -75,6 +81,7 @@ class RunConfig:
         _at_least("run.eval_episodes", self.eval_episodes, 1)
         _at_least("run.seed", self.seed, 0)
         _one_of("run.schedule", self.schedule, ("static", "dynamic"))
+        _at_least("run.lockstep", self.lockstep, 1)
         _at_least("run.checkpoint_every", self.checkpoint_every, 1)
         _at_least("run.keep_checkpoints", self.keep_checkpoints, 1)
         _at_least("run.check_every", self.check_every, 1)

@@ -192,6 +192,26 @@ class UserPolicy:
         action, state = self.policy.act(params, observation, state)
         return self.check_action(action), state
 
+    def lockstep(self, slots: int) -> Any:
+        """The wrapped policy's batched form for ``slots`` members (a torch MLP's
+        ``Lockstep``), or None: it plays one member at a time."""
+        batched = getattr(self.policy, "batched", None)
+        if batched is None or not isinstance(self.observation_space, gym.spaces.Box):
+            return None
+        return batched(slots)
+
+    def model_input(self, norm: ObsNorm) -> Callable[[np.ndarray], np.ndarray]:
+        """Box observation -> the policy's flat input (a lockstep's row): normalised as
+        ``bind`` does when ``policy.obs_norm`` is on."""
+        if not self.normalise:
+            return np.ravel
+        normalise = normaliser(norm)
+        return lambda observation: np.ravel(normalise(observation))
+
+    def lockstep_action(self, output: np.ndarray) -> Any:
+        """A lockstep slot's output as this policy's checked action."""
+        return self.check_action(self.policy.to_action(output))
+
     def probe(self, env: gym.Env, params: np.ndarray) -> None:
         """Act once on a first observation, so that a policy that fails, or gives the wrong
         output or action, is a ``PolicyError`` before training starts."""
@@ -272,8 +292,10 @@ def action_check(space: gym.Space, name: str) -> Callable[[Any], Any]:
         low, high, shape = space.low, space.high, space.shape
 
         def box(action: Any) -> Any:
+            # NaN passes (a NaN observation makes one): the episode then fails as a broken
+            # environment's would, counted, not ending the run.
             values = np.asarray(action, dtype=np.float64)
-            if values.shape != shape or not (np.all(values >= low) and np.all(values <= high)):
+            if values.shape != shape or np.any(values < low) or np.any(values > high):
                 raise refuse(action, f"shape {shape} within the bounds")
             return values
 

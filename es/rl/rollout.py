@@ -98,6 +98,57 @@ def random_policy(env: gym.Env, seed: int) -> Callable[[np.ndarray], np.ndarray 
     return lambda obs: env.action_space.sample()
 
 
+class LockstepEpisode:
+    """One member's episode stepped from outside, beside others (the trainer's lockstep):
+    what ``safe_episode(run_episode(...))`` does, one ``step(action)`` at a time, with the
+    same result: the return, length and recorded observation sums; NaN with a warning naming
+    ``label`` for an environment that raises or returns a non-finite value."""
+
+    def __init__(self, member: int, env: gym.Env, seed: int, label: str, record: bool,
+                 max_steps: int | None, noise: Callable[[Any], Any] | None) -> None:
+        self.member, self.env, self.label, self.record = member, env, label, record
+        self.max_steps, self.noise = max_steps, noise
+        self.total, self.length = 0.0, 0
+        self.seen: list[np.ndarray] = []
+        self.failed: Episode | None = None  # set when the reset itself failed
+        self.result: Episode | None = None  # set when the episode is over
+        try:
+            self.observation, _ = env.reset(seed=seed)
+        except Exception as error:  # a broken environment must not end the run
+            log.warning("%s: episode raised %s: %s", label, type(error).__name__, error)
+            self.failed = Episode(float("nan"), 0)
+
+    def step(self, action: Any) -> bool:
+        """Play ``action`` (the policy's, before action noise); True once the episode is
+        over, its ``result`` set."""
+        if self.record:
+            self.seen.append(np.array(self.observation, dtype=np.float64))
+        if self.noise is not None:
+            action = self.noise(action)
+        try:
+            self.observation, reward, terminated, truncated, _ = self.env.step(action)
+        except Exception as error:  # a broken environment must not end the run
+            log.warning("%s: episode raised %s: %s", self.label, type(error).__name__, error)
+            self.result = Episode(float("nan"), 0)
+            return True
+        self.total += float(reward)
+        self.length += 1
+        if not (terminated or truncated or self.length == self.max_steps):
+            return False
+        if self.record:
+            stacked = np.asarray(self.seen).reshape(len(self.seen), -1)
+            episode = Episode(self.total, self.length, stacked.sum(axis=0),
+                              np.square(stacked).sum(axis=0))
+        else:
+            finite = all(np.all(np.isfinite(part)) for part in numeric_parts(self.observation))
+            episode = Episode(self.total if finite else float("nan"), self.length)
+        if not np.isfinite(episode.total_return):
+            log.warning("%s: non-finite return", self.label)
+            episode.total_return = float("nan")
+        self.result = episode
+        return True
+
+
 def random_observations(env: gym.Env, count: int, rng: np.random.Generator,
                         keep: float = 0.1) -> np.ndarray:
     """``count`` observations of a uniformly random policy, each step's kept with probability

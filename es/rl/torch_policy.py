@@ -86,6 +86,9 @@ class TorchPolicy:
         self.recurrent = takes_state(module)
         self.outputs, self.to_action = output_to_action(action_space, name)
         self.loaded: object = None  # which bound episode's parameters the module holds
+        #: The one-slot lockstep form (None: not an MLP): single episodes run it, so that they
+        #: give the bits of a member run among others.
+        self.single = self.batched(1) if isinstance(observation_space, gym.spaces.Box) else None
 
     def initial_params(self, rng: np.random.Generator) -> np.ndarray:
         own = getattr(self.module, "initial_params", None)
@@ -112,9 +115,106 @@ class TorchPolicy:
     def act(self, params: np.ndarray, observation: Any, state: Any) -> tuple[Any, Any]:
         return self.bind(params).step(observation, state)
 
-    def bind(self, params: np.ndarray) -> _Episode:
-        """The episode's ``observation -> action``, its recurrent state starting fresh."""
-        return _Episode(self, np.array(params, dtype=np.float32))
+    def batched(self, slots: int) -> Lockstep | None:
+        """``slots`` members' episodes at once, one forward for all per step (see
+        ``Lockstep``), for a ``Sequential`` of ``Linear`` layers and elementwise activations;
+        None for any other module (its members run one by one)."""
+        layers = list(self.module) if isinstance(self.module, torch.nn.Sequential) else []
+        if (self.recurrent or not layers or not isinstance(layers[0], torch.nn.Linear)
+                or not all(isinstance(layer, (torch.nn.Linear, *ELEMENTWISE))
+                           for layer in layers)):
+            return None
+        lockstep = Lockstep(self, layers, slots)
+        return lockstep if lockstep.independent_of_companions() else None
+
+    def bind(self, params: np.ndarray) -> Callable[[Any], Any]:
+        """The episode's ``observation -> action``, its recurrent state starting fresh; for a
+        module that runs in lockstep, through the one-slot form of the same computation."""
+        params = np.array(params, dtype=np.float32)
+        if self.single is None:
+            return _Episode(self, params)
+        single, token = self.single, object()
+
+        def act(observation: Any) -> Any:
+            if single.owners[0] is not token:  # another episode's parameters are loaded
+                single.load(0, params, token)
+            return self.to_action(single.outputs(np.ravel(observation)[np.newaxis])[0])
+
+        return act
+
+
+#: Activations applied element by element: a slot's values never meet another slot's.
+ELEMENTWISE = (torch.nn.Tanh, torch.nn.ReLU, torch.nn.Sigmoid, torch.nn.ELU,
+               torch.nn.LeakyReLU, torch.nn.GELU, torch.nn.SiLU, torch.nn.Softsign,
+               torch.nn.Identity)
+
+
+class Lockstep:
+    """``slots`` members of a ``TorchPolicy`` whose MLP runs as one batched computation per
+    layer: each slot holds one member's parameters (``load``) and observation, ``outputs``
+    gives every slot's module output. A ``Linear`` is computed as the elementwise product of
+    each slot's weights with its input, summed over the input: a reduction of one row at a
+    time, whose bits depend on that row alone, whatever the batch's size and the other slots
+    hold (checked at start-up; a matrix product's kernels do not promise that). The
+    one-slot form runs single episodes (evaluation, es-eval), so every path gives the same
+    actions. They equal ``module(x)`` up to float32 rounding (another summation order)."""
+
+    def __init__(self, policy: TorchPolicy, layers: list[torch.nn.Module], slots: int) -> None:
+        self.policy, self.layers, self.slots = policy, layers, slots
+        self.linear = [layer for layer in layers if isinstance(layer, torch.nn.Linear)]
+        self.weights = [torch.zeros(slots, layer.out_features, layer.in_features)
+                        for layer in self.linear]
+        self.biases = [torch.zeros(slots, layer.out_features) if layer.bias is not None
+                       else None for layer in self.linear]
+        self.inputs = torch.zeros(slots, self.linear[0].in_features)
+        self.owners: list[object] = [None] * slots  # who loaded each slot
+
+    def load(self, slot: int, params: np.ndarray, owner: object = None) -> None:
+        """A member's flat vector into ``slot``, laid out as ``module.parameters()``."""
+        vector, start = torch.from_numpy(np.asarray(params, np.float32)), 0
+        for index, layer in enumerate(self.linear):
+            size = layer.weight.numel()
+            self.weights[index][slot] = vector[start:start + size].view(layer.weight.shape)
+            start += size
+            if layer.bias is not None:
+                self.biases[index][slot] = vector[start:start + layer.out_features]
+                start += layer.out_features
+        self.owners[slot] = owner
+
+    def outputs(self, observations: np.ndarray) -> np.ndarray:
+        """The module's output for every slot, ``observations`` one row per slot."""
+        with torch.inference_mode():
+            x = self.inputs
+            x.copy_(torch.from_numpy(np.asarray(observations, np.float32)).view_as(x))
+            index = 0
+            for layer in self.layers:
+                if isinstance(layer, torch.nn.Linear):
+                    x = (self.weights[index] * x.unsqueeze(1)).sum(-1)
+                    if self.biases[index] is not None:
+                        x = x + self.biases[index]
+                    index += 1
+                else:
+                    x = layer(x)
+            return x.reshape(self.slots, -1).numpy().copy()
+
+    def independent_of_companions(self) -> bool:
+        """Each slot's output, computed among random companions, against the same member
+        alone in a one-slot batch: equal bits, or batching is not used."""
+        rng = np.random.default_rng(0)
+        params = rng.standard_normal((self.slots, self.policy.num_params)).astype(np.float32)
+        inputs = rng.standard_normal((self.slots, self.linear[0].in_features))
+        alone = Lockstep(self.policy, self.layers, 1)
+        for order in (np.arange(self.slots), rng.permutation(self.slots)):
+            for slot, member in enumerate(order):
+                self.load(slot, params[member])
+            together = self.outputs(inputs[order])
+            for slot, member in enumerate(order):
+                alone.load(0, params[member])
+                if not np.array_equal(alone.outputs(inputs[member:member + 1]),
+                                      together[slot:slot + 1]):
+                    return False
+        self.owners = [None] * self.slots
+        return True
 
 
 class _Episode:

@@ -16,7 +16,7 @@ import logging
 import signal
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,13 @@ from es.rl.envs import env_from_config
 from es.rl.metrics import COLUMNS, ProgressLog, evaluation_columns, progress_line
 from es.rl.policies import ObsNorm, with_action_noise
 from es.rl.policy import UserPolicy, make_policy
-from es.rl.rollout import ObsStats, random_observations, safe_episode
+from es.rl.rollout import (
+    Episode,
+    LockstepEpisode,
+    ObsStats,
+    random_observations,
+    safe_episode,
+)
 from es.strategies import ARS, CMA, PGPE, SNES, Generation, OpenAIES, SepCMA, Strategy
 
 log = logging.getLogger("es")
@@ -169,8 +175,12 @@ class Trainer:
                 f"{self.policy.num_params} parameters"
             )
         theta0 = self.policy.initial_params(generator(seed, TAG_INIT))
+        self.lockstep = None  # several members in step, for a policy that batches them
         if isinstance(self.policy, UserPolicy):
             self.policy.probe(self.env, theta0)
+            if config.run.lockstep > 1:
+                self.lockstep = self.policy.lockstep(config.run.lockstep)
+        self.envs = [self.env]  # the lockstep's, made when first needed
         self._agree_on_start(theta0)
         self.noise = make_noise(config, comm)
         self.strategy = make_strategy(config, theta0, self.noise)
@@ -236,11 +246,12 @@ class Trainer:
         members, returns, steps = [], [], 0
         cap, shift = self.episode_cap(), self.config.es.reward_shift
         started = time.perf_counter()
-        for member in self.my_members(generation):
-            seed = seeds[generation.key_of(member)]
-            act = self._training_act(generation.params(member), norm, seed)
-            episode = safe_episode(self.env, act, seed,
-                                   f"rank {self.comm.rank}: member {member}", record, cap)
+        if self.lockstep is not None:
+            played = self._in_lockstep(generation, seeds, norm, record, cap)
+        else:
+            played = ((member, self._one_episode(generation, member, seeds, norm, record, cap))
+                      for member in self.my_members(generation))
+        for member, episode in played:
             if record and not self.obs_stats.add_episode(increment, episode):
                 episode.total_return = float("nan")
             members.append(member)
@@ -251,6 +262,69 @@ class Trainer:
             self.comm, generation.population, generation.mirrored, members, returns, steps,
             increment, dynamic=self.config.run.schedule == "dynamic",
         )
+
+    def _one_episode(self, generation: Generation, member: int, seeds: np.ndarray,
+                     norm: ObsNorm, record: bool, cap: int | None) -> Episode:
+        seed = seeds[generation.key_of(member)]
+        act = self._training_act(generation.params(member), norm, seed)
+        return safe_episode(self.env, act, seed, f"rank {self.comm.rank}: member {member}",
+                            record, cap)
+
+    def _in_lockstep(self, generation: Generation, seeds: np.ndarray, norm: ObsNorm,
+                     record: bool, cap: int | None) -> list[tuple[int, Episode]]:
+        """``_played_in_lockstep``'s episodes in the order their members were taken (the
+        static schedule's order, which the exchange relies on)."""
+        taken: list[int] = []
+        played = dict(self._played_in_lockstep(generation, seeds, norm, record, cap, taken))
+        return [(member, played[member]) for member in taken]
+
+    def _played_in_lockstep(self, generation: Generation, seeds: np.ndarray, norm: ObsNorm,
+                            record: bool, cap: int | None,
+                            taken: list[int]) -> Iterator[tuple[int, Episode]]:
+        """This rank's members played side by side, each in its own copy of the env, one
+        policy forward for all per step; a slot whose episode ends takes the next member.
+        Each member's episode is the one ``_one_episode`` plays (the same reset seed, action
+        noise, recording, cap and failure handling), and its actions do not depend on the
+        members beside it (``es.rl.torch_policy.Lockstep``), so the results are the same."""
+        lockstep, queue = self.lockstep, iter(self.my_members(generation))
+        while len(self.envs) < lockstep.slots:
+            self.envs.append(env_from_config(self.config))
+        std = self.config.policy.action_noise
+        space = self.env.action_space
+        playing: dict[int, LockstepEpisode] = {}
+
+        def start(slot: int) -> Iterator[tuple[int, Episode]]:
+            """Fill ``slot`` with the next member (yielding those that fail at reset)."""
+            for member in queue:
+                taken.append(member)
+                seed = int(seeds[generation.key_of(member)])
+                label = f"rank {self.comm.rank}: member {member}"
+                noise = (with_action_noise(lambda action: action, space.low, space.high, std,
+                                           generator(seed, TAG_ACTION_NOISE))
+                         if std > 0 and not self.policy.discrete else None)
+                episode = LockstepEpisode(member, self.envs[slot], seed, label, record, cap,
+                                          noise)
+                if episode.failed is not None:
+                    yield member, episode.failed
+                    continue
+                lockstep.load(slot, generation.params(member))
+                playing[slot] = episode
+                return
+
+        for slot in range(lockstep.slots):
+            yield from start(slot)
+        inputs = np.zeros((lockstep.slots, self.policy.obs_dim))
+        model_input = self.policy.model_input(norm)
+        while playing:
+            for slot, episode in playing.items():
+                inputs[slot] = model_input(episode.observation)
+            outputs = lockstep.outputs(inputs)
+            for slot in list(playing):
+                episode = playing[slot]
+                if episode.step(self.policy.lockstep_action(outputs[slot])):
+                    del playing[slot]
+                    yield episode.member, episode.result
+                    yield from start(slot)
 
     def _training_act(self, params: np.ndarray, norm: ObsNorm, seed: int):
         """The member's policy, with the configured action noise (seeded by the episode, so a

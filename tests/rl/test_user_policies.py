@@ -198,3 +198,74 @@ def test_a_factory_builds_the_same_module_on_every_rank_and_run():
     np.testing.assert_array_equal(first.strategy.mean, second.strategy.mean)
     other = Trainer(from_dict({**config.to_dict(), "run": {"seed": 1}}), LocalComm(), None)
     assert not np.array_equal(first.strategy.mean, other.strategy.mean)
+
+
+# ---- lockstep: several members, one forward per step --------------------------------------
+
+def test_a_members_outputs_do_not_depend_on_the_members_beside_it():
+    env = make_env("HalfCheetah-v5", None, {})
+    module = examples_mlp(env, hidden=16)
+    policy = TorchPolicy(module, env.observation_space, env.action_space, "examples:mlp")
+    rng = np.random.default_rng(3)
+    params = rng.standard_normal((12, policy.num_params)).astype(np.float32)
+    inputs = rng.standard_normal((12, 17))
+    alone = []
+    for member in range(12):
+        one = policy.batched(1)
+        one.load(0, params[member])
+        alone.append(one.outputs(inputs[member:member + 1])[0])
+    for slots in (2, 5, 12):
+        lockstep = policy.batched(slots)
+        for companions in (rng.permutation(12)[:slots] for _ in range(4)):
+            for slot, member in enumerate(companions):
+                lockstep.load(slot, params[member])
+            together = lockstep.outputs(inputs[companions])
+            for slot, member in enumerate(companions):
+                assert np.array_equal(together[slot], alone[member]), (slots, companions)
+    # ... and equal the module's own forward up to float32 rounding
+    policy._load(params[0], None)
+    with torch.inference_mode():
+        own = policy.module(torch.from_numpy(inputs[0].astype(np.float32))).numpy()
+    np.testing.assert_allclose(alone[0], own, rtol=1e-5, atol=1e-6)
+
+
+def examples_mlp(env, hidden):
+    from examples.torch_policies import mlp
+
+    return mlp(env.observation_space, env.action_space, hidden)
+
+
+def test_only_an_mlp_of_linear_layers_and_elementwise_activations_runs_in_lockstep():
+    env = make_env("CartPole-v1", None, {})
+    spaces = (env.observation_space, env.action_space)
+    assert TorchPolicy(examples_mlp(env, 8), *spaces, "m").batched(4) is not None
+    memory = user_policies.Memory(*spaces)
+    assert TorchPolicy(memory, *spaces, "r").batched(4) is None  # recurrent
+    normed = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8),
+                                 torch.nn.Linear(8, 2))
+    assert TorchPolicy(normed, *spaces, "n").batched(4) is None  # LayerNorm mixes a row
+
+
+@pytest.mark.parametrize(("env_id", "extra"), [
+    ("Pendulum-v1", ["--set", "policy.action_noise=0.2", "--set", "es.population=10"]),
+    ("fault_envs:Flaky-v0", ["--set", "es.population=20", "--set",
+                             "run.max_failed_fraction=0.5"]),
+])
+def test_lockstep_gives_the_parameters_of_one_member_at_a_time(tmp_path, env_id, extra):
+    """Action noise, observation statistics, episode caps and failing episodes included;
+    under mpiexec with the dynamic schedule too."""
+    params = {}
+    for lockstep, ranks, schedule in ((1, None, "static"), (16, None, "static"),
+                                      (3, 2, "dynamic")):
+        run_dir = tmp_path / f"{lockstep}-{schedule}"
+        done = run_cli(["es-train", "configs/pendulum.toml", "--set", f"env.id={env_id}",
+                        "--set", "policy.kind=examples.torch_policies:mlp", "--set",
+                        "policy.kwargs.hidden=8", "--set", f"run.lockstep={lockstep}",
+                        "--set", f"run.schedule={schedule}", "--set", "run.generations=3",
+                        "--set", "es.train_steps=40", "--set", "env.max_episode_steps=60",
+                        *extra, "--run-dir", str(run_dir), "--quiet"], ranks=ranks,
+                       extra_env={"PYTHONPATH": str(REPO / "tests")})
+        assert done.returncode == 0, done.stderr
+        params[lockstep] = load_params(run_dir)
+    assert np.isfinite(params[1]).all()
+    assert np.array_equal(params[16], params[1]) and np.array_equal(params[3], params[1])
