@@ -200,17 +200,22 @@ class UserPolicy:
             return None
         return batched(slots)
 
-    def model_input(self, norm: ObsNorm) -> Callable[[np.ndarray], np.ndarray]:
-        """Box observation -> the policy's flat input (a lockstep's row): normalised as
-        ``bind`` does when ``policy.obs_norm`` is on."""
+    def model_inputs(self, norm: ObsNorm) -> Callable[[np.ndarray], np.ndarray]:
+        """Rows of flat Box observations -> the policy's inputs (a lockstep's): normalised
+        element by element as ``bind`` normalises one observation, when ``policy.obs_norm``
+        is on (so the same bits)."""
         if not self.normalise:
-            return np.ravel
-        normalise = normaliser(norm)
-        return lambda observation: np.ravel(normalise(observation))
+            return lambda rows: rows
+        return normaliser(norm)
 
-    def lockstep_action(self, output: np.ndarray) -> Any:
-        """A lockstep slot's output as this policy's checked action."""
-        return self.check_action(self.policy.to_action(output))
+    def lockstep_actions(self, outputs: np.ndarray) -> list[Any]:
+        """A lockstep's outputs, one row per slot, as actions: all rows at once where the
+        policy converts them itself (a torch module: within the space by construction), else
+        row by row, checked."""
+        convert = getattr(self.policy, "to_actions", None)
+        if convert is not None:
+            return convert(outputs)
+        return [self.check_action(self.policy.to_action(row)) for row in outputs]
 
     def probe(self, env: gym.Env, params: np.ndarray) -> None:
         """Act once on a first observation, so that a policy that fails, or gives the wrong
@@ -258,8 +263,10 @@ def normaliser(norm: ObsNorm) -> Callable[[np.ndarray], np.ndarray]:
     clip = float(norm.clip)
 
     def normalise(observation: np.ndarray) -> np.ndarray:
+        """One observation, or rows of flat observations (element by element alike)."""
         shape = np.shape(observation)
-        x = np.subtract(np.ravel(observation), mean)
+        x = np.subtract(observation if len(shape) == 2 and shape[1] == mean.size
+                        else np.ravel(observation), mean)
         x *= inv_std
         np.clip(x, -clip, clip, out=x)
         return x.reshape(shape)

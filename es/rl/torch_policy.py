@@ -48,6 +48,21 @@ def as_tensor(observation: Any) -> Any:
     return torch.from_numpy(values.astype(np.float32))
 
 
+def outputs_to_actions(space: gym.Space) -> Callable[[np.ndarray], list[Any]] | None:
+    """Rows of outputs -> actions, all rows at once, element by element as
+    ``output_to_action`` converts one row (the same bits); None where only row by row."""
+    if isinstance(space, gym.spaces.Discrete):
+        start = int(space.start)
+        return lambda rows: (start + np.argmax(rows, axis=1)).tolist()
+    if isinstance(space, gym.spaces.Box):
+        low = np.asarray(space.low, dtype=np.float64).ravel()
+        high = np.asarray(space.high, dtype=np.float64).ravel()
+        shape = space.shape
+        return lambda rows: [row.reshape(shape) for row in np.clip(rows.astype(np.float64),
+                                                                    low, high)]
+    return None
+
+
 def output_to_action(space: gym.Space, name: str) -> tuple[int, Callable[[np.ndarray], Any]]:
     """(outputs the module must give, output -> action) for ``space``."""
     if isinstance(space, gym.spaces.Discrete):
@@ -85,6 +100,7 @@ class TorchPolicy:
                               "the CPU")
         self.recurrent = takes_state(module)
         self.outputs, self.to_action = output_to_action(action_space, name)
+        self.to_actions = outputs_to_actions(action_space)
         self.loaded: object = None  # which bound episode's parameters the module holds
         #: The one-slot lockstep form (None: not an MLP): single episodes run it, so that they
         #: give the bits of a member run among others.

@@ -313,15 +313,15 @@ class Trainer:
 
         for slot in range(lockstep.slots):
             yield from start(slot)
-        inputs = np.zeros((lockstep.slots, self.policy.obs_dim))
-        model_input = self.policy.model_input(norm)
+        observations = np.zeros((lockstep.slots, self.policy.obs_dim))
+        model_inputs = self.policy.model_inputs(norm)
         while playing:
             for slot, episode in playing.items():
-                inputs[slot] = model_input(episode.observation)
-            outputs = lockstep.outputs(inputs)
+                observations[slot] = np.ravel(episode.observation)
+            actions = self.policy.lockstep_actions(lockstep.outputs(model_inputs(observations)))
             for slot in list(playing):
                 episode = playing[slot]
-                if episode.step(self.policy.lockstep_action(outputs[slot])):
+                if episode.step(actions[slot]):
                     del playing[slot]
                     yield episode.member, episode.result
                     yield from start(slot)
