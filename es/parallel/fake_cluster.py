@@ -163,6 +163,12 @@ class FakeCluster:
             for pid in found:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
+        # A deleted namespace takes its veth pairs with it, but in the background: the next
+        # cluster of this process (the same names) could find them still there. Deleting the
+        # host's end first removes each pair at once.
+        for link in self._links:
+            _quiet("ip", "link", "del", link)
+        for netns in self._netns:
             _quiet("ip", "netns", "del", netns)
         _quiet("ip", "link", "del", self.bridge)
         for uts in self._uts:
