@@ -54,13 +54,26 @@ def run_episode(
         total += float(reward)
         length += 1
         if terminated or truncated or length == max_steps:
-            break
-    if not record_obs:
-        # Without the recorded sums, a broken simulator shows in its last observation.
-        finite = all(np.all(np.isfinite(part)) for part in numeric_parts(obs))
+            return finished(total, length, seen if record_obs else None, obs)
+
+
+def finished(total: float, length: int, seen: list[np.ndarray] | None,
+             last_observation: Any) -> Episode:
+    """An ended episode: with the observations it recorded (``seen``) their sums; without,
+    a broken simulator shows in its last observation (the return is then NaN)."""
+    if seen is None:
+        finite = all(np.all(np.isfinite(part)) for part in numeric_parts(last_observation))
         return Episode(total if finite else float("nan"), length)
     stacked = np.asarray(seen).reshape(len(seen), -1)
     return Episode(total, length, stacked.sum(axis=0), np.square(stacked).sum(axis=0))
+
+
+def checked(episode: Episode, label: str) -> Episode:
+    """A non-finite return becomes NaN, with a warning naming ``label``."""
+    if not np.isfinite(episode.total_return):
+        log.warning("%s: non-finite return", label)
+        episode.total_return = float("nan")
+    return episode
 
 
 def numeric_parts(observation: Any) -> list[np.ndarray]:
@@ -86,10 +99,7 @@ def safe_episode(env: gym.Env, act: Callable[[np.ndarray], np.ndarray | int], se
     except Exception as error:  # a broken environment must not end the run
         log.warning("%s: episode raised %s: %s", label, type(error).__name__, error)
         return Episode(float("nan"), 0)
-    if not np.isfinite(episode.total_return):
-        log.warning("%s: non-finite return", label)
-        episode.total_return = float("nan")
-    return episode
+    return checked(episode, label)
 
 
 def random_policy(env: gym.Env, seed: int) -> Callable[[np.ndarray], np.ndarray | int]:
@@ -135,17 +145,9 @@ class LockstepEpisode:
         self.length += 1
         if not (terminated or truncated or self.length == self.max_steps):
             return False
-        if self.record:
-            stacked = np.asarray(self.seen).reshape(len(self.seen), -1)
-            episode = Episode(self.total, self.length, stacked.sum(axis=0),
-                              np.square(stacked).sum(axis=0))
-        else:
-            finite = all(np.all(np.isfinite(part)) for part in numeric_parts(self.observation))
-            episode = Episode(self.total if finite else float("nan"), self.length)
-        if not np.isfinite(episode.total_return):
-            log.warning("%s: non-finite return", self.label)
-            episode.total_return = float("nan")
-        self.result = episode
+        self.result = checked(finished(self.total, self.length,
+                                       self.seen if self.record else None, self.observation),
+                              self.label)
         return True
 
 
