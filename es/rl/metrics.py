@@ -32,6 +32,7 @@ COLUMNS = (
     "eval_s",
     "io_s",
     "grad_norm",
+    "peak_rss_mb",
 )
 
 

@@ -2,7 +2,7 @@
 
 Per generation the ranks exchange one float32 return per member (``es.parallel.exchange``),
 one int64 block of step count and observation statistics, and one (stop signal, parameter
-checksum) row per rank; nothing else.
+checksum, out of time, peak memory) row per rank; nothing else.
 Each rank rebuilds every member from the shared noise (table slice or seed) and steps the
 identical strategy state (``es.strategies``), so the parameters are bit-identical on every
 rank and for every rank count. Only rank 0 writes files. The whole state can be checkpointed and
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import resource
 import signal
 import time
 import zlib
@@ -190,6 +191,7 @@ class Trainer:
         self.out_of_time = False  # run.max_seconds spent, as the ranks agreed
         self.rollout_s = 0.0  # this rank's own episode time in the current generation
         self.io_s = 0.0  # rank 0's file writes after the previous generation
+        self.peak_rss_mb = 0.0  # the largest rank's peak resident memory, as they agreed
 
     def close(self) -> None:
         """Free the noise table (an MPI shared window, not freed by garbage collection) and
@@ -457,21 +459,24 @@ class Trainer:
 
     def _agree(self) -> int:
         """One row per rank: the signal it received (0: none), whether its clock says
-        ``run.max_seconds`` is spent and, every ``check_every`` generations, a checksum of its
-        parameters. Returns the signal to stop on, if any; sets ``out_of_time`` alike on
-        every rank (clocks differ a little, so the ranks must agree, or some would wait
-        forever for the others)."""
+        ``run.max_seconds`` is spent, every ``check_every`` generations a checksum of its
+        parameters, and its peak resident memory. Returns the signal to stop on, if any;
+        sets ``out_of_time`` alike on every rank (clocks differ a little, so the ranks must
+        agree, or some would wait forever for the others) and ``peak_rss_mb``, the largest
+        rank's."""
         index = self.strategy.generation
         check = index % self.config.run.check_every == 0
         theta_sum = checksum(self.strategy.mean) if check else 0
         limit = self.config.run.max_seconds
         late = limit > 0 and self.elapsed_s >= limit
+        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
         rows = self.comm.allgather_rows(
-            np.array([[self.comm.rank, self.stop_flag.signum, theta_sum, late]],
+            np.array([[self.comm.rank, self.stop_flag.signum, theta_sum, late, peak_kib]],
                      dtype=np.float64),
             counts=[1] * self.comm.size,
         )
         self.out_of_time = bool(rows[:, 3].max())
+        self.peak_rss_mb = float(rows[:, 4].max()) / 1024
         if check and np.unique(rows[:, 2]).size > 1:
             reference = rows[0, 2]
             odd = [int(r) for r, _, c, _ in rows if c != reference]
@@ -558,6 +563,7 @@ class Trainer:
             "eval_s": eval_s,
             "io_s": self.io_s,
             "grad_norm": stats.get("grad_norm"),
+            "peak_rss_mb": self.peak_rss_mb,
             "stop_signal": stop_signal,
         }
 

@@ -61,10 +61,10 @@ def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
     num_params = load_params(run_dir).size
     assert num_params > 8000
     # A float32 return per member and a float64 one per evaluation episode, the block of step
-    # count and obs sums from each rank, and one (rank, stop signal, checksum, out of time)
-    # row per rank.
+    # count and obs sums from each rank, and one (rank, stop signal, checksum, out of time,
+    # peak memory) row per rank.
     bound = (4 * population + 8 * eval_episodes + ranks * 8 * (1 + 2 * obs_dim + 1)
-             + ranks * 32)
+             + ranks * 40)
     for row in read_progress(run_dir):
         sent = int(row["bytes_sent"])
         assert 0 < sent <= bound, (sent, bound)
@@ -125,3 +125,14 @@ def test_dynamic_schedule_gives_the_static_schedules_parameters(tmp_path):
     reference = params["static", None]
     for key, value in params.items():
         assert np.array_equal(value, reference), key
+
+
+def test_progress_records_the_largest_ranks_peak_memory(tmp_path):
+    """peak_rss_mb: every rank's peak resident memory travels in the row the ranks already
+    send each generation; the largest is logged (a high-water mark: never falling)."""
+    run_dir = tmp_path / "rss"
+    done = run_cli(["es-train", "configs/pendulum.toml", "--run-dir", str(run_dir), "--quiet",
+                    "--set", "run.generations=3", "--set", "es.population=8"], ranks=2)
+    assert done.returncode == 0, done.stderr
+    peaks = [float(row["peak_rss_mb"]) for row in read_progress(run_dir)]
+    assert 30 < peaks[0] < 4096 and peaks == sorted(peaks)
