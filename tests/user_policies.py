@@ -31,8 +31,12 @@ class LinearNumpy:
         return (self.scale * rng.standard_normal(self.num_params)).astype(np.float32)
 
     def act(self, params, observation, state):
-        x = np.concatenate([np.ravel(observation[key]) for key in sorted(observation)]
-                           ) if isinstance(observation, dict) else np.ravel(observation)
+        if isinstance(observation, dict):
+            x = np.concatenate([np.ravel(observation[key]) for key in sorted(observation)])
+        elif isinstance(observation, tuple):
+            x = np.concatenate([np.ravel(part) for part in observation])
+        else:
+            x = np.ravel(observation)
         weights = params[: self.inputs * self.outputs].reshape(self.outputs, self.inputs)
         out = weights @ x + params[self.inputs * self.outputs:]
         space = self.action_space
@@ -147,6 +151,28 @@ class GoalReach(gym.Env):
         return self._observation(), -distance, distance < 0.05, False, {}
 
 
+class TupleReach(GoalReach):
+    """GoalReach with a Tuple observation: (goal, position)."""
+
+    observation_space = gym.spaces.Tuple((GoalReach.observation_space["goal"],
+                                          GoalReach.observation_space["position"]))
+
+    def _observation(self):
+        return (self.goal.copy(), self.position.copy())
+
+
+class TupleModule(nn.Module):
+    """A torch module that reads a Tuple observation (a tuple of tensors)."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__()
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, observation):
+        goal, position = observation
+        return self.head(torch.cat([goal, position]))
+
+
 class PickTwo(gym.Env):
     """MultiDiscrete actions: choose two digits; reward 1 for each equal to the observed
     targets."""
@@ -165,6 +191,7 @@ class PickTwo(gym.Env):
         return self.target.astype(np.float64), reward, False, False, {}
 
 
-for name, entry in (("GoalReach-v0", GoalReach), ("PickTwo-v0", PickTwo)):
+for name, entry in (("GoalReach-v0", GoalReach), ("TupleReach-v0", TupleReach),
+                    ("PickTwo-v0", PickTwo)):
     if name not in gym.registry:
         gym.register(name, entry_point=entry, max_episode_steps=30)

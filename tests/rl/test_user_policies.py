@@ -123,6 +123,17 @@ def test_a_numpy_policy_reads_dict_observations_and_normalisation_refuses_them(t
         assert np.isfinite(float(read_progress(run_dir)[-1]["eval_return"]))
 
 
+def test_tuple_observations_reach_a_numpy_policy_and_a_torch_module(tmp_path):
+    for kind in ("user_policies:LinearNumpy", "user_policies:TupleModule"):
+        run_dir = tmp_path / kind.rpartition(":")[2]
+        done = run_cli(["es-train", "configs/pendulum.toml", "--set",
+                        "env.id=user_policies:TupleReach-v0", "--set", f"policy.kind={kind}",
+                        "--set", "policy.obs_norm=false", *SHORT, "--run-dir", str(run_dir)],
+                       extra_env=TESTS)
+        assert done.returncode == 0, done.stderr
+        assert np.isfinite(float(read_progress(run_dir)[-1]["eval_return"]))
+
+
 def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
     for kind in ("user_policies:LinearNumpy", "examples.torch_policies:mlp"):
         run_dir = tmp_path / kind.rpartition(":")[2]
