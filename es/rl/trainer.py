@@ -479,7 +479,7 @@ class Trainer:
         self.peak_rss_mb = float(rows[:, 4].max()) / 1024
         if check and np.unique(rows[:, 2]).size > 1:
             reference = rows[0, 2]
-            odd = [int(r) for r, _, c, _ in rows if c != reference]
+            odd = [int(r) for r, _, c, *_ in rows if c != reference]
             raise TrainingError(
                 f"generation {index}: parameters differ between ranks (ranks {odd} disagree "
                 "with rank 0); the ranks run different code, libraries or hardware"
