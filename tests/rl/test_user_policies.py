@@ -110,28 +110,28 @@ def test_a_torch_policy_trains_from_the_config_and_es_eval_and_video_rebuild_it(
     assert int(read_progress(run_dir)[-1]["generation"]) == 9
 
 
-def test_a_numpy_policy_reads_dict_observations_and_normalisation_refuses_them(tmp_path):
-    base = ["es-train", "configs/pendulum.toml", "--set", "env.id=user_policies:GoalReach-v0",
-            "--set", "policy.kind=user_policies:LinearNumpy", *SHORT]
-    refused = run_cli([*base, "--run-dir", str(tmp_path / "no")], extra_env=TESTS)
+def test_normalisation_refuses_a_dict_observation_in_one_line(tmp_path):
+    refused = run_cli(["es-train", "configs/pendulum.toml", "--set",
+                       "env.id=user_policies:GoalReach-v0", "--set",
+                       "policy.kind=user_policies:LinearNumpy", *SHORT, "--run-dir",
+                       str(tmp_path / "no")], extra_env=TESTS)
     one_line_error(refused, "policy.obs_norm = true", "Dict", "policy.obs_norm = false")
-    for kind in ("user_policies:LinearNumpy", "user_policies:DictModule"):
-        run_dir = tmp_path / kind.rpartition(":")[2]
-        done = run_cli([*base, "--set", f"policy.kind={kind}", "--set", "policy.obs_norm=false",
-                        "--run-dir", str(run_dir)], ranks=2, extra_env=TESTS)
-        assert done.returncode == 0, done.stderr
-        assert np.isfinite(float(read_progress(run_dir)[-1]["eval_return"]))
 
 
-def test_tuple_observations_reach_a_numpy_policy_and_a_torch_module(tmp_path):
-    for kind in ("user_policies:LinearNumpy", "user_policies:TupleModule"):
-        run_dir = tmp_path / kind.rpartition(":")[2]
-        done = run_cli(["es-train", "configs/pendulum.toml", "--set",
-                        "env.id=user_policies:TupleReach-v0", "--set", f"policy.kind={kind}",
-                        "--set", "policy.obs_norm=false", *SHORT, "--run-dir", str(run_dir)],
-                       extra_env=TESTS)
-        assert done.returncode == 0, done.stderr
-        assert np.isfinite(float(read_progress(run_dir)[-1]["eval_return"]))
+@pytest.mark.parametrize(("env_id", "kind", "ranks"), [
+    ("user_policies:GoalReach-v0", "user_policies:LinearNumpy", 2),  # Dict observations
+    ("user_policies:GoalReach-v0", "user_policies:DictModule", 2),
+    ("user_policies:TupleReach-v0", "user_policies:LinearNumpy", None),  # Tuple observations
+    ("user_policies:TupleReach-v0", "user_policies:TupleModule", None),
+])
+def test_dict_and_tuple_observations_reach_numpy_policies_and_torch_modules(
+        tmp_path, env_id, kind, ranks):
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", f"env.id={env_id}", "--set",
+                    f"policy.kind={kind}", "--set", "policy.obs_norm=false", *SHORT,
+                    "--run-dir", str(run_dir)], ranks=ranks, extra_env=TESTS)
+    assert done.returncode == 0, done.stderr
+    assert np.isfinite(float(read_progress(run_dir)[-1]["eval_return"]))
 
 
 def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
