@@ -129,7 +129,9 @@ class TorchPolicy:
         return values
 
     def act(self, params: np.ndarray, observation: Any, state: Any) -> tuple[Any, Any]:
-        return self.bind(params).step(observation, state)
+        if self.single is not None:  # an MLP: no state, the lockstep's computation
+            return self.bind(params)(observation), None
+        return _Episode(self, np.array(params, dtype=np.float32)).step(observation, state)
 
     def batched(self, slots: int) -> Lockstep | None:
         """``slots`` members' episodes at once, one forward for all per step (see

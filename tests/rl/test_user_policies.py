@@ -64,6 +64,7 @@ def test_a_torch_module_maps_the_flat_vector_onto_its_parameters_in_order():
     w2, b2 = params[15:21].reshape(2, 3), params[21:]
     logits = w2 @ np.tanh(w1 @ observation + b1) + b2
     assert policy.bind(params)(observation) == int(np.argmax(logits))
+    assert policy.act(params, observation, None) == (int(np.argmax(logits)), None)
     np.testing.assert_array_equal(policy.initial_params(np.random.default_rng(0)),
                                   torch.nn.utils.parameters_to_vector(module.parameters())
                                   .detach().numpy())
@@ -86,6 +87,11 @@ def test_recurrent_state_starts_fresh_every_episode():
     first = [episode(np.full(4, 0.5, np.float32)) for _ in range(5)]
     again = memory.bind(params)  # a new episode: the same actions from the same inputs
     assert [again(np.full(4, 0.5, np.float32)) for _ in range(5)] == first
+    state, stepped = None, []  # the protocol's act carries the state the same way
+    for _ in range(5):
+        action, state = memory.act(params, np.full(4, 0.5, np.float32), state)
+        stepped.append(action)
+    assert stepped == first and state is not None
 
 
 def test_a_torch_policy_trains_from_the_config_and_es_eval_and_video_rebuild_it(tmp_path):
