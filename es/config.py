@@ -44,6 +44,12 @@ class RunConfig:
     max_timesteps: int = _doc("stop once training used this many env steps (0: no limit)", 0)
     eval_every: int = _doc("evaluate the mean policy (no noise) every k generations", 5)
     eval_episodes: int = _doc("episodes per evaluation of the mean policy", 5)
+    best_episodes: int = _doc(
+        "fresh episodes that confirm a best policy: when an evaluation beats the kept "
+        "policy's score, the mean policy plays this many more and replaces "
+        "policy_best.npz only if their mean is higher, so a lucky short evaluation is never "
+        "kept (0: keep no best policy)", 20,
+    )
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(
         "who evaluates which member: 'static' (round-robin) or 'dynamic' (work stealing: a "
@@ -79,6 +85,7 @@ class RunConfig:
         _at_least("run.max_timesteps", self.max_timesteps, 0)
         _at_least("run.eval_every", self.eval_every, 1)
         _at_least("run.eval_episodes", self.eval_episodes, 1)
+        _at_least("run.best_episodes", self.best_episodes, 0)
         _at_least("run.seed", self.seed, 0)
         _one_of("run.schedule", self.schedule, ("static", "dynamic"))
         _at_least("run.lockstep", self.lockstep, 1)

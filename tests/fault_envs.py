@@ -59,3 +59,27 @@ def fails(seed: int, fail_every: int = 4) -> bool:
 
 
 gym.register("FlakyDiscrete-v0", entry_point=FlakyDiscreteEnv)
+
+
+class LuckyEnv(gym.Env):
+    """One step whose return is mostly luck: how close the action is to 0.5, plus a large
+    draw from the reset seed. A short evaluation's mean says little about the policy, which
+    is what the best-policy tests need: lucky evaluations that a longer one does not confirm."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float64)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, luck: float = 3.0) -> None:
+        self.luck, self.draw = luck, 0.0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.draw = float(self.np_random.normal())
+        return np.ones(1), {}
+
+    def step(self, action):
+        reward = -(float(np.asarray(action).ravel()[0]) - 0.5) ** 2 + self.luck * self.draw
+        return np.ones(1), reward, True, False, {}
+
+
+gym.register("Lucky-v0", entry_point=LuckyEnv)

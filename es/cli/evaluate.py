@@ -15,15 +15,23 @@ from typing import Any
 import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
 from es.cli.args import ArgumentParser, add_flag, fail
 
+#: ``--policy`` choices and the files they name in a run folder.
+POLICY_FILES = {"final": "policy.npz", "best": "policy_best.npz"}
+
 
 def parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="es-eval", description="Evaluate the trained mean policy of a run (no noise).",
         examples=["es-eval runs/CartPole-v1__cartpole__0__20250101-120000 --episodes 20",
+                  "es-eval RUN_DIR --policy best --episodes 20",
                   "es-eval RUN_DIR --video cartpole.mp4 --json returns.json",
                   "es-eval RUN_DIR --random"],
     )
     parser.add_argument("run_dir", help="a run folder written by es-train")
+    parser.add_argument("--policy", choices=POLICY_FILES, default="final",
+                        help="final: the run's last mean policy (policy.npz); best: the one "
+                             "whose best evaluation was confirmed on run.best_episodes fresh "
+                             "episodes (policy_best.npz)")
     parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
     add_flag(parser, "--seed", "the seed of the first episode; episode i plays seed N + i",
              default=12345)
@@ -52,10 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     from es.rl.rollout import random_policy, safe_episode
 
     run_dir = Path(args.run_dir)
-    policy_path = run_dir / "policy.npz"
+    policy_path = run_dir / POLICY_FILES[args.policy]
     try:
         if not policy_path.is_file():
-            return fail("es-eval", f"run folder {args.run_dir!r}: no policy.npz in it")
+            why = (" (the run kept none: run.best_episodes = 0, or no evaluation yet)"
+                   if args.policy == "best" and (run_dir / "policy.npz").is_file() else "")
+            return fail("es-eval", f"run folder {args.run_dir!r}: no {policy_path.name} in "
+                         f"it{why}")
         if not zipfile.is_zipfile(policy_path):
             return fail("es-eval", f"{str(policy_path)!r}: unreadable policy (not an .npz "
                          "archive: truncated, or another kind of file)")
@@ -97,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     returns = np.array([e.total_return for e in finished])
     lengths = np.array([e.length for e in finished])
-    who = "random policy" if args.random else f"mean policy (generation {policy.generation})"
+    kept = "best" if args.policy == "best" else "mean"
+    who = "random policy" if args.random else f"{kept} policy (generation {policy.generation})"
     print(
         f"{policy.env_id}, {who}: return {returns.mean():.2f} ± {returns.std():.2f} over "
         f"{len(finished)} episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
@@ -106,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
            if failed else "")
     )
     if args.json:
-        record = {"env": policy.env_id, "generation": policy.generation, "seed": args.seed,
+        record = {"env": policy.env_id, "policy": args.policy,
+                  "generation": policy.generation, "seed": args.seed,
                   "random": args.random, "episodes": args.episodes, "failed": failed,
                   "returns": returns.tolist(), "lengths": lengths.tolist()}
         payload = (json.dumps(record, indent=1) + "\n").encode()

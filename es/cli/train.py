@@ -262,9 +262,12 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         return crash("es-train", error, comm)
     if comm.rank == 0:
         final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
+        kept = "" if result.best_return is None else (
+            f", kept policy_best.npz {result.best_return:.2f} "
+            f"(generation {result.best_generation})")
         print(
             f"done: {result.generations} generations, {result.timesteps} steps, "
-            f"eval return {final}; run folder {run_dir}",
+            f"eval return {final}{kept}; run folder {run_dir}",
             flush=True,
         )
     return 0

@@ -13,6 +13,7 @@ TAG_OFFSETS = 0x0FF5E7  # a generation's table offsets
 TAG_DIRECTION = 0xD1EC  # a direction regenerated from its seed
 TAG_ENV = 0xE2F  # training episodes' reset seeds
 TAG_EVAL = 0xE7A1  # evaluation episodes' reset seeds
+TAG_BEST = 0xBE57  # reset seeds of the episodes that confirm a new best policy
 TAG_INIT = 0x1217  # initial parameters
 TAG_ACTION_NOISE = 0xAC7  # Gaussian action noise of a training episode
 TAG_VBN = 0xB47C  # the VBN reference batch: its episodes and random actions

@@ -189,6 +189,8 @@ class TrainingState:
     obs_sumsq: np.ndarray
     obs_count: int
     mean_episode_length: float = 0.0  # the last generation's, for es.episode_cap
+    best_return: float | None = None  # policy_best.npz's confirmed score (None: none kept)
+    best_generation: int | None = None  # and the generation it comes from
 
 
 CHECKPOINT_FORMAT = 2
@@ -221,6 +223,8 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
         "elapsed_s": state.elapsed_s,
         "obs_count": state.obs_count,
         "mean_episode_length": state.mean_episode_length,
+        "best_return": state.best_return,
+        "best_generation": state.best_generation,
         "sha256": hashlib.sha256(payload).hexdigest(),
         "config": config,
     }
@@ -257,10 +261,17 @@ def _read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
                 obs_sumsq=data["obs_sumsq"].copy(),
                 obs_count=int(meta["obs_count"]),
                 mean_episode_length=float(meta.get("mean_episode_length", 0.0)),
+                best_return=_optional(meta.get("best_return"), float),
+                best_generation=_optional(meta.get("best_generation"), int),
             )
     except (KeyError, TypeError, ValueError, OSError) as error:
         raise CheckpointError(f"{meta_path.name}: incomplete ({error})") from None
     return state, meta["config"]
+
+
+def _optional(value: Any, kind: Callable[[Any], Any]) -> Any:
+    """A JSON field that may be null (or absent: checkpoints written before it existed)."""
+    return None if value is None else kind(value)
 
 
 def load_latest_checkpoint(folder: Path) -> tuple[TrainingState, dict, list[str]]:

@@ -30,6 +30,7 @@ from es.core.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.core.optim import make_optimizer
 from es.core.seeding import (
     TAG_ACTION_NOISE,
+    TAG_BEST,
     TAG_ENV,
     TAG_EVAL,
     TAG_INIT,
@@ -68,6 +69,8 @@ class TrainResult:
     generations: int
     timesteps: int
     eval_return: float | None
+    best_return: float | None  # policy_best.npz's confirmed score (None: none kept)
+    best_generation: int | None
 
 
 class TrainingError(RuntimeError):
@@ -192,6 +195,8 @@ class Trainer:
         self.rollout_s = 0.0  # this rank's own episode time in the current generation
         self.io_s = 0.0  # rank 0's file writes after the previous generation
         self.peak_rss_mb = 0.0  # the largest rank's peak resident memory, as they agreed
+        self.best_return: float | None = None  # the kept policy's confirmed score
+        self.best_generation: int | None = None
 
     def close(self) -> None:
         """Free the noise table (an MPI shared window, not freed by garbage collection) and
@@ -361,14 +366,36 @@ class Trainer:
             caps.append(max(1, int(np.ceil(factor * self.mean_episode_length))))
         return min(caps, default=None)
 
-    def evaluate_mean(self, index: int) -> np.ndarray:
-        """Noise-free returns of the current mean policy; episodes spread over the ranks."""
-        episodes = self.config.run.eval_episodes
-        seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
+    def evaluate_mean(self, index: int, episodes: int | None = None,
+                      tag: int = TAG_EVAL) -> np.ndarray:
+        """Noise-free returns of the current mean policy; episodes spread over the ranks.
+        ``tag`` names the stream of reset seeds: a confirmation plays other starts than
+        the evaluation that nominated it."""
+        episodes = self.config.run.eval_episodes if episodes is None else episodes
+        seeds = episode_seeds(self.config.run.seed, index, episodes, tag)
         mean, norm = self.strategy.mean, self.norm
         return spread(self.comm, episodes, lambda j: safe_episode(  # fresh state each episode
             self.env, self.policy.bind(mean, norm), seeds[j],
             f"rank {self.comm.rank}: evaluation episode {j}").total_return)
+
+    def confirm_best(self, index: int, eval_return: float | None) -> bool:
+        """Whether the mean policy becomes the kept one: its evaluation beat the kept score,
+        and ``run.best_episodes`` fresh episodes confirm it (every one finished, their mean
+        higher). Known alike on every rank: all compare the same gathered returns."""
+        episodes = self.config.run.best_episodes
+        if not episodes or eval_return is None or (
+                self.best_return is not None and eval_return <= self.best_return):
+            return False
+        returns = self.evaluate_mean(index, episodes, TAG_BEST)
+        score = float(returns.mean())
+        if not np.isfinite(score) or (self.best_return is not None and score <= self.best_return):
+            return False
+        self.best_return, self.best_generation = score, index
+        if self.comm.rank == 0:
+            log.info(f"generation {index}: kept as policy_best.npz, {episodes}-episode mean "
+                     f"{score:.2f} +- {returns.std():.2f}, worst {returns.min():.2f} "
+                     f"(evaluation {eval_return:.2f})")
+        return True
 
     def state(self) -> TrainingState:
         return TrainingState(
@@ -380,6 +407,8 @@ class Trainer:
             obs_sumsq=self.obs_stats.sumsq.copy(),
             obs_count=self.obs_stats.count,
             mean_episode_length=self.mean_episode_length,
+            best_return=self.best_return,
+            best_generation=self.best_generation,
         )
 
     def restore(self, state: TrainingState) -> None:
@@ -394,6 +423,7 @@ class Trainer:
         self.obs_stats.count = state.obs_count
         self.timesteps = state.timesteps
         self.mean_episode_length = state.mean_episode_length
+        self.best_return, self.best_generation = state.best_return, state.best_generation
         self.elapsed_before = state.elapsed_s
         self.resumed_at = state.generation
         # Spent in earlier sessions: known alike on every rank (it comes from the checkpoint).
@@ -436,7 +466,9 @@ class Trainer:
                     if progress:
                         progress.write(row)
                 if writer and row["evaluated"]:
-                    self._save_policy()
+                    self._save_policy("policy.npz")
+                if writer and row["new_best"]:
+                    self._save_policy("policy_best.npz")
                 if self.strategy.generation % self.config.run.checkpoint_every == 0:
                     saved_at = self._checkpoint()
                 self.io_s = time.perf_counter() - io_started
@@ -453,9 +485,8 @@ class Trainer:
                 progress.close()
             if not torn and saved_at != self.strategy.generation:
                 self._checkpoint()
-        return TrainResult(
-            self.strategy.mean.copy(), self.strategy.generation, self.timesteps, eval_return
-        )
+        return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,
+                           eval_return, self.best_return, self.best_generation)
 
     def _agree(self) -> int:
         """One row per rank: the signal it received (0: none), whether its clock says
@@ -541,6 +572,8 @@ class Trainer:
         evaluated = index % self.config.run.eval_every == 0 or self._done()
         eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s
         eval_returns = self.evaluate_mean(index) if evaluated else None
+        evaluation = evaluation_columns(eval_returns)
+        new_best = evaluated and self.confirm_best(index, evaluation["eval_return"])
         eval_s = time.perf_counter() - eval_started - (self.comm.wait_s - eval_wait_before)
         elapsed = time.perf_counter() - started
         return {
@@ -551,8 +584,10 @@ class Trainer:
             "return_min": float(np.nanmin(returns)),
             "return_max": float(np.nanmax(returns)),
             "failed_episodes": failed,
-            **evaluation_columns(eval_returns),
+            **evaluation,
             "evaluated": evaluated,
+            "new_best": new_best,
+            "best_return": self.best_return,
             "episodes": len(returns),
             "evals_per_s": len(returns) / elapsed,
             "steps_per_s": steps / elapsed,
@@ -567,9 +602,9 @@ class Trainer:
             "stop_signal": stop_signal,
         }
 
-    def _save_policy(self) -> None:
+    def _save_policy(self, name: str) -> None:
         save_policy(
-            self.run_dir / "policy.npz",
+            self.run_dir / name,
             self.policy,
             self.strategy.mean,
             self.norm,

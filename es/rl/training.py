@@ -27,7 +27,9 @@ from es.rl.policy import object_path
 
 @dataclass
 class TrainingRun:
-    """A finished run: the mean policy (callable on one observation), its history and folder."""
+    """A finished run: the mean policy (callable on one observation), its history and folder;
+    ``best``, the kept policy (``policy_best.npz``: the best evaluation, confirmed on
+    ``run.best_episodes`` fresh episodes; None if none was kept), ``best.act(env)`` plays it."""
 
     run_dir: Path
     policy: Callable[[np.ndarray], Any]
@@ -36,6 +38,8 @@ class TrainingRun:
     generations: int
     timesteps: int
     eval_return: float | None
+    best: SavedPolicy | None
+    best_return: float | None
 
 
 def _with_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -128,5 +132,7 @@ def train(
     comm.barrier()  # rank 0's files are complete before any rank reads them
     saved = load_policy(Path(folder) / "policy.npz")
     act = saved.act(trainer.env, policy)
-    return TrainingRun(Path(folder), act, saved, _history(Path(folder)),
-                       result.generations, result.timesteps, result.eval_return)
+    best = load_policy(Path(folder) / "policy_best.npz") if result.best_return is not None \
+        else None
+    return TrainingRun(Path(folder), act, saved, _history(Path(folder)), result.generations,
+                       result.timesteps, result.eval_return, best, result.best_return)

@@ -1,0 +1,114 @@
+"""policy_best.npz: the mean policy with the best evaluation, kept only when a re-evaluation
+on run.best_episodes fresh episodes confirms it; exact for any rank count and under resume.
+
+The environment (tests/fault_envs.py, Lucky-v0) is one step whose return is mostly a draw
+from the reset seed, so one-episode evaluations are often lucky and the test knows the
+confirmation's episodes: it replays them."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import REPO, load_params, read_progress, run_cli
+
+from es.core.seeding import TAG_BEST, episode_seeds
+from es.rl.checkpoint import load_policy
+
+LUCKY = {"PYTHONPATH": str(REPO / "tests")}
+BASE = ["configs/pendulum.toml", "--set", "env.id=fault_envs:Lucky-v0", "--set",
+        "policy.kind=linear", "--set", "policy.obs_norm=false", "--set", "es.population=10",
+        "--set", "es.lr=0.05", "--set", "run.eval_every=1", "--set", "run.eval_episodes=1",
+        "--quiet"]
+
+
+def train(run_dir, *extra: str, ranks: int | None = None):
+    done = run_cli(["es-train", *BASE, "--run-dir", str(run_dir), *extra], ranks=ranks,
+                   extra_env=LUCKY)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def kept_scores(run_dir) -> list[float | None]:
+    return [float(row["best_return"]) if row["best_return"] else None
+            for row in read_progress(run_dir)]
+
+
+def replay_confirmation(run_dir, episodes: int = 20, seed: int = 0) -> float:
+    """The kept policy's score, played again here on the confirmation's reset seeds."""
+    import fault_envs  # noqa: F401  (registers Lucky-v0)
+
+    saved = load_policy(run_dir / "policy_best.npz")
+    env = gym.make("fault_envs:Lucky-v0")
+    returns = []
+    for reset_seed in episode_seeds(seed, saved.generation, episodes, TAG_BEST):
+        observation, _ = env.reset(seed=int(reset_seed))
+        _, reward, *_ = env.step(saved.act(env)(observation))
+        returns.append(float(reward))
+    return float(np.mean(returns))
+
+
+def test_a_lucky_short_evaluation_is_not_kept(tmp_path):
+    run_dir = tmp_path / "lucky"
+    done = train(run_dir, "--set", "run.generations=30")
+    rows = read_progress(run_dir)
+    scores = kept_scores(run_dir)
+    evals = [float(row["eval_return"]) for row in rows]
+    # Rejected: an evaluation above the kept score whose confirmation did not beat it.
+    rejected = [g for g in range(1, len(rows))
+                if evals[g] > scores[g - 1] and scores[g] == scores[g - 1]]
+    assert rejected, "no lucky evaluation in 30 generations: the test proves nothing"
+    # The kept score only rises, and only a confirmation's 20-episode mean sets it: it is
+    # never the one-episode evaluation that nominated the policy.
+    assert all(b >= a for a, b in zip(scores, scores[1:], strict=False))
+    changes = [g for g in range(1, len(rows)) if scores[g] != scores[g - 1]]
+    assert changes and all(scores[g] != evals[g] for g in changes)
+    assert max(evals) > max(scores)  # a one-episode evaluation outscored every kept one
+    saved = load_policy(run_dir / "policy_best.npz")
+    last_change = changes[-1]
+    assert saved.generation == int(rows[last_change]["generation"])
+    assert replay_confirmation(run_dir) == pytest.approx(scores[-1], rel=1e-5)
+    assert f"kept policy_best.npz {scores[-1]:.2f}" in done.stdout
+
+    evaluated = run_cli(["es-eval", str(run_dir), "--policy", "best", "--episodes", "3"],
+                        extra_env=LUCKY)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert f"best policy (generation {saved.generation})" in evaluated.stdout
+
+
+def test_the_best_policy_is_identical_for_any_rank_count_and_after_a_resume(tmp_path):
+    generations = ["--set", "run.generations=16"]
+    plain = tmp_path / "plain"
+    train(plain, *generations)
+    reference = load_params(plain), load_policy(plain / "policy_best.npz"), kept_scores(plain)
+    assert reference[1].generation < 16  # the kept policy is not simply the last one
+    for ranks in (2, 3):
+        run_dir = tmp_path / f"n{ranks}"
+        train(run_dir, *generations, ranks=ranks)
+        best = load_policy(run_dir / "policy_best.npz")
+        assert np.array_equal(best.params, reference[1].params), ranks
+        assert best.generation == reference[1].generation
+        assert kept_scores(run_dir) == reference[2]
+    # Stopped after generation 9 (a policy kept by then), resumed on another rank count:
+    # the resumed run must know the kept score, or it would keep a worse one.
+    split = tmp_path / "split"
+    train(split, "--set", "run.generations=9", "--set", "run.checkpoint_every=1", ranks=2)
+    assert kept_scores(split)[-1] is not None
+    resumed = run_cli(["es-train", "--resume", str(split), *generations, "--quiet"],
+                      ranks=3, extra_env=LUCKY)
+    assert resumed.returncode == 0, resumed.stderr
+    assert np.array_equal(load_params(split), reference[0])
+    best = load_policy(split / "policy_best.npz")
+    assert np.array_equal(best.params, reference[1].params)
+    assert best.generation == reference[1].generation
+    assert kept_scores(split) == reference[2]
+
+
+def test_best_episodes_zero_keeps_no_best_policy(tmp_path):
+    run_dir = tmp_path / "none"
+    train(run_dir, "--set", "run.generations=3", "--set", "run.best_episodes=0")
+    assert not (run_dir / "policy_best.npz").exists()
+    assert kept_scores(run_dir) == [None, None, None]
+    missing = run_cli(["es-eval", str(run_dir), "--policy", "best"], extra_env=LUCKY)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        f"es-eval: error: run folder {str(run_dir)!r}: no policy_best.npz in it (the run kept "
+        "none: run.best_episodes = 0, or no evaluation yet)"]
