@@ -1,5 +1,6 @@
 """``es-bench suite``: tasks x strategies x seeds, each run a real ``mpiexec es-train``, its
-final policy scored on fresh episodes: success rates and times to thresholds over seeds.
+final and its kept policy scored on fresh episodes: success rates, times to thresholds and
+whether the kept policy holds on every episode, over seeds.
 
     es-bench suite configs/suites/mujoco.toml --tasks swimmer,halfcheetah --seeds 0-4
     es-bench suite configs/suites/mujoco.toml --strategies openai,ars --jobs 1 --ranks 2
@@ -20,7 +21,10 @@ training and/or ``budget_steps`` env steps) and one config per strategy::
 A run is ``mpiexec -n RANKS es-train CONFIG --set run.seed=SEED`` with the budget as
 ``run.max_seconds`` / ``run.max_timesteps``; it trains to its budget (no early stop, so the
 final score is the budget's), then ``es-eval --episodes FINAL --json`` scores the mean policy
-on the same fresh episodes (seeds 12345, 12346, ...) for every run. Times to a threshold are
+on the same fresh episodes (seeds 12345, 12346, ...) for every run, and ``--policy best`` the
+kept one (``policy_best.npz``: the best evaluation, confirmed on 20 episodes of its own); the
+kept policy is *steady* at a threshold when its mean reaches it and its worst episode reaches
+0.8 times it. Times to a threshold are
 the training seconds (``time_s`` of ``progress.csv``: start-up excluded, resumed sessions
 added up) and env steps at the first evaluation that reached it. Thresholds are judged on
 evaluations of ``max(eval_episodes, the config's)`` episodes: a lucky pair of episodes does
@@ -32,8 +36,10 @@ it wrote its config starts again. ``--jobs J`` runs J runs at a time, each on ``
 ranks. Outputs in ``--out`` (default ``bench-results/suite/<suite file's stem>``; it remembers
 its suite file in ``suite.txt`` and refuses another suite's), covering every finished run in
 the folder, not only this call's selection: ``runs.csv`` (one row per run),
-``results.md`` (per task and strategy: final score median/worst/best, seeds reaching each
-threshold, median and worst time and steps to it) and ``suite.png`` (median and quartile band
+``results.md`` (per task and strategy: final score median/worst/best, the kept policy's
+median and worst mean and its worst episode, seeds reaching each threshold, median and worst
+time and steps to it, seeds whose kept policy is steady at it; then per run the final and kept
+policy's mean and worst episode) and ``suite.png`` (median and quartile band
 of the evaluation return against training seconds and against steps, one line per strategy).
 """
 
@@ -62,6 +68,7 @@ from es.bench.report import out_folder
 
 BIN = Path(sys.executable).parent
 FINAL_SEED = 12345  # es-eval's default: the same fresh episodes for every run
+STEADY_WORST = 0.8  # steady: the kept policy's worst episode reaches this fraction too
 SUITE_KEYS = {"eval_episodes", "final_episodes", "tasks"}
 TASK_KEYS = {"thresholds", "budget_s", "budget_steps", "strategies"}
 NO_GENERATION_LIMIT = 10**9  # the budget ends a run, not run.generations
@@ -234,17 +241,24 @@ def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
 
 
 def score_final(run_dir: Path, episodes: int, label: str) -> None:
-    """Score the run's final policy on ``episodes`` fresh episodes (seeds from
-    ``FINAL_SEED``) into ``final.json``, which marks the run done: written under another name
-    first, so an interrupted scoring never leaves a partial one."""
-    part = run_dir / "final.part"
-    score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--episodes", str(episodes),
-                            "--seed", str(FINAL_SEED), "--json", str(part)],
-                           capture_output=True, text=True)
+    """Score the run's kept policy (if it kept one) into ``kept.json``, then its final policy
+    into ``final.json``, which marks the run done; each on ``episodes`` fresh episodes (seeds
+    from ``FINAL_SEED``), written under another name first, so an interrupted scoring never
+    leaves a partial one."""
+    if (run_dir / "policy_best.npz").is_file():
+        score_policy(run_dir, "best", episodes, run_dir / "kept.json", label)
+    score_policy(run_dir, "final", episodes, run_dir / "final.json", label)
+
+
+def score_policy(run_dir: Path, policy: str, episodes: int, path: Path, label: str) -> None:
+    part = path.with_suffix(".part")
+    score = subprocess.run([str(BIN / "es-eval"), str(run_dir), "--policy", policy,
+                            "--episodes", str(episodes), "--seed", str(FINAL_SEED),
+                            "--json", str(part)], capture_output=True, text=True)
     if score.returncode != 0:
-        raise RuntimeError(f"{label}: es-eval exited with {score.returncode}: "
-                           f"{last_line(score.stderr)}")
-    part.rename(run_dir / "final.json")
+        raise RuntimeError(f"{label}: es-eval --policy {policy} exited with "
+                           f"{score.returncode}: {last_line(score.stderr)}")
+    part.rename(path)
 
 
 _LIVE: set[subprocess.Popen] = set()  # training processes running now
@@ -329,12 +343,38 @@ def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
         "final_mean": float(returns.mean()), "final_std": float(returns.std()),
         "final_min": float(returns.min()), "final_episodes": len(returns),
         "final_failed": int(final["failed"]),
+        **kept_columns(run_dir),
     }
     for threshold in run.task.thresholds:
         first = next(((t, s) for t, s, e in evals if e >= threshold), None)
         row[f"time_to_{threshold:g}"] = first[0] if first else ""
         row[f"steps_to_{threshold:g}"] = first[1] if first else ""
+        row[f"steady_{threshold:g}"] = steady(row, threshold)
     return row
+
+
+def kept_columns(run_dir: Path) -> dict[str, Any]:
+    """The kept policy's score (``kept.json``): its mean, worst episode and generation; empty
+    cells for a run that kept none (``run.best_episodes = 0``, or scored before it existed)."""
+    path = run_dir / "kept.json"
+    if not path.is_file():
+        return {"kept_mean": "", "kept_min": "", "kept_generation": ""}
+    kept = json.loads(path.read_text())
+    returns = np.array(kept["returns"], dtype=np.float64)
+    # A failed episode is a worst episode too: it is missing from "returns".
+    worst = float(returns.min()) if not kept["failed"] else -math.inf
+    return {"kept_mean": float(returns.mean()), "kept_min": worst,
+            "kept_generation": int(kept["generation"])}
+
+
+def steady(row: dict[str, Any], threshold: float) -> bool | str:
+    """The kept policy holds at ``threshold``: its mean reaches it and its worst episode
+    reaches ``STEADY_WORST`` times it (below 0, where that would ask more of the worst
+    episode than of the mean, the worst may be 1 / STEADY_WORST times the threshold)."""
+    if row["kept_mean"] == "":
+        return ""
+    bar = threshold * (STEADY_WORST if threshold >= 0 else 1 / STEADY_WORST)
+    return row["kept_mean"] >= threshold and row["kept_min"] >= bar
 
 
 def summary_rows(rows: list[dict[str, Any]], tasks: dict[str, Task]) -> list[dict[str, Any]]:
@@ -349,6 +389,11 @@ def summary_rows(rows: list[dict[str, Any]], tasks: dict[str, Task]) -> list[dic
             "final_median": float(np.median(finals)), "final_worst": min(finals),
             "final_best": max(finals),
         }
+        kept = [r for r in group if r["kept_mean"] != ""]
+        entry |= {"kept_median": float(np.median([r["kept_mean"] for r in kept])) if kept
+                  else "—",
+                  "kept_worst": min(r["kept_mean"] for r in kept) if kept else "—",
+                  "kept_worst_episode": min(r["kept_min"] for r in kept) if kept else "—"}
         for threshold in tasks[key[0]].thresholds:
             times = [r[f"time_to_{threshold:g}"] for r in group]
             steps = [r[f"steps_to_{threshold:g}"] for r in group]
@@ -365,6 +410,8 @@ def summary_rows(rows: list[dict[str, Any]], tasks: dict[str, Task]) -> list[dic
             entry[f"median_steps_{threshold:g}"] = _median_or_dash(ordered_steps, whole=True)
             entry[f"worst_steps_{threshold:g}"] = (max(s for _, s in reached) if everyone
                                                    else "—")
+            entry[f"steady_{threshold:g}"] = (
+                f"{sum(1 for r in kept if r[f'steady_{threshold:g}'])}/{len(group)}")
         summary.append(entry)
     return summary
 
@@ -377,8 +424,13 @@ def _median_or_dash(ordered: list[float], whole: bool = False) -> float | int | 
     return round(value) if whole else value
 
 
-def markdown(summary: list[dict[str, Any]], tasks: dict[str, Task], title: str) -> str:
+#: The per-run table of results.md: the final and the kept policy seed by seed.
+RUN_COLUMNS = ("strategy", "seed", "final_mean", "final_min", "kept_mean", "kept_min",
+               "kept_generation")
 
+
+def markdown(summary: list[dict[str, Any]], runs: list[dict[str, Any]],
+             tasks: dict[str, Task], title: str) -> str:
     parts = [f"## {title}\n"]
     for name, task in tasks.items():
         rows = [r for r in summary if r["task"] == name]
@@ -389,6 +441,12 @@ def markdown(summary: list[dict[str, Any]], tasks: dict[str, Task], title: str) 
             f"{task.budget_steps:,} steps" if task.budget_steps else "") if part)
         parts.append(f"### {name} (budget {budget})\n")
         parts.append(table(rows, [c for c in rows[0] if c != "task"]))
+        per_run = [r for r in runs if r["task"] == name]
+        columns = [*RUN_COLUMNS, *(f"{kind}_{t:g}" for t in task.thresholds
+                                   for kind in ("time_to", "steady"))]
+        parts.append(f"Seed by seed ({name}): the final and the kept policy's mean and worst "
+                     "episode\n")
+        parts.append(table(per_run, columns))
     return "\n".join(parts)
 
 
@@ -494,8 +552,10 @@ def suite(args: argparse.Namespace) -> int:
 
     def work(run: Run) -> dict[str, Any]:
         row = execute(run, spec, suite_file, out, ranks, launcher)
+        kept = "" if row["kept_mean"] == "" else (
+            f", kept {row['kept_mean']:.1f} (worst {row['kept_min']:.1f})")
         print(f"  {run.name}: final {row['final_mean']:.1f} ± {row['final_std']:.1f} "
-              f"({row['final_episodes']} episodes), best eval {row['best_eval']:.1f}, "
+              f"({row['final_episodes']} episodes){kept}, best eval {row['best_eval']:.1f}, "
               f"{row['train_s']:.0f} s, {row['steps']:,} steps", flush=True)
         return row
 
@@ -513,7 +573,7 @@ def suite(args: argparse.Namespace) -> int:
              f"mpiexec -n {ranks}, "
              f"final score over {spec.final_episodes} fresh episodes, thresholds judged on "
              f"evaluations of >= {spec.eval_episodes} episodes")
-    text = markdown(summary, chosen, title)
+    text = markdown(summary, rows, chosen, title)
     (out / "results.md").write_text(text)
     print("\n" + text)
     plot(measured, out, chosen)

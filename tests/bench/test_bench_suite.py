@@ -79,6 +79,17 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
                             / "final.json").read_text())
         assert len(final["returns"]) == 4 and final["seed"] == 12345
         assert float(row["final_mean"]) == pytest.approx(sum(final["returns"]) / 4)
+        # The kept policy (policy_best.npz) is scored on the same episodes beside it.
+        kept = json.loads((out / "runs" / f"{row['task']}-{row['strategy']}-seed{row['seed']}"
+                           / "kept.json").read_text())
+        assert kept["policy"] == "best" and kept["seed"] == 12345 and not kept["failed"]
+        assert float(row["kept_mean"]) == pytest.approx(sum(kept["returns"]) / 4)
+        assert float(row["kept_min"]) == pytest.approx(min(kept["returns"]))
+        assert int(row["kept_generation"]) <= int(row["generations"])
+        for threshold in ([100, 475] if row["task"] == "cartpole" else [-1400]):
+            bar = 0.8 * threshold if threshold > 0 else threshold / 0.8
+            assert row[f"steady_{threshold}"] == str(
+                float(row["kept_mean"]) >= threshold and float(row["kept_min"]) >= bar)
         if row["task"] == "cartpole":
             assert int(row["steps"]) >= 6000
     summary = read_csv(out / "summary.csv")
@@ -88,11 +99,14 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
         group = [r for r in rows if (r["task"], r["strategy"]) == (entry["task"],
                                                                     entry["strategy"])]
         assert float(entry["final_worst"]) == min(float(r["final_mean"]) for r in group)
+        assert float(entry["kept_worst_episode"]) == min(float(r["kept_min"]) for r in group)
         reached = sum(1 for r in group if r["time_to_100" if entry["task"] == "cartpole"
                                              else "time_to_-1400"])
         assert entry["reached_100" if entry["task"] == "cartpole"
                      else "reached_-1400"] == f"{reached}/2"
-    assert "### cartpole (budget 6,000 steps)" in (out / "results.md").read_text()
+    results = (out / "results.md").read_text()
+    assert "### cartpole (budget 6,000 steps)" in results
+    assert "| strategy | seed | final_mean | final_min | kept_mean | kept_min |" in results
     assert (out / "suite.png").stat().st_size > 10_000
 
     # A call for a part of the suite still tables every finished run in the folder.
