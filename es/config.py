@@ -50,6 +50,12 @@ class RunConfig:
         "policy_best.npz only if their mean is higher, so a lucky short evaluation is never "
         "kept (0: keep no best policy)", 20,
     )
+    best_by: str = _doc(
+        "what makes a policy best (run.best_episodes): 'mean', its mean return, or "
+        "'worst_quarter', the mean of its worst quarter of episodes, which a policy that "
+        "fails on a few starts (a HalfCheetah that flips onto its back) loses; evaluations "
+        "nominate by the same measure", "mean",
+    )
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(
         "who evaluates which member: 'static' (round-robin) or 'dynamic' (work stealing: a "
@@ -86,6 +92,7 @@ class RunConfig:
         _at_least("run.eval_every", self.eval_every, 1)
         _at_least("run.eval_episodes", self.eval_episodes, 1)
         _at_least("run.best_episodes", self.best_episodes, 0)
+        _one_of("run.best_by", self.best_by, ("mean", "worst_quarter"))
         _at_least("run.seed", self.seed, 0)
         _one_of("run.schedule", self.schedule, ("static", "dynamic"))
         _at_least("run.lockstep", self.lockstep, 1)

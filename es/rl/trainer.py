@@ -144,6 +144,16 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
     raise ValueError(f"es.strategy = {es_cfg.strategy!r}: not available in es-train")
 
 
+def policy_score(returns: np.ndarray, by: str) -> float:
+    """A policy's score over episodes, as ``run.best_by`` names it: their mean, or the mean of
+    their worst quarter (at least one episode), which a policy that fails on a few starts
+    loses. NaN if any episode failed (NaN)."""
+    if by == "mean":
+        return float(returns.mean())
+    worst = np.sort(returns)[:max(1, len(returns) // 4)]  # NaN sorts last: checked below
+    return float(worst.mean()) if np.isfinite(returns).all() else float("nan")
+
+
 def checksum(array: np.ndarray) -> int:
     """CRC-32 of an array's bytes: equal on two ranks only if the arrays are bit-identical."""
     return zlib.crc32(np.ascontiguousarray(array).view(np.uint8))
@@ -378,23 +388,27 @@ class Trainer:
             self.env, self.policy.bind(mean, norm), seeds[j],
             f"rank {self.comm.rank}: evaluation episode {j}").total_return)
 
-    def confirm_best(self, index: int, eval_return: float | None) -> bool:
-        """Whether the mean policy becomes the kept one: its evaluation beat the kept score,
-        and ``run.best_episodes`` fresh episodes confirm it (every one finished, their mean
+    def confirm_best(self, index: int, eval_returns: np.ndarray) -> bool:
+        """Whether the mean policy becomes the kept one: its evaluation's score
+        (``run.best_by`` over the episodes that finished) beat the kept score, and
+        ``run.best_episodes`` fresh episodes confirm it (every one finished, their score
         higher). Known alike on every rank: all compare the same gathered returns."""
-        episodes = self.config.run.best_episodes
-        if not episodes or eval_return is None or (
-                self.best_return is not None and eval_return <= self.best_return):
+        episodes, by = self.config.run.best_episodes, self.config.run.best_by
+        finished = eval_returns[np.isfinite(eval_returns)]
+        if not episodes or not finished.size:
+            return False
+        nominated = policy_score(finished, by)
+        if self.best_return is not None and nominated <= self.best_return:
             return False
         returns = self.evaluate_mean(index, episodes, TAG_BEST)
-        score = float(returns.mean())
+        score = policy_score(returns, by)
         if not np.isfinite(score) or (self.best_return is not None and score <= self.best_return):
             return False
         self.best_return, self.best_generation = score, index
         if self.comm.rank == 0:
-            log.info(f"generation {index}: kept as policy_best.npz, {episodes}-episode mean "
-                     f"{score:.2f} +- {returns.std():.2f}, worst {returns.min():.2f} "
-                     f"(evaluation {eval_return:.2f})")
+            log.info(f"generation {index}: kept as policy_best.npz, {episodes}-episode {by} "
+                     f"{score:.2f} (mean {returns.mean():.2f} +- {returns.std():.2f}, worst "
+                     f"{returns.min():.2f}; evaluation {nominated:.2f})")
         return True
 
     def state(self) -> TrainingState:
@@ -573,7 +587,7 @@ class Trainer:
         eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s
         eval_returns = self.evaluate_mean(index) if evaluated else None
         evaluation = evaluation_columns(eval_returns)
-        new_best = evaluated and self.confirm_best(index, evaluation["eval_return"])
+        new_best = evaluated and self.confirm_best(index, eval_returns)
         eval_s = time.perf_counter() - eval_started - (self.comm.wait_s - eval_wait_before)
         elapsed = time.perf_counter() - started
         return {

@@ -12,6 +12,7 @@ from conftest import REPO, load_params, read_progress, run_cli
 
 from es.core.seeding import TAG_BEST, episode_seeds
 from es.rl.checkpoint import load_policy
+from es.rl.trainer import policy_score
 
 LUCKY = {"PYTHONPATH": str(REPO / "tests")}
 BASE = ["configs/pendulum.toml", "--set", "env.id=fault_envs:Lucky-v0", "--set",
@@ -32,8 +33,8 @@ def kept_scores(run_dir) -> list[float | None]:
             for row in read_progress(run_dir)]
 
 
-def replay_confirmation(run_dir, episodes: int = 20, seed: int = 0) -> float:
-    """The kept policy's score, played again here on the confirmation's reset seeds."""
+def replay_confirmation(run_dir, episodes: int = 20, seed: int = 0) -> np.ndarray:
+    """The kept policy's confirmation episodes, played again here on their reset seeds."""
     import fault_envs  # noqa: F401  (registers Lucky-v0)
 
     saved = load_policy(run_dir / "policy_best.npz")
@@ -43,7 +44,7 @@ def replay_confirmation(run_dir, episodes: int = 20, seed: int = 0) -> float:
         observation, _ = env.reset(seed=int(reset_seed))
         _, reward, *_ = env.step(saved.act(env)(observation))
         returns.append(float(reward))
-    return float(np.mean(returns))
+    return np.array(returns)
 
 
 def test_a_lucky_short_evaluation_is_not_kept(tmp_path):
@@ -65,7 +66,7 @@ def test_a_lucky_short_evaluation_is_not_kept(tmp_path):
     saved = load_policy(run_dir / "policy_best.npz")
     last_change = changes[-1]
     assert saved.generation == int(rows[last_change]["generation"])
-    assert replay_confirmation(run_dir) == pytest.approx(scores[-1], rel=1e-5)
+    assert replay_confirmation(run_dir).mean() == pytest.approx(scores[-1], rel=1e-5)
     assert f"kept policy_best.npz {scores[-1]:.2f}" in done.stdout
 
     evaluated = run_cli(["es-eval", str(run_dir), "--policy", "best", "--episodes", "3"],
@@ -112,3 +113,22 @@ def test_best_episodes_zero_keeps_no_best_policy(tmp_path):
     assert missing.stderr.strip().splitlines() == [
         f"es-eval: error: run folder {str(run_dir)!r}: no policy_best.npz in it (the run kept "
         "none: run.best_episodes = 0, or no evaluation yet)"]
+
+
+def test_the_worst_quarter_measure_scores_the_worst_episodes():
+    returns = np.array([5.0, -1.0, 4.0, 3.0, 9.0, 0.0, 7.0, 8.0])
+    assert policy_score(returns, "mean") == pytest.approx(4.375)
+    assert policy_score(returns, "worst_quarter") == pytest.approx(-0.5)  # -1 and 0
+    assert policy_score(returns[:3], "worst_quarter") == -1.0  # at least one episode
+    assert np.isnan(policy_score(np.array([1.0, np.nan, 2.0, 3.0]), "worst_quarter"))
+    assert np.isnan(policy_score(np.array([1.0, np.nan]), "mean"))
+
+
+def test_best_by_worst_quarter_keeps_the_policy_by_its_worst_episodes(tmp_path):
+    run_dir = tmp_path / "worst"
+    train(run_dir, "--set", "run.generations=12", "--set", "run.best_by=worst_quarter")
+    score = kept_scores(run_dir)[-1]
+    assert score is not None
+    replayed = replay_confirmation(run_dir)
+    assert np.sort(replayed)[:5].mean() == pytest.approx(score, rel=1e-5)
+    assert score < replayed.mean()  # not the mean
