@@ -13,7 +13,7 @@ and, when matplotlib is installed, a PNG into ``--out``.
 
 The config (``--config``, by default ``es/bench/base.toml``: HalfCheetah, a linear policy, a
 small noise table) is trained as it is, its policy and noise table included; ``--env``,
-``--policy`` and ``--table-size`` replace its values, and say so in one printed line.
+``--policy-kind`` and ``--table-size`` replace its values, and say so in one printed line.
 
 With ``--synthetic-step-ms`` the environment is ``es/Sleep-v0``: steps sleep instead of
 computing, so many ranks on few cores measure coordination overhead only. With a real
@@ -134,8 +134,8 @@ def replaced_values(args: argparse.Namespace) -> list[str]:
                      f"env.kwargs.min_sleep_ms={args.min_sleep_ms}"]
     elif args.env is not None:
         replaced.append(f"env.id={args.env}")
-    if args.policy is not None:
-        replaced.append(f"policy.kind={args.policy}")
+    if args.policy_kind is not None:
+        replaced.append(f"policy.kind={args.policy_kind}")
     if args.table_size is not None:
         replaced.append(f"es.noise_table_size={args.table_size}")
     return replaced

@@ -60,7 +60,7 @@ def parser() -> ArgumentParser:
         "scaling", help="efficiency across rank counts",
         description="Measured scaling of es-train across rank counts: generations/s, env "
         "steps/s, parallel efficiency and rank 0's time breakdown. The config is trained as it "
-        "is; --env, --policy and --table-size replace its values.",
+        "is; --env, --policy-kind and --table-size replace its values.",
         examples=["es-bench scaling --ranks 1,2 --mode weak",
                   "es-bench scaling --config configs/humanoid.toml --ranks 1,32,64,128 "
                   "--launcher 'srun --mpi=pmix'",
@@ -68,7 +68,7 @@ def parser() -> ArgumentParser:
     add_flag(scale, "--config", "trained as it is, policy and noise table included",
              default=str(BASE_CONFIG))
     add_flag(scale, "--env", "instead of the config's env.id")
-    scale.add_argument("--policy", choices=("linear", "mlp", "cnn"),
+    scale.add_argument("--policy-kind", choices=("linear", "mlp", "cnn"),
                        help="policy.kind instead of the config's")
     add_flag(scale, "--table-size", "instead of the config's")
     scale.add_argument("--synthetic-step-ms", type=float, help="use es/Sleep-v0 with this step")

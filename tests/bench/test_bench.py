@@ -61,14 +61,14 @@ def test_scaling_trains_the_config_as_it_is_unless_a_flag_replaces_a_value():
     as_it_is = parser().parse_args(["scaling", "--config", "configs/humanoid.toml"])
     assert replaced_values(as_it_is) == []
     asked = parser().parse_args(["scaling", "--config", "configs/humanoid.toml", "--env",
-                                 "Hopper-v5", "--policy", "linear", "--table-size", "1000000"])
+                                 "Hopper-v5", "--policy-kind", "linear", "--table-size", "1000000"])
     assert replaced_values(asked) == ["env.id=Hopper-v5", "policy.kind=linear",
                                       "es.noise_table_size=1000000"]
 
 
 def test_scaling_says_which_values_its_flags_replace(tmp_path):
     out = tmp_path / "out"
-    done = run_cli(["es-bench", "scaling", "--config", "configs/cartpole.toml", "--policy",
+    done = run_cli(["es-bench", "scaling", "--config", "configs/cartpole.toml", "--policy-kind",
                     "linear", "--table-size", "20000", "--ranks", "1", "--generations", "5",
                     "--repeats", "1", "--members-per-rank", "4", "--out", str(out)])
     assert done.returncode == 0, done.stderr

@@ -135,7 +135,7 @@ bench_argv = st.one_of(
         flag("--schedule", mixed("static", "dynamic")), flag("--members-per-rank", small("2")),
         flag("--population", small("2", "4")), flag("--generations", small("5")),
         flag("--repeats", small("1")), flag("--config", mixed("CONFIG", "TEXTFILE")),
-        flag("--policy", mixed("linear", "cnn")), flag("--table-size", small("10000")),
+        flag("--policy-kind", mixed("linear", "cnn")), flag("--table-size", small("10000")),
         flag("--out", mixed("out")), flag("--launcher", st.sampled_from(['"', "MISSING"]))),
         most=3).map(lambda a: ["scaling", "--env", "CartPole-v1", "--ranks", "1",
                                "--repeats", "1", "--generations", "5",
