@@ -52,9 +52,9 @@ class RunConfig:
     )
     best_by: str = _doc(
         "what makes a policy best (run.best_episodes): 'mean', its mean return, or "
-        "'worst_quarter', the mean of its worst quarter of episodes, which a policy that "
-        "fails on a few starts (a HalfCheetah that flips onto its back) loses; evaluations "
-        "nominate by the same measure", "mean",
+        "'worst', its worst episode's, which a policy that fails on a few starts (a "
+        "HalfCheetah that flips onto its back) loses; evaluations nominate by the same "
+        "measure", "mean",
     )
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(
@@ -92,7 +92,7 @@ class RunConfig:
         _at_least("run.eval_every", self.eval_every, 1)
         _at_least("run.eval_episodes", self.eval_episodes, 1)
         _at_least("run.best_episodes", self.best_episodes, 0)
-        _one_of("run.best_by", self.best_by, ("mean", "worst_quarter"))
+        _one_of("run.best_by", self.best_by, ("mean", "worst"))
         _at_least("run.seed", self.seed, 0)
         _one_of("run.schedule", self.schedule, ("static", "dynamic"))
         _at_least("run.lockstep", self.lockstep, 1)
