@@ -130,3 +130,40 @@ def test_best_by_worst_keeps_the_policy_by_its_worst_episode(tmp_path):
     assert score is not None
     replayed = replay_confirmation(run_dir)
     assert replayed.min() == pytest.approx(score, rel=1e-5)
+
+
+def test_a_hopeless_confirmation_stops_early_with_the_same_choice(tmp_path, monkeypatch):
+    """Judged by the worst episode, a confirmation ends at its first round of CONFIRM_ROUND
+    episodes with one at or below the kept score: the kept policies are those of playing
+    every episode, for fewer episodes."""
+    import fault_envs  # noqa: F401  (registers Lucky-v0)
+
+    import es
+    from es.rl import trainer
+
+    played: list[int] = []
+    evaluate_mean = trainer.Trainer.evaluate_mean
+
+    def counted(self, index, seeds=None):
+        returns = evaluate_mean(self, index, seeds)
+        played.append(len(returns))
+        return returns
+
+    monkeypatch.setattr(trainer.Trainer, "evaluate_mean", counted)
+    overrides = {"env.id": "fault_envs:Lucky-v0", "es.population": 10, "es.lr": 0.05,
+                 "policy.kind": "linear", "policy.obs_norm": False, "run.generations": 30,
+                 "run.eval_every": 1, "run.eval_episodes": 1, "run.best_by": "worst",
+                 "run.best_episodes": 40}
+    runs, counts = {}, {}
+    for name, round_size in (("all", 10**6), ("rounds", trainer.CONFIRM_ROUND)):
+        monkeypatch.setattr(trainer, "CONFIRM_ROUND", round_size)
+        played.clear()
+        runs[name] = es.train(REPO / "configs/pendulum.toml", overrides,
+                              run_dir=tmp_path / name, quiet=True)
+        counts[name] = sum(played)
+    assert [row["best_return"] for row in runs["rounds"].history] == [
+        row["best_return"] for row in runs["all"].history]
+    assert np.array_equal(runs["rounds"].best.params, runs["all"].best.params)
+    assert runs["rounds"].best.generation == runs["all"].best.generation
+    assert len({row["best_return"] for row in runs["all"].history}) > 2  # kept, then replaced
+    assert counts["rounds"] < counts["all"]
