@@ -36,6 +36,7 @@ CHECKS = {
         "runs/hopper --tensorboard",
     "tensorboard --logdir runs/hopper/tb": "server",
     "es-eval runs/hopper --episodes 10": "as written",
+    "es-eval runs/hopper --episodes 10 --policy best": "as written",
     "es-eval runs/hopper --episodes 10 --random": "as written",
     "es-eval runs/hopper --episodes 1 --video hopper.mp4": "as written",
     "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=90":
