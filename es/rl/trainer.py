@@ -411,12 +411,13 @@ class Trainer:
         played: list[np.ndarray] = []
         for first in range(0, episodes, step):
             played.append(self.evaluate_mean(index, seeds[first:first + step]))
-            if not np.isfinite(score := policy_score(played[-1], by)) or (
-                    by == "worst" and kept is not None and score <= kept):
+            in_round = policy_score(played[-1], by)  # NaN: an episode failed
+            if not np.isfinite(in_round) or (by == "worst" and kept is not None
+                                             and in_round <= kept):
                 return False
         returns = np.concatenate(played)
         score = policy_score(returns, by)
-        if not np.isfinite(score) or (self.best_return is not None and score <= self.best_return):
+        if kept is not None and score <= kept:
             return False
         self.best_return, self.best_generation = score, index
         if self.comm.rank == 0:
