@@ -47,8 +47,8 @@ class RunConfig:
     best_episodes: int = _doc(
         "fresh episodes that confirm a best policy: when an evaluation beats the kept "
         "policy's score, the mean policy plays this many more and replaces "
-        "policy_best.npz only if their mean is higher, so a lucky short evaluation is never "
-        "kept (0: keep no best policy)", 20,
+        "policy_best.npz only if their score (run.best_by) is higher, so a lucky short "
+        "evaluation is never kept (0: keep no best policy)", 20,
     )
     best_by: str = _doc(
         "what makes a policy best (run.best_episodes): 'mean', its mean return, or "
