@@ -601,7 +601,6 @@ class Trainer:
         evaluated = index % self.config.run.eval_every == 0 or self._done()
         eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s
         eval_returns = self.evaluate_mean(index) if evaluated else None
-        evaluation = evaluation_columns(eval_returns)
         new_best = evaluated and self.confirm_best(index, eval_returns)
         eval_s = time.perf_counter() - eval_started - (self.comm.wait_s - eval_wait_before)
         elapsed = time.perf_counter() - started
@@ -613,7 +612,7 @@ class Trainer:
             "return_min": float(np.nanmin(returns)),
             "return_max": float(np.nanmax(returns)),
             "failed_episodes": failed,
-            **evaluation,
+            **evaluation_columns(eval_returns),
             "evaluated": evaluated,
             "new_best": new_best,
             "best_return": self.best_return,
