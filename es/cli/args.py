@@ -155,7 +155,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--methods": {"metavar": "LIST", "help": "methods, comma-separated"},
     "--launcher": {"metavar": "COMMAND",
                    "help": "MPI launcher taking -n N (default: the mpiexec beside this "
-                   "Python), e.g. 'srun --mpi=pmix' or 'mpiexec -f hosts'"},
+                   "Python), e.g. 'srun --mpi=pmi2' or 'mpiexec -f hosts'"},
     "--dims": {"metavar": "LIST", "help": "dimensions, a list such as 2-5 or 10,100"},
     "--functions": {"metavar": "LIST", "help": "test functions, comma-separated"},
     "--evals-per-dim": {"type": positive_int, "metavar": "N",

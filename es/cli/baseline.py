@@ -7,8 +7,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from es.cli.args import ArgumentParser, add_flag
-from es.cli.train import LAUNCHED_AT, crash, fail_on_rank, flag_overrides, prepare
+from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag
+from es.cli.train import (
+    LAUNCHED_AT,
+    crash,
+    fail_on_rank,
+    flag_overrides,
+    prepare,
+    world_comm,
+)
 from es.rl.runs import configure_logging
 
 ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
@@ -40,9 +47,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.overrides = flag_overrides(args)
-    from es.parallel.comm import make_comm
-
-    comm = make_comm()
+    comm = world_comm("es-baseline")
+    if comm is None:
+        return USAGE_ERROR
     if args.algorithm == "dqn" and comm.size > 1:
         return fail_on_rank("es-baseline", f"dqn runs in one process, not {comm.size} ranks; "
                             "for distributed DQN use: mpiexec -n 3 es-baseline gorila CONFIG",
@@ -51,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail_on_rank("es-baseline", "gorila needs at least 2 ranks (1 learner + "
                             "actors), e.g. mpiexec -n 3 es-baseline gorila CONFIG", comm.rank)
     configure_logging(comm.rank == 0 and not args.quiet)
-    request = argparse.Namespace(resume=None, config=args.config, overrides=args.overrides,
-                                 run_dir=args.run_dir, force=args.force, sweep_parent=None)
+    request = argparse.Namespace(resume=None, resume_or_start=None, config=args.config,
+                                 overrides=args.overrides, run_dir=args.run_dir,
+                                 force=args.force, sweep_parent=None)
     prepared = prepare(request) if comm.rank == 0 else None
     config, _, run_dir, _, error = comm.broadcast(prepared)
     if error:

@@ -63,7 +63,7 @@ def parser() -> ArgumentParser:
         "is; --env, --policy-kind and --table-size replace its values.",
         examples=["es-bench scaling --ranks 1,2 --mode weak",
                   "es-bench scaling --config configs/humanoid.toml --ranks 1,32,64,128 "
-                  "--launcher 'srun --mpi=pmix'",
+                  "--launcher 'srun --mpi=pmi2'",
                   "es-bench scaling --synthetic-step-ms 2 --ranks 1,2,4,8,16,32,64"])
     add_flag(scale, "--config", "trained as it is, policy and noise table included",
              default=str(BASE_CONFIG))
@@ -91,7 +91,7 @@ def parser() -> ArgumentParser:
         description="Bytes and time per update: what the ES ranks exchange against an "
         "all-reduce of a float32 gradient of the same parameter count.",
         examples=["es-bench comm --params 1e4,1e5,1e6 --populations 256,1024",
-                  "es-bench comm --ranks 128 --launcher 'srun --mpi=pmix'"])
+                  "es-bench comm --ranks 128 --launcher 'srun --mpi=pmi2'"])
     add_comm_sizes(compare)
     add_ranks(compare, "2", several=False)
     add_out(compare, "comm")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
 import time
@@ -23,6 +24,19 @@ LAUNCHED_AT = time.time()
 def fail_on_rank(program: str, message: str, rank: int = 0) -> int:
     """``fail`` printed by rank 0 alone: every rank of the job exits with code 2."""
     return fail(program, message) if rank == 0 else USAGE_ERROR
+
+
+def world_comm(program: str):
+    """The job's communicator, or None after a one-line error when ``srun`` started separate
+    copies (printed once, by Slurm's task 0)."""
+    from es.parallel.comm import LaunchError, make_comm
+
+    try:
+        return make_comm()
+    except LaunchError as error:
+        if os.environ.get("SLURM_PROCID", "0") == "0":
+            fail(program, str(error))
+        return None
 
 
 def crash(program: str, error: Exception, comm) -> int:
@@ -58,6 +72,15 @@ def train_parser() -> argparse.ArgumentParser:
         "over from its config.toml if it was stopped before its first checkpoint; only "
         f"{', '.join(RESUME_OVERRIDES)} may be changed with --set",
     )
+    parser.add_argument(
+        "--resume-or-start", metavar="RUN_DIR",
+        help="with a config file: start the run in RUN_DIR when it holds none, resume it "
+        "exactly when it holds one of the same config (refused if the config differs); the "
+        "same command line on every start of a batch job")
+    parser.add_argument(
+        "--requeue-on-signal", action="store_true",
+        help="under Slurm: after a SIGTERM, SIGUSR1 or SIGUSR2 has stopped the run and its "
+        "checkpoint is written, requeue the job (scontrol requeue $SLURM_JOB_ID)")
     add_flag(parser, "--quiet")
     add_flag(parser, "--tensorboard")
     return parser
@@ -69,6 +92,10 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
 
 
 RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds", "run.tensorboard")
+#: es-train's exit code after a SIGTERM, SIGUSR1 or SIGUSR2 stopped it with its checkpoint
+#: written (EX_TEMPFAIL): the same command continues the run. A batch script tells it from
+#: 128 + 15, a rank killed by SIGTERM before it could save anything.
+CHECKPOINTED = 75
 
 
 def _load_resume(run_dir: str, overrides: list[str]):
@@ -106,6 +133,35 @@ def _load_resume(run_dir: str, overrides: list[str]):
     return from_dict(apply_overrides(config_dict, overrides)), state, warnings
 
 
+def _flat(config_dict: dict) -> dict[str, object]:
+    return {f"{section}.{key}": value for section, values in config_dict.items()
+            for key, value in values.items()}
+
+
+def _resume_or_start(run_dir: str, config_file: str, overrides: list[str]):
+    """(config, state, warnings, run folder to resume or None to start) for
+    ``--resume-or-start``; rank 0 only. Raises ConfigError when the folder holds another
+    config's run."""
+    from es.config import ConfigError, from_dict, load_config
+
+    wanted = load_config(config_file, overrides)
+    folder = Path(run_dir)
+    if not (folder / "config.toml").is_file() and not any(
+            (folder / "checkpoints").glob("ckpt-*.json")):
+        return wanted, None, [], None
+    config, state, warnings = _load_resume(run_dir, [])
+    held = _flat(from_dict(config.to_dict()).to_dict())
+    for key, value in _flat(wanted.to_dict()).items():
+        if key not in RESUME_OVERRIDES and held.get(key) != value:
+            raise ConfigError(
+                f"--resume-or-start {run_dir!r}: the folder holds a run of another config: "
+                f"{key} is {held.get(key)!r} there and {value!r} here; use another folder, or the "
+                "config and --set that started it")
+    # What a resume may change, the command line changes (e.g. more generations).
+    config = from_dict({**config.to_dict(), "run": wanted.to_dict()["run"]})
+    return config, state, warnings, run_dir if state is not None else None
+
+
 def prepare(args: argparse.Namespace):
     """Rank 0 reads the config (and checkpoint), checks it and makes the run folder; every
     rank gets the outcome, so all ranks exit alike on a user error."""
@@ -114,7 +170,15 @@ def prepare(args: argparse.Namespace):
     from es.rl.tensorboard_log import require_tensorboard
 
     try:
-        if args.resume:
+        if args.resume_or_start:
+            if not args.config or args.run_dir or args.force or args.resume:
+                raise ConfigError("--resume-or-start RUN_DIR takes one config file and names "
+                                  "the folder itself: e.g. es-train configs/hopper_ars.toml "
+                                  "--resume-or-start runs/hopper (no --run-dir, --force or "
+                                  "--resume)")
+            config, state, warnings, run_dir = _resume_or_start(
+                args.resume_or_start, args.config, args.overrides)
+        elif args.resume:
             if args.config or args.run_dir or args.force:
                 raise ConfigError("--resume takes the config and folder from the run: drop "
                                   "the config file, --run-dir and --force")
@@ -133,11 +197,13 @@ def prepare(args: argparse.Namespace):
     except (ConfigError, ValueError) as error:
         return None, None, None, [], str(error)
     if run_dir is None:
-        requested = args.resume or args.run_dir
+        requested = args.resume or args.resume_or_start or args.run_dir
         if args.sweep_parent is not None:  # a sweep: --run-dir is the runs' parent folder
             requested = str(Path(args.sweep_parent) / default_run_dir(
                 "", config.env.id, config.run.name, config.run.seed, stamped=False))
-        run_dir, error = prepare_run_dir(requested, config, args.force or bool(args.resume))
+        # Resumed or started: the folder holds nothing of another run (checked above).
+        run_dir, error = prepare_run_dir(requested, config, bool(
+            args.force or args.resume or args.resume_or_start))
         if error:
             return None, None, None, [], error
     return config, state, run_dir, warnings, None
@@ -147,6 +213,12 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
     """One namespace per run: a config file and, with --seeds, a run.seed override."""
     if args.resume and (args.configs or args.seeds):
         raise ValueError("--resume continues one run: drop the config files and --seeds")
+    if args.resume_or_start and (len(args.configs) > 1 or args.seeds):
+        raise ValueError("--resume-or-start starts or continues one run: one config file, "
+                         "no --seeds")
+    if args.requeue_on_signal and "SLURM_JOB_ID" not in os.environ:
+        raise ValueError("--requeue-on-signal requeues a Slurm job, and this is not one "
+                         "(no SLURM_JOB_ID): run it in an sbatch script")
     if args.resume or (len(args.configs) <= 1 and not args.seeds):
         return [argparse.Namespace(**vars(args), config=(args.configs or [None])[0],
                                    sweep_parent=None)]
@@ -176,9 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     """One run, or a sweep: the world's ranks split into groups, each training its runs."""
     args = train_parser().parse_args(argv)
     args.overrides = flag_overrides(args)
-    from es.parallel.comm import make_comm
-
-    world = make_comm()
+    world = world_comm("es-train")
+    if world is None:
+        return USAGE_ERROR
     try:
         runs = planned_runs(args)
         if len(runs) > 1:
@@ -249,10 +321,18 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         with trainer:
             result = trainer.run()
     except Stopped as stop:
+        if stop.signum == signal.SIGINT:
+            if comm.rank == 0:
+                print(f"es-train: {stop}; checkpoint saved. Resume with: es-train --resume "
+                      f"{run_dir}", file=sys.stderr, flush=True)
+            return 128 + stop.signum
         if comm.rank == 0:
-            print(f"es-train: {stop}; checkpoint saved. Resume with: es-train --resume "
-                  f"{run_dir}", file=sys.stderr, flush=True)
-        return 128 + stop.signum
+            print(f"es-train: {stop}; checkpoint saved in {run_dir} (exit code "
+                  f"{CHECKPOINTED}); the same command with --resume-or-start {run_dir}, or "
+                  f"es-train --resume {run_dir}, continues it", file=sys.stderr, flush=True)
+            if args.requeue_on_signal:
+                requeue_slurm_job()
+        return CHECKPOINTED
     except TrainingError as error:
         return _fail_run(str(error), run_dir, comm.rank)
     except KeyboardInterrupt:
@@ -271,6 +351,26 @@ def _train_one(args: argparse.Namespace, comm) -> int:
             flush=True,
         )
     return 0
+
+
+def requeue_slurm_job() -> None:
+    """``scontrol requeue`` this batch job (an array job's own task), after the checkpoint
+    is written: Slurm then stops the job's processes and starts the same script again."""
+    import subprocess
+
+    array_job, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    job = f"{array_job}_{task}" if array_job and task else os.environ["SLURM_JOB_ID"]
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        print(f"es-train: could not requeue job {job}: {error}", file=sys.stderr, flush=True)
+        return
+    if done.returncode != 0:
+        print(f"es-train: could not requeue job {job}: scontrol: "
+              f"{done.stderr.strip() or done.returncode}", file=sys.stderr, flush=True)
+        return
+    print(f"es-train: requeued Slurm job {job}", file=sys.stderr, flush=True)
 
 
 def _fail_run(message: str, run_dir: str, rank: int) -> int:

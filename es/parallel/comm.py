@@ -372,6 +372,34 @@ def under_mpi_launcher() -> bool:
     return any(name in os.environ for name in LAUNCHER_VARIABLES)
 
 
+class LaunchError(RuntimeError):
+    """The processes were started so that they cannot form one job."""
+
+
+def srun_copies() -> int:
+    """How many separate one-process copies ``srun`` started where one job was meant; 0 when
+    this process is not one of them.
+
+    ``srun`` without an MPI plugin that this MPI speaks (MpiDefault=none, or PMIx for the
+    ``mpich`` wheel) starts every task as its own one-rank job: N copies of the same run,
+    writing the same folder. Slurm still tells each of them the step's task count. A PMI
+    that says the job has one process (Hydra's ``mpiexec -n 1`` inside an allocation) is not
+    that case.
+    """
+    tasks = os.environ.get("SLURM_STEP_NUM_TASKS", "")
+    if not tasks.isdigit() or int(tasks) < 2 or os.environ.get("PMI_SIZE") == "1":
+        return 0
+    return int(tasks)
+
+
 def make_comm() -> Comm:
-    """MPI when started by ``mpiexec``/``srun`` (or ``ES_COMM=mpi``), else one process."""
-    return MPIComm() if under_mpi_launcher() else LocalComm()
+    """MPI when started by ``mpiexec``/``srun`` (or ``ES_COMM=mpi``), else one process.
+    Raises LaunchError for ``srun`` tasks that are copies, each alone (``srun_copies``)."""
+    comm = MPIComm() if under_mpi_launcher() else LocalComm()
+    copies = srun_copies() if comm.size == 1 else 0
+    if copies:
+        raise LaunchError(
+            f"srun started {copies} separate one-rank copies, not one {copies}-rank job (the "
+            "MPI found no process manager it speaks): use srun --mpi=pmi2 for the mpich "
+            "wheel, or your site's MPI with its srun plugin (docs/cluster.md)")
+    return comm

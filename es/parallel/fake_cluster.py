@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import itertools
 import os
 import re
 import shutil
@@ -28,7 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 #: The host side of each namespace's link has this name in every namespace, so one setting
@@ -39,6 +40,7 @@ HOST_INTERFACE = "fc0"
 MPI_ENVIRONMENT = {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
                    "FI_TCP_IFACE": HOST_INTERFACE}
 TOOLS = ("ip", "nsenter", "unshare", "mount", "umount")
+_CLUSTER_COUNT = itertools.count()
 
 
 class ClusterError(RuntimeError):
@@ -83,13 +85,16 @@ class FakeCluster:
         if hosts < 1:
             raise ValueError(f"hosts {hosts}: must be >= 1")
         self.hosts = [f"node{index}" for index in range(hosts)]
-        tag = f"fc{os.getpid()}"  # <= 15 characters with its suffixes, as Linux allows
+        # Named after this process (for remove_stale) and this cluster among its clusters
+        # alive at once: <= 15 characters with the suffixes, as Linux allows.
+        tag = f"fc{os.getpid()}{chr(ord('a') + next(_CLUSTER_COUNT) % 26)}"
         self._netns = [f"{tag}h{index}" for index in range(hosts)]
         self._links = [f"{tag}v{index}" for index in range(hosts)]
         self.bridge = f"{tag}br"
         self._folder: Path | None = None
         self._uts: list[Path] = []
         self.addresses: list[str] = []
+        self.gateway = ""  # this machine's own address on the bridge, reachable from every host
 
     def __enter__(self) -> FakeCluster:
         check_can_run()
@@ -107,7 +112,8 @@ class FakeCluster:
         remove_stale()
         self._folder = Path(tempfile.mkdtemp(prefix=f"fake-cluster-{os.getpid()}-"))
         subnet = _free_subnet()
-        gateway = f"{subnet[254]}/{subnet.prefixlen}"
+        self.gateway = str(subnet[254])
+        gateway = f"{self.gateway}/{subnet.prefixlen}"
         _sh("ip", "link", "add", self.bridge, "type", "bridge")
         _sh("ip", "addr", "add", gateway, "dev", self.bridge)
         _sh("ip", "link", "set", self.bridge, "up")
@@ -128,16 +134,20 @@ class FakeCluster:
             self._uts.append(uts)
             self.addresses.append(str(subnet[index + 1]))
         self.exec_script = self._folder / "enter-host"
-        cases = "\n".join(f"  {host}) exec nsenter --net=/run/netns/{netns} --uts={uts} -- "
-                          '/bin/sh -c "$*" ;;'
-                          for host, netns, uts in zip(self.hosts, self._netns, self._uts,
-                                                      strict=True))
+        cases = "\n".join(f"  {host}) exec {' '.join(self.enter(host))} /bin/sh -c \"$*\" ;;"
+                          for host in self.hosts)
         self.exec_script.write_text(
             "#!/bin/sh\n# Hydra's ssh launcher calls this as: enter-host [-x] HOST COMMAND\n"
             'while [ "${1#-}" != "$1" ]; do shift; done\nhost=$1; shift\n'
             f'case "$host" in\n{cases}\n'
             '  *) echo "fake cluster: no host $host" >&2; exit 255 ;;\nesac\n')
         self.exec_script.chmod(0o755)
+
+    def enter(self, host: str) -> list[str]:
+        """The command prefix that runs a program on ``host`` (its network and hostname)."""
+        index = self.hosts.index(host)
+        return ["nsenter", f"--net=/run/netns/{self._netns[index]}", f"--uts={self._uts[index]}",
+                "--"]
 
     def mpiexec(self, ranks_per_host: int, command: Sequence[str],
                 mpiexec: str | None = None) -> list[str]:
@@ -192,7 +202,7 @@ def remove_stale() -> None:
     no chance to clean up): their namespaces (and any process in them), bridges, hostname
     namespaces and folders. Each is named after the process that made it."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    for name in re.findall(r"^(fc(\d+)h\d+)", netns, re.M):
+    for name in re.findall(r"^(fc(\d+)[a-z]h\d+)", netns, re.M):
         if not _alive(int(name[1])):
             for pid in subprocess.run(["ip", "netns", "pids", name[0]], capture_output=True,
                                       text=True).stdout.split():
@@ -200,7 +210,7 @@ def remove_stale() -> None:
                     os.kill(int(pid), signal.SIGKILL)
             _quiet("ip", "netns", "del", name[0])
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    for bridge, pid in re.findall(r"^\d+: (fc(\d+)br)[:@]", links, re.M):
+    for bridge, pid in re.findall(r"^\d+: (fc(\d+)[a-z]br)[:@]", links, re.M):
         if not _alive(int(pid)):
             _quiet("ip", "link", "del", bridge)
     for folder in Path(tempfile.gettempdir()).glob("fake-cluster-*-*"):
@@ -213,21 +223,26 @@ def remove_stale() -> None:
 
 def run(hosts: int, ranks_per_host: int, command: Sequence[str]) -> int:
     """Run ``command`` on ``hosts`` x ``ranks_per_host`` ranks; returns mpiexec's exit code.
-    SIGINT and SIGTERM go on to mpiexec (which passes them to the ranks); the cluster is
-    removed whatever happens."""
+    The cluster is removed whatever happens."""
     with FakeCluster(hosts) as cluster:
-        job = subprocess.Popen(cluster.mpiexec(ranks_per_host, command), start_new_session=True)
+        return run_forwarding_signals(cluster.mpiexec(ranks_per_host, command))
 
-        def forward(signum: int, frame: object) -> None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(job.pid, signum)
 
-        previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            return job.wait()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            if job.poll() is None:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
+def run_forwarding_signals(command: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    """Run ``command`` in a session of its own and return its exit code; SIGINT and SIGTERM
+    go on to it, and it is killed if this process stops waiting for any other reason."""
+    job = subprocess.Popen(list(command), env=env, start_new_session=True)
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return job.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()

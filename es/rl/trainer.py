@@ -78,7 +78,8 @@ class TrainingError(RuntimeError):
 
 
 class Stopped(Exception):
-    """A rank received SIGINT/SIGTERM; every rank stops after the same generation."""
+    """A rank received SIGINT, SIGTERM, SIGUSR1 or SIGUSR2; every rank stops after the same
+    generation."""
 
     def __init__(self, signum: int, generation: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name} after generation {generation}")
@@ -92,7 +93,8 @@ class StopFlag:
         self.signum = 0
 
     def install(self) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        # SIGUSR1/2: what schedulers send ahead of a time limit (Slurm's --signal).
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: object) -> None:

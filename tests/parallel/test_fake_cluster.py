@@ -119,7 +119,7 @@ def test_minimize_across_hosts_equals_one_process():
 def _cluster_traces() -> tuple[str, str]:
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    return netns, " ".join(re.findall(r"fc\d+br", links))
+    return netns, " ".join(re.findall(r"fc\d+[a-z]br", links))
 
 
 def _sleeping_cluster() -> subprocess.Popen:
@@ -127,7 +127,7 @@ def _sleeping_cluster() -> subprocess.Popen:
     script = subprocess.Popen([sys.executable, str(REPO / "scripts/fake_cluster.py"), "--hosts",
                                "2", "--ranks-per-host", "1", "--", "sleep", "60"])
     deadline = time.monotonic() + 60
-    while f"fc{script.pid}h1" not in _cluster_traces()[0]:
+    while f"fc{script.pid}ah1" not in _cluster_traces()[0]:
         assert time.monotonic() < deadline
         time.sleep(0.2)
     return script

@@ -1,0 +1,277 @@
+"""Under a real Slurm 22.05 on this machine (``es.parallel.slurm_cluster``: slurmctld, one
+slurmd and munged per network-namespaced node): ``srun`` starts es across nodes bit-identically,
+a lone copy is refused, ``scripts/slurm_train.sbatch`` is cut by its time limit, requeued and
+resumed exactly, so is a job requeued by hand, and a lost node ends the job promptly. Needs
+root and Debian's slurm-wlm and munge (.ci/run installs them); without them these skip.
+
+The batch jobs run side by side with the ``srun`` tests (submitted when the cluster starts), so
+the file takes about as long as its longest job."""
+
+import csv
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, load_params, read_progress, run_cli, tool
+
+from es.cli.slurm_cluster import main
+from es.parallel.fake_cluster import ClusterError
+from es.parallel.slurm_cluster import SlurmCluster, check_can_run
+
+
+def _missing() -> str | None:
+    try:
+        check_can_run()
+    except ClusterError as error:
+        return str(error)
+    return None
+
+
+MISSING = _missing()
+needs_slurm = pytest.mark.skipif(MISSING is not None, reason=f"real Slurm: {MISSING}")
+
+#: A task whose steps take wall time but almost no CPU, so that a dozen ranks share two cores;
+#: its dynamics do not depend on step_ms, so the references train with step_ms=0.
+SLEEPY = ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set", "es.population=16",
+          "--set", "run.eval_every=5", "--set", "run.eval_episodes=2", "--set",
+          "run.checkpoint_every=1", "--quiet"]
+#: ~0.8 s a generation on 4 ranks: 80 generations outlast the first warning of a one-minute
+#: limit (20-50 s after the start: Slurm checks limits every 30 s).
+TIME_LIMITED = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=80"]
+REQUEUED_BY_HAND = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=40"]
+FINISHED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY")
+
+
+def reference(tmp_path: Path, args: list[str]) -> np.ndarray:
+    """The parameters of the same run trained in one process, uninterrupted."""
+    run_dir = tmp_path / f"reference-{len(list(tmp_path.glob('reference-*')))}"
+    done = run_cli(["es-train", *args, "--set", "env.kwargs.step_ms=0", "--run-dir",
+                    str(run_dir)])
+    assert done.returncode == 0, done.stderr
+    return load_params(run_dir)
+
+
+def slurm_run(cluster: SlurmCluster, command: list[str], timeout: float = 180):
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=timeout,
+                          env=cluster.environment())
+
+
+def job_state(cluster: SlurmCluster, job: str) -> tuple[str, int]:
+    shown = slurm_run(cluster, ["scontrol", "show", "job", job]).stdout
+    return (re.search(r"JobState=(\S+)", shown).group(1),
+            int(re.search(r"Restarts=(\d+)", shown).group(1)))
+
+
+def wait_for_job(cluster: SlurmCluster, job: str, timeout: float = 240) -> tuple[str, int]:
+    deadline = time.monotonic() + timeout
+    while (state := job_state(cluster, job))[0] not in FINISHED:
+        assert time.monotonic() < deadline, f"job {job} still {state}"
+        time.sleep(0.5)
+    return state
+
+
+def sbatch(cluster: SlurmCluster, options: list[str], arguments: list[str],
+           environment: dict[str, str] | None = None) -> str:
+    done = subprocess.run(["sbatch", "--parsable", *options, *arguments], capture_output=True,
+                          text=True, cwd=REPO, timeout=60,
+                          env={**cluster.environment(), **(environment or {})})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A 2-node cluster (12 CPUs each, more than the machine has) and the batch jobs that the
+    tests below check, submitted at once so that they train while the srun tests run."""
+    if MISSING is not None:
+        pytest.skip(f"real Slurm: {MISSING}")
+    folder = tmp_path_factory.mktemp("slurm")
+    with SlurmCluster(2, 12) as cluster:
+        two_nodes = ["--nodes=2", "--ntasks-per-node=2"]
+        jobs = {
+            # The shipped script, cut by a one-minute limit (USR1 10 s ahead), requeued by itself.
+            "time_limit": sbatch(cluster, [*two_nodes, "--time=1", "--signal=B:USR1@10",
+                                           f"--output={folder}/time_limit.out"],
+                                 ["scripts/slurm_train.sbatch", *TIME_LIMITED[:1],
+                                  str(folder / "time_limit"), *TIME_LIMITED[1:]]),
+            # The same script, requeued from outside (scontrol requeue) in the middle.
+            "by_hand": sbatch(cluster, [*two_nodes, "--time=10", f"--output={folder}/by_hand.out"],
+                              ["scripts/slurm_train.sbatch", *REQUEUED_BY_HAND[:1],
+                               str(folder / "by_hand"), *REQUEUED_BY_HAND[1:]]),
+            # No script logic: the signal goes to the ranks themselves (no B:), and es-train
+            # requeues the job (--requeue-on-signal).
+            "flag": sbatch(cluster, [*two_nodes, "--time=1", "--signal=USR1@10", "--requeue",
+                                     "--open-mode=append", f"--output={folder}/flag.out",
+                                     "--wrap", " ".join([
+                                         "srun --mpi=pmi2", tool("es-train"), *TIME_LIMITED,
+                                         "--resume-or-start", str(folder / "flag"),
+                                         "--requeue-on-signal"])], []),
+            # The scaling benchmark's script, on a small config.
+            "scaling": sbatch(cluster, [*two_nodes, "--time=10",
+                                        f"--output={folder}/scaling.out"],
+                              ["scripts/slurm_scaling.sbatch"],
+                              {"ES_CONFIG": "configs/cartpole.toml", "ES_WEAK_RANKS": "1,2",
+                               "ES_STRONG_RANKS": "2,4", "ES_POPULATION": "16",
+                               "ES_GENERATIONS": "5", "ES_REPEATS": "1",
+                               "ES_OUT": str(folder / "scaling")}),
+        }
+        yield cluster, jobs, folder
+
+
+@needs_slurm
+def test_a_job_requeued_by_hand_resumes_exactly(slurm, tmp_path):
+    cluster, jobs, folder = slurm
+    run_dir, job = folder / "by_hand", jobs["by_hand"]
+    deadline = time.monotonic() + 120
+    while not (run_dir / "progress.csv").is_file() or len(read_progress(run_dir)) < 10:
+        assert time.monotonic() < deadline and job_state(cluster, job)[0] not in FINISHED
+        time.sleep(0.2)
+    requeued = slurm_run(cluster, ["scontrol", "requeue", job])
+    done_before = len(read_progress(run_dir))  # rows written when the ranks were stopped
+    assert requeued.returncode == 0, requeued.stderr
+    assert wait_for_job(cluster, job) == ("COMPLETED", 1)
+    output = (folder / "by_hand.out").read_text()
+    assert "start 0" in output and "start 1" in output and "exit code 0" in output, output
+    # The resumed run starts from the newest checkpoint: at most the generation in flight
+    # when the ranks were killed (checkpoint_every = 1) is trained again.
+    resumed_from = int(re.search(r"resuming from generation (\d+)|", output).group(1) or
+                       done_before)
+    assert done_before - 1 <= resumed_from <= done_before + 1
+    generations = [int(row["generation"]) for row in read_progress(run_dir)]
+    assert generations == list(range(1, 41))
+    assert np.array_equal(load_params(run_dir), reference(tmp_path, REQUEUED_BY_HAND))
+
+
+@needs_slurm
+@pytest.mark.parametrize("schedule", ["static", "dynamic"])
+def test_srun_on_one_node_and_across_two_gives_the_plain_run_bits(slurm, tmp_path, schedule):
+    cluster, _, _ = slurm
+    args = [*SLEEPY, "--set", f"run.schedule={schedule}", "--set", "run.generations=4",
+            "--set", "env.kwargs.step_ms=0.1"]
+    plain = reference(tmp_path, args)
+    for nodes, where in ((1, "1 node (node0: ranks 0-3), 1 noise table"),
+                         (2, "2 nodes (node0: ranks 0-1, node1: ranks 2-3), 2 noise tables")):
+        run_dir = tmp_path / f"srun-{nodes}"
+        done = slurm_run(cluster, ["srun", "--mpi=pmi2", f"--nodes={nodes}", "--ntasks=4",
+                                   f"--ntasks-per-node={4 // nodes}", tool("es-train"), *args,
+                                   "--run-dir", str(run_dir)])
+        assert done.returncode == 0, done.stderr
+        assert f"es-train: {where}" in done.stderr
+        assert np.array_equal(load_params(run_dir), plain)
+
+
+@needs_slurm
+def test_srun_without_a_pmi_is_refused_once_not_run_as_copies(slurm, tmp_path):
+    cluster, _, _ = slurm
+    run_dir = tmp_path / "copies"
+    done = slurm_run(cluster, ["srun", "--ntasks=2", tool("es-train"), *SLEEPY,
+                               "--run-dir", str(run_dir)])
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("es-train")]
+    assert errors == ["es-train: error: srun started 2 separate one-rank copies, not one "
+                      "2-rank job (the MPI found no process manager it speaks): use srun "
+                      "--mpi=pmi2 for the mpich wheel, or your site's MPI with its srun plugin "
+                      "(docs/cluster.md)"], done.stderr
+    assert not run_dir.exists()
+
+
+def _starts(output: str) -> list[str]:
+    return re.findall(r"stopped by SIGUSR1 after generation (\d+)", output)
+
+
+@needs_slurm
+def test_the_batch_script_is_cut_by_its_time_limit_requeued_and_resumed_exactly(slurm,
+                                                                              tmp_path):
+    cluster, jobs, folder = slurm
+    state, restarts = wait_for_job(cluster, jobs["time_limit"])
+    output = (folder / "time_limit.out").read_text()
+    assert (state, restarts >= 1) == ("COMPLETED", True), output
+    stops = _starts(output)
+    assert len(stops) == restarts, output
+    assert re.findall(r"start (\d+): exit code (\d+)", output) == [
+        *((str(start), "75") for start in range(restarts)), (str(restarts), "0")], output
+    assert "es-train: 2 nodes (node0: ranks 0-1, node1: ranks 2-3)" in output
+    # A stop by the signal checkpoints the generation it finished: none is trained twice.
+    generations = [int(row["generation"]) for row in read_progress(folder / "time_limit")]
+    assert generations == list(range(1, 81))
+    assert np.array_equal(load_params(folder / "time_limit"), reference(tmp_path, TIME_LIMITED))
+
+
+@needs_slurm
+def test_es_train_requeues_its_own_job_on_the_signal(slurm, tmp_path):
+    cluster, jobs, folder = slurm
+    state, restarts = wait_for_job(cluster, jobs["flag"])
+    output = (folder / "flag.out").read_text()
+    assert (state, restarts >= 1) == ("COMPLETED", True), output
+    assert output.count(f"es-train: requeued Slurm job {jobs['flag']}") == restarts, output
+    assert np.array_equal(load_params(folder / "flag"), reference(tmp_path, TIME_LIMITED))
+
+
+@needs_slurm
+def test_the_scaling_script_measures_every_rank_count_through_srun(slurm):
+    cluster, jobs, folder = slurm
+    state, _ = wait_for_job(cluster, jobs["scaling"])
+    output = (folder / "scaling.out").read_text()
+    assert state == "COMPLETED", output
+    job = jobs["scaling"]
+    for mode, ranks in (("weak", ["1", "2"]), ("strong", ["2", "4"])):
+        with (folder / f"scaling/cartpole-{mode}-{job}/results.csv").open() as handle:
+            assert [row["ranks"] for row in csv.DictReader(handle)] == ranks, output
+    assert (folder / f"scaling/comm-{job}/results.csv").is_file(), output
+
+
+@needs_slurm
+def test_a_lost_node_ends_the_job_promptly_and_the_checkpoint_resumes_on_the_other(tmp_path):
+    run_dir = tmp_path / "lost"
+    args = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=1000"]
+    with SlurmCluster(2, 2) as cluster:
+        job = subprocess.Popen(["srun", "--mpi=pmi2", "--nodes=2", "--ntasks=4",
+                                tool("es-train"), *args, "--run-dir", str(run_dir)],
+                               cwd=REPO, env=cluster.environment(), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not (run_dir / "progress.csv").is_file() or len(read_progress(run_dir)) < 3:
+            assert job.poll() is None and time.monotonic() < deadline, job.stdout.read()
+            time.sleep(0.2)
+        lost_at = time.monotonic()
+        cluster.lose("node1")
+        # Slurm notices a silent node after SlurmdTimeout (5 s here, 300 by default) and a
+        # ping or two; from then on the job must end within KillWait (+ 10 s).
+        while (down_at := time.monotonic()) - lost_at < 90 and job.poll() is None and not \
+                cluster.node_states().get("node1", "").startswith("down"):
+            time.sleep(0.2)
+        output, _ = job.communicate(timeout=60)
+        ended_at = time.monotonic()
+        assert job.returncode != 0
+        assert ended_at - down_at < int(cluster.settings["KillWait"]) + 10, output
+        assert "srun: error: Node failure on node1" in output, output
+        checkpointed = int(read_progress(run_dir)[-1]["generation"])
+        resumed = slurm_run(cluster, ["srun", "--mpi=pmi2", "--nodes=1", "--ntasks=2",
+                                      tool("es-train"), "--resume", str(run_dir), "--set",
+                                      f"run.generations={checkpointed + 2}", "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 node (node0: ranks 0-1)" in resumed.stderr
+
+
+def test_without_slurm_one_line_and_exit_2(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr("shutil.which", lambda name: None if name == "slurmd" else "/bin/true")
+    assert main(["--nodes", "1", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("slurm_cluster.py: error: needs slurmd: install Debian's packages "
+                   "(apt-get install slurm-wlm munge)\n")
+
+
+def test_the_script_runs_a_command_under_slurm():
+    if MISSING is not None:
+        pytest.skip(f"real Slurm: {MISSING}")
+    done = subprocess.run([sys.executable, str(REPO / "scripts/slurm_cluster.py"), "--nodes",
+                           "2", "--cpus-per-node", "1", "--", "srun", "--nodes=2", "--ntasks=2",
+                           "hostname"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == ["node0", "node1"]
