@@ -17,11 +17,25 @@ from pathlib import Path
 
 from conftest import BIN, REPO
 
+from es.parallel.fake_cluster import ClusterError
+from es.parallel.slurm_cluster import check_can_run as check_slurm
+
 README = (REPO / "README.md").read_text()
 CI_RUN = (REPO / ".ci/run").read_text()
 
+TINY_HUMANOID = ("--set es.population=4 --set es.noise_table_size=1000000 --set "
+                 "run.generations=1 --set env.max_episode_steps=20 --set run.eval_episodes=1")
+UNDER_SLURM = f"python {REPO}/scripts/slurm_cluster.py --nodes 1 --cpus-per-node 2 --"
+try:
+    check_slurm()
+    SLURM = True
+except ClusterError:
+    SLURM = False
+
 #: How each README command is checked: "as written", a replacement command (a shorter budget,
-#: a launcher this machine has), "ci" (the test command: `.ci/run` runs it) or "server".
+#: a launcher this machine has), "ci" (the test command: `.ci/run` runs it), "server", or a
+#: pair (the replacement under a real Slurm, the one without: None leaves it to
+#: tests/parallel/test_slurm.py).
 CHECKS = {
     'python3.11 -m venv .venv && . .venv/bin/activate && pip install -e ".[video,plot,'
     'tensorboard]" && mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart '
@@ -41,10 +55,16 @@ CHECKS = {
     "es-eval runs/hopper --episodes 1 --video hopper.mp4": "as written",
     "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=90":
         "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=14",
-    "srun -n 64 es-train configs/humanoid.toml":  # no Slurm here: the same program, tiny
-        "mpiexec -n 2 es-train configs/humanoid.toml --set es.population=4 --set "
-        "es.noise_table_size=1000000 --set run.generations=1 --set env.max_episode_steps=20 "
-        "--set run.eval_episodes=1 --run-dir runs/humanoid",
+    # Under the real Slurm of tests/parallel/test_slurm.py where it can run, the same program
+    # with mpiexec where it cannot; tiny either way.
+    "srun --mpi=pmi2 -n 64 es-train configs/humanoid.toml": (
+        f"{UNDER_SLURM} srun --mpi=pmi2 -n 2 es-train configs/humanoid.toml {TINY_HUMANOID} "
+        "--run-dir runs/humanoid",
+        f"mpiexec -n 2 es-train configs/humanoid.toml {TINY_HUMANOID} --run-dir runs/humanoid"),
+    "sbatch scripts/slurm_train.sbatch configs/humanoid.toml runs/humanoid": (
+        f"{UNDER_SLURM} sbatch --wait --nodes=1 --ntasks-per-node=2 --time=5 --output=sbatch.out "
+        f"{REPO}/scripts/slurm_train.sbatch configs/humanoid.toml runs/humanoid-sbatch "
+        f"{TINY_HUMANOID}", None),
     "es-baseline dqn configs/baselines/cartpole_dqn.toml --set run.generations=20 --run-dir "
     "runs/dqn": "as written",
     "es-compare --env CartPole-v1 --budget-s 10 --seeds 0-1 --jobs 2 --out runs/compare":
@@ -122,6 +142,10 @@ def test_readme_commands_and_python_example_run(tmp_path):
         if how == "server":
             _serve(command, tmp_path)
             continue
+        if isinstance(how, tuple):  # (under a real Slurm, without one: None to leave out)
+            how = how[0] if SLURM else how[1]
+            if how is None:
+                continue
         done = _run(command if how == "as written" else how, tmp_path)
         assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
     assert (tmp_path / "hopper.mp4").stat().st_size > 0

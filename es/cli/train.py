@@ -321,18 +321,15 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         with trainer:
             result = trainer.run()
     except Stopped as stop:
-        if stop.signum == signal.SIGINT:
-            if comm.rank == 0:
-                print(f"es-train: {stop}; checkpoint saved. Resume with: es-train --resume "
-                      f"{run_dir}", file=sys.stderr, flush=True)
-            return 128 + stop.signum
+        code = 128 + stop.signum if stop.signum == signal.SIGINT else CHECKPOINTED
         if comm.rank == 0:
-            print(f"es-train: {stop}; checkpoint saved in {run_dir} (exit code "
-                  f"{CHECKPOINTED}); the same command with --resume-or-start {run_dir}, or "
-                  f"es-train --resume {run_dir}, continues it", file=sys.stderr, flush=True)
-            if args.requeue_on_signal:
+            again = ("the same command" if args.resume_or_start else
+                     f"es-train --resume {run_dir}")
+            print(f"es-train: {stop}; checkpoint saved (exit code {code}). Resume with: "
+                  f"{again}", file=sys.stderr, flush=True)
+            if args.requeue_on_signal and code == CHECKPOINTED:
                 requeue_slurm_job()
-        return CHECKPOINTED
+        return code
     except TrainingError as error:
         return _fail_run(str(error), run_dir, comm.rank)
     except KeyboardInterrupt:

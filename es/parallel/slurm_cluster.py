@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -172,6 +173,10 @@ class SlurmCluster:
             "AccountingStorageType": "accounting_storage/none",
             "JobCompType": "jobcomp/none",
             "DebugFlags": "NO_CONF_HASH",  # the nodes' files differ in their munge socket
+            # Job ids of their own: MPICH names its shared-memory segments after the job, and
+            # a killed job's segment in /dev/shm outlives it; a later cluster's job with the
+            # same id would then fail to start its ranks ("Out of memory") or hang.
+            "FirstJobId": str(random.randrange(1_000, 60_000_000)),
             **self.settings,
         }
         nodes = [f"NodeName={host} NodeAddr={address} CPUs={self.cpus_per_node} State=UNKNOWN"

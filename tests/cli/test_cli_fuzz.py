@@ -1,5 +1,6 @@
 """Any command line of any ``es-*`` program ends in exit 0, exit 2 with one line on stderr, or
-the documented 1 (a failed run), 130 or 143 (interrupted); never in a traceback.
+the documented 1 (a failed run), 75 (stopped by SIGTERM/SIGUSR1/2, checkpointed), 130 or
+143 (interrupted); never in a traceback.
 
 Hypothesis builds each argv from the program's real flags and sub-commands, mixed with hostile
 values (empty, '-', NaN, infinities, huge integers, line breaks, undecodable bytes, folders,
@@ -34,7 +35,7 @@ from hypothesis import strategies as st
 from es.cli import baseline, bench, compare, evaluate, plot, train
 from es.config import SECTIONS
 
-ALLOWED_CODES = {0, 1, 2, 130, 143}
+ALLOWED_CODES = {0, 1, 2, 75, 130, 143}
 IN_PROCESS = {"es-train": train.main, "es-eval": evaluate.main, "es-plot": plot.main,
               "es-baseline": baseline.main, "es-bench": bench.main,
               "es-compare": compare.main}

@@ -132,9 +132,12 @@ LONG = ["configs/pendulum.toml", "--set", "run.generations=100000", "--set",
 
 
 @pytest.mark.parametrize(("signum", "code", "ranks"),
-                         [(signal.SIGTERM, 143, 2), (signal.SIGINT, 130, None)])
-def test_a_signal_on_one_rank_checkpoints_and_exits_with_the_conventional_code(
+                         [(signal.SIGTERM, 75, 2), (signal.SIGUSR1, 75, None),
+                          (signal.SIGUSR2, 75, 2), (signal.SIGINT, 130, None)])
+def test_a_signal_on_one_rank_checkpoints_and_exits_with_its_documented_code(
         tmp_path, signum, code, ranks):
+    """Ctrl-C: 130, as shells expect. SIGTERM and the SIGUSR1/2 that schedulers send ahead of
+    a time limit: 75, which a batch script tells from a rank killed before it saved (143)."""
     run_dir = tmp_path / "s"
     process = start([*LONG, "--run-dir", str(run_dir)], ranks)
     wait_for_rows(run_dir, 2)
@@ -143,7 +146,7 @@ def test_a_signal_on_one_rank_checkpoints_and_exits_with_the_conventional_code(
     os.kill(pids[-1], signum)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == code, stderr
-    assert "checkpoint saved. Resume with: es-train --resume" in stderr
+    assert f"checkpoint saved (exit code {code}). Resume with: es-train --resume" in stderr
     state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
     rows = read_progress(run_dir)
     assert state.generation == int(rows[-1]["generation"]) >= 2

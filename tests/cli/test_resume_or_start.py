@@ -1,0 +1,85 @@
+"""One command line that starts a run or resumes it (``--resume-or-start``), the scheduler's
+stop signals and ``srun``'s lone copies: what a batch script relies on, without Slurm (the
+same under a real Slurm: tests/parallel/test_slurm.py)."""
+
+import numpy as np
+import pytest
+from conftest import load_params, read_progress, run_cli
+
+from es.parallel import comm as comm_module
+
+CARTPOLE = ["configs/cartpole.toml", "--quiet"]
+
+
+def test_the_same_line_starts_then_resumes_exactly(tmp_path):
+    run_dir = tmp_path / "run"
+    line = ["es-train", *CARTPOLE, "--resume-or-start", str(run_dir)]
+    first = run_cli([*line, "--set", "run.generations=3"])
+    assert first.returncode == 0, first.stderr
+    again = run_cli([*line, "--set", "run.generations=6"], ranks=2)  # a resume may add more
+    assert again.returncode == 0, again.stderr
+    assert [int(r["generation"]) for r in read_progress(run_dir)] == list(range(1, 7))
+    plain = run_cli(["es-train", *CARTPOLE, "--set", "run.generations=6", "--run-dir",
+                     str(tmp_path / "plain")])
+    assert plain.returncode == 0, plain.stderr
+    assert np.array_equal(load_params(run_dir), load_params(tmp_path / "plain"))
+    done = run_cli([*line, "--set", "run.generations=6"])  # finished: nothing left to train
+    assert done.returncode == 0 and "done: 6 generations" in done.stdout
+
+
+def test_a_folder_started_by_another_config_is_refused_naming_the_key(tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_cli(["es-train", *CARTPOLE, "--set", "run.generations=1", "--resume-or-start",
+                    str(run_dir)]).returncode == 0
+    other = run_cli(["es-train", *CARTPOLE, "--set", "run.generations=1", "--set",
+                     "es.sigma=0.3", "--resume-or-start", str(run_dir)])
+    assert other.returncode == 2
+    assert other.stderr == (
+        f"es-train: error: --resume-or-start {str(run_dir)!r}: the folder holds a run of "
+        "another config: es.sigma is 0.1 there and 0.3 here; use another folder, or the "
+        "config and --set that started it\n")
+    assert len(read_progress(run_dir)) == 1  # untouched
+
+
+def test_a_folder_with_only_a_config_starts_over_and_unrelated_files_stay(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "slurm-7.out").write_text("the job's own output\n")
+    started = run_cli(["es-train", *CARTPOLE, "--set", "run.generations=2",
+                       "--resume-or-start", str(run_dir)])
+    assert started.returncode == 0, started.stderr
+    assert (run_dir / "slurm-7.out").read_text() == "the job's own output\n"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--run-dir", "x"], "--resume-or-start RUN_DIR takes one config file and names the "
+                         "folder itself"),
+    (["--requeue-on-signal"], "--requeue-on-signal requeues a Slurm job, and this is not one"),
+])
+def test_flags_that_do_not_go_together_are_one_line_errors(tmp_path, extra, message):
+    done = run_cli(["es-train", *CARTPOLE, "--resume-or-start", str(tmp_path / "r"), *extra])
+    assert done.returncode == 2 and done.stderr.startswith(f"es-train: error: {message}")
+    assert done.stderr.count("\n") == 1
+
+
+def test_srun_copies_are_told_from_a_one_process_job(monkeypatch):
+    monkeypatch.delenv("PMI_SIZE", raising=False)
+    monkeypatch.delenv("SLURM_STEP_NUM_TASKS", raising=False)
+    assert comm_module.srun_copies() == 0  # not under srun
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "1")
+    assert comm_module.srun_copies() == 0  # srun -n 1
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
+    assert comm_module.srun_copies() == 4  # srun -n 4 without a PMI the MPI speaks
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert comm_module.srun_copies() == 0  # Hydra's mpiexec -n 1 inside an allocation
+
+
+def test_a_lone_copy_refuses_before_it_writes_anything(tmp_path):
+    done = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")],
+                   extra_env={"SLURM_STEP_NUM_TASKS": "3", "SLURM_PROCID": "0"})
+    assert done.returncode == 2
+    assert done.stderr.startswith("es-train: error: srun started 3 separate one-rank copies")
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "r").exists()
+    quiet = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")],
+                    extra_env={"SLURM_STEP_NUM_TASKS": "3", "SLURM_PROCID": "2"})
+    assert (quiet.returncode, quiet.stderr) == (2, "")  # one copy says it, not all three
