@@ -16,7 +16,7 @@ BIN = Path(sys.executable).parent  # the console scripts and mpiexec of this ins
 def mpiexec(ranks: int, *command: str, launcher: str | None = None) -> list[str]:
     """``LAUNCHER -n RANKS COMMAND``. The default launcher is the mpiexec installed beside
     this Python (the mpich wheel's), else the one on PATH; a cluster passes its own, e.g.
-    ``"srun --mpi=pmix"`` or ``"mpiexec -f hosts.txt"``."""
+    ``"srun --mpi=pmi2"`` or ``"mpiexec -f hosts.txt"``."""
     if launcher:
         base = shlex.split(launcher)
     else:
