@@ -226,6 +226,11 @@ class ESConfig:
         "episodes. More generations per env step where a short episode ranks members as a "
         "full one would (a steady gait, no late failure: HalfCheetah)", 0
     )
+    train_steps_until: int = _doc(
+        "apply es.train_steps only until the run has taken this many env steps (0: "
+        "throughout), whole episodes afterwards: the cut's cheap generations while the gait "
+        "forms, then the late failures that a cut never sees", 0
+    )
     reward_shift: float = _doc(
         "subtracted from every training step's reward, never in evaluation: ARS's 'shift' "
         "(Mania et al. 2018), which removes the alive bonus that traps Hopper, Walker2d, Ant "
@@ -256,6 +261,7 @@ class ESConfig:
         if self.episode_cap != 0 and not self.episode_cap >= 1:
             raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or >= 1")
         _at_least("es.train_steps", self.train_steps, 0)
+        _at_least("es.train_steps_until", self.train_steps_until, 0)
 
 
 @dataclass(frozen=True)

@@ -103,8 +103,18 @@ def test_every_readme_command_has_a_check():
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "PMI_SIZE", "ES_COMM")}
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"  # as with the venv activated
-    return subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    # A session of its own: on a timeout the whole command goes, not just its shell (a
+    # scripts/slurm_cluster.py left behind would keep its daemons running).
+    process = subprocess.Popen(command, shell=True, cwd=cwd, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 15)  # the cluster script tears down on SIGTERM
+        process.communicate(timeout=60)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def _serve(command: str, cwd: Path) -> None:

@@ -371,10 +371,14 @@ class Trainer:
         return batch
 
     def episode_cap(self) -> int | None:
-        """Step cap of this generation's training episodes: ``es.train_steps``, and
-        ``es.episode_cap`` times the previous generation's mean length (known alike on every
-        rank), the smaller of those set; or none."""
-        caps = [self.config.es.train_steps] if self.config.es.train_steps else []
+        """Step cap of this generation's training episodes: ``es.train_steps`` (until
+        ``es.train_steps_until`` env steps, if set), and ``es.episode_cap`` times the previous
+        generation's mean length (both known alike on every rank), the smaller of those set;
+        or none."""
+        es_cfg = self.config.es
+        cut = es_cfg.train_steps and (not es_cfg.train_steps_until
+                                      or self.timesteps < es_cfg.train_steps_until)
+        caps = [es_cfg.train_steps] if cut else []
         factor = self.config.es.episode_cap
         if factor and self.mean_episode_length:
             caps.append(max(1, int(np.ceil(factor * self.mean_episode_length))))

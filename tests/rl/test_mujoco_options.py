@@ -1,5 +1,7 @@
 """The paper's MuJoCo options: action noise in training only, and the episode-length caps."""
 
+import dataclasses
+
 import numpy as np
 
 from es.config import from_dict
@@ -70,6 +72,27 @@ def test_train_steps_cuts_training_episodes_but_never_evaluation():
     assert both.episode_cap() == 30  # the smaller cap
     both.mean_episode_length = 200
     assert both.episode_cap() == 50
+
+
+def test_train_steps_until_cuts_only_the_first_env_steps(tmp_path):
+    """Four members of 50 steps (200 a generation) while the run has taken fewer than 500
+    steps, then Pendulum's whole 200-step episodes (800 a generation); resumed in between,
+    the switch comes at the same generation."""
+    def trainer(generations: int) -> Trainer:
+        config = pendulum(es={"train_steps": 50, "train_steps_until": 500})
+        return Trainer(dataclasses.replace(config, run=dataclasses.replace(
+            config.run, generations=generations)), LocalComm(), None)
+
+    whole = trainer(5)
+    whole.run()
+    assert whole.timesteps == 200 * 3 + 800 * 2  # 0, 200, 400 < 500 <= 600, 1400
+    halfway = trainer(3)
+    halfway.run()
+    resumed = trainer(5)
+    resumed.restore(halfway.state())
+    resumed.run()
+    assert resumed.timesteps == whole.timesteps
+    np.testing.assert_array_equal(resumed.strategy.mean, whole.strategy.mean)
 
 
 def test_reward_shift_lowers_training_returns_by_the_length_but_never_evaluation():
