@@ -87,13 +87,14 @@ def sbatch(cluster: SlurmCluster, options: list[str], arguments: list[str],
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    """A 2-node cluster (12 CPUs each, more than the machine has) and the batch jobs that the
-    tests below check, submitted at once so that they train while the srun tests run."""
+    """A 3-node cluster (12 CPUs each, more than the machine has) and the batch jobs that the
+    tests below check, submitted at once so that they train while the other tests run. The
+    jobs keep off node2, which the lost-node test loses."""
     if MISSING is not None:
         pytest.skip(f"real Slurm: {MISSING}")
     folder = tmp_path_factory.mktemp("slurm")
-    with SlurmCluster(2, 12) as cluster:
-        two_nodes = ["--nodes=2", "--ntasks-per-node=2"]
+    with SlurmCluster(3, 12) as cluster:
+        two_nodes = ["--nodes=2", "--ntasks-per-node=2", "--exclude=node2"]
         jobs = {
             # The shipped script, cut by a one-minute limit (USR1 10 s ahead), requeued by itself.
             "time_limit": sbatch(cluster, [*two_nodes, "--time=1", "--signal=B:USR1@10",
@@ -153,6 +154,43 @@ def test_a_job_requeued_by_hand_resumes_exactly(slurm, tmp_path):
 
 
 @needs_slurm
+def test_a_lost_node_ends_the_job_promptly_and_the_checkpoint_resumes_on_the_other(slurm,
+                                                                                  tmp_path):
+    cluster, _, _ = slurm
+    run_dir = tmp_path / "lost"
+    args = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=1000"]
+    job = subprocess.Popen(["srun", "--mpi=pmi2", "--nodelist=node0,node2", "--ntasks=4",
+                            "--ntasks-per-node=2", tool("es-train"), *args, "--run-dir",
+                            str(run_dir)],
+                           cwd=REPO, env=cluster.environment(), text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not (run_dir / "progress.csv").is_file() or len(read_progress(run_dir)) < 3:
+        assert job.poll() is None and time.monotonic() < deadline, job.stdout.read()
+        time.sleep(0.2)
+    lost_at = time.monotonic()
+    cluster.lose("node2")
+    # Slurm notices a silent node after SlurmdTimeout (5 s here, 300 by default) and a ping
+    # or two; from then on the job must end within KillWait (+ 10 s).
+    while (down_at := time.monotonic()) - lost_at < 90 and job.poll() is None and not \
+            cluster.node_states().get("node2", "").startswith("down"):
+        time.sleep(0.2)
+    output, _ = job.communicate(timeout=60)
+    ended_at = time.monotonic()
+    print(f"node2 lost: DOWN after {down_at - lost_at:.1f} s, the job ended "
+          f"{ended_at - down_at:.1f} s later")
+    assert job.returncode != 0
+    assert ended_at - down_at < int(cluster.settings["KillWait"]) + 10, output
+    assert "srun: error: Node failure on node2" in output, output
+    checkpointed = int(read_progress(run_dir)[-1]["generation"])
+    resumed = slurm_run(cluster, ["srun", "--mpi=pmi2", "--nodelist=node0", "--ntasks=2",
+                                  tool("es-train"), "--resume", str(run_dir), "--set",
+                                  f"run.generations={checkpointed + 2}", "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 node (node0: ranks 0-1)" in resumed.stderr
+
+
+@needs_slurm
 @pytest.mark.parametrize("schedule", ["static", "dynamic"])
 def test_srun_on_one_node_and_across_two_gives_the_plain_run_bits(slurm, tmp_path, schedule):
     cluster, _, _ = slurm
@@ -163,8 +201,8 @@ def test_srun_on_one_node_and_across_two_gives_the_plain_run_bits(slurm, tmp_pat
                          (2, "2 nodes (node0: ranks 0-1, node1: ranks 2-3), 2 noise tables")):
         run_dir = tmp_path / f"srun-{nodes}"
         done = slurm_run(cluster, ["srun", "--mpi=pmi2", f"--nodes={nodes}", "--ntasks=4",
-                                   f"--ntasks-per-node={4 // nodes}", tool("es-train"), *args,
-                                   "--run-dir", str(run_dir)])
+                                   f"--ntasks-per-node={4 // nodes}", "--exclude=node2",
+                                   tool("es-train"), *args, "--run-dir", str(run_dir)])
         assert done.returncode == 0, done.stderr
         assert f"es-train: {where}" in done.stderr
         assert np.array_equal(load_params(run_dir), plain)
@@ -228,39 +266,6 @@ def test_the_scaling_script_measures_every_rank_count_through_srun(slurm):
         with (folder / f"scaling/cartpole-{mode}-{job}/results.csv").open() as handle:
             assert [row["ranks"] for row in csv.DictReader(handle)] == ranks, output
     assert (folder / f"scaling/comm-{job}/results.csv").is_file(), output
-
-
-@needs_slurm
-def test_a_lost_node_ends_the_job_promptly_and_the_checkpoint_resumes_on_the_other(tmp_path):
-    run_dir = tmp_path / "lost"
-    args = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=1000"]
-    with SlurmCluster(2, 2) as cluster:
-        job = subprocess.Popen(["srun", "--mpi=pmi2", "--nodes=2", "--ntasks=4",
-                                tool("es-train"), *args, "--run-dir", str(run_dir)],
-                               cwd=REPO, env=cluster.environment(), text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while not (run_dir / "progress.csv").is_file() or len(read_progress(run_dir)) < 3:
-            assert job.poll() is None and time.monotonic() < deadline, job.stdout.read()
-            time.sleep(0.2)
-        lost_at = time.monotonic()
-        cluster.lose("node1")
-        # Slurm notices a silent node after SlurmdTimeout (5 s here, 300 by default) and a
-        # ping or two; from then on the job must end within KillWait (+ 10 s).
-        while (down_at := time.monotonic()) - lost_at < 90 and job.poll() is None and not \
-                cluster.node_states().get("node1", "").startswith("down"):
-            time.sleep(0.2)
-        output, _ = job.communicate(timeout=60)
-        ended_at = time.monotonic()
-        assert job.returncode != 0
-        assert ended_at - down_at < int(cluster.settings["KillWait"]) + 10, output
-        assert "srun: error: Node failure on node1" in output, output
-        checkpointed = int(read_progress(run_dir)[-1]["generation"])
-        resumed = slurm_run(cluster, ["srun", "--mpi=pmi2", "--nodes=1", "--ntasks=2",
-                                      tool("es-train"), "--resume", str(run_dir), "--set",
-                                      f"run.generations={checkpointed + 2}", "--quiet"])
-    assert resumed.returncode == 0, resumed.stderr
-    assert "1 node (node0: ranks 0-1)" in resumed.stderr
 
 
 def test_without_slurm_one_line_and_exit_2(monkeypatch, capsys):
