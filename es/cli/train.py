@@ -94,7 +94,7 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
 RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds", "run.tensorboard")
 #: es-train's exit code after a SIGTERM, SIGUSR1 or SIGUSR2 stopped it with its checkpoint
 #: written (EX_TEMPFAIL): the same command continues the run. A batch script tells it from
-#: 128 + 15, a rank killed by SIGTERM before it could save anything.
+#: 128 + N, what srun reports for ranks killed by signal N before they could save.
 CHECKPOINTED = 75
 
 
