@@ -62,15 +62,23 @@ class SpecError(argparse.ArgumentTypeError, ValueError):
     calls a parse function directly catches it as the ValueError it is."""
 
 
+#: The most seeds one --seeds may name: a sweep of more runs than this is a typo, and the
+#: list would be built in memory before anything could refuse it.
+MAX_SEEDS = 10_000
+
+
 def parse_seeds(spec: str) -> list[int]:
-    """'0-3' -> [0, 1, 2, 3]; '0,2,5' and '1-2,7' work too. Order kept, no repeats."""
-    seeds: list[int] = []
+    """'0-3' -> [0, 1, 2, 3]; '0,2,5' and '1-2,7' work too. Order kept, no repeats; at most
+    ``MAX_SEEDS``, counted before the list is built."""
     try:
-        for part in spec.split(","):
-            low, _, high = part.partition("-")
-            seeds += range(int(low), int(high or low) + 1)
+        spans = [(int(low), int(high or low)) for low, _, high in
+                 (part.partition("-") for part in spec.split(","))]
     except ValueError:
-        seeds = []
+        spans = []
+    count = sum(max(0, high - low + 1) for low, high in spans)
+    if count > MAX_SEEDS:
+        raise SpecError(f"{spec!r}: {count} seeds; at most {MAX_SEEDS} in one sweep")
+    seeds = [seed for low, high in spans for seed in range(low, high + 1)]
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise SpecError(f"{spec!r}: expected seeds >= 0 like 0-4, 0,2,5 or 1-2,7, no repeats")
     return seeds

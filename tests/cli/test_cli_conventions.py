@@ -90,6 +90,17 @@ def test_seeds_is_always_a_list_and_seed_always_one():
     for bad in ("", "a", "3-1", "1,1", "-2"):
         with pytest.raises(ValueError, match="expected seeds"):
             cliargs.parse_seeds(bad)
+    assert len(cliargs.parse_seeds(f"0-{cliargs.MAX_SEEDS - 1}")) == cliargs.MAX_SEEDS
+
+
+def test_a_huge_seed_range_is_refused_before_it_is_built():
+    # Counted, not listed: a list of 10^11 seeds would exhaust memory before any check.
+    with pytest.raises(ValueError, match=r"100000000001 seeds; at most 10000 in one sweep"):
+        cliargs.parse_seeds("0-100000000000")
+    done = run_cli(["es-train", "configs/cartpole.toml", "--seeds", "0-100000000000"],
+                   timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "at most 10000 in one sweep" in done.stderr
 
 
 def test_ranks_is_a_list_and_one_value_where_a_run_takes_one_rank_count():
