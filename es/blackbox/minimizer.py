@@ -307,7 +307,8 @@ def minimize(
     beside the Python interpreter (a venv that is not activated); with neither it raises
     ``es.parallel.evaluate.WorkerStartError`` (a ``RuntimeError``) at once, and workers that do not
     start within a minute raise it too, never hang. Under ``mpiexec`` (more than one rank)
-    every rank runs this call and evaluates its share instead; nothing is spawned. Either way
+    every rank runs this call and evaluates its share instead, BLAS on one thread (the
+    caller's setting is back afterwards); nothing is spawned. Either way
     the result is bit-identical to ``workers=1``.
 
     ``callback(row)`` is called after every generation with its ``Result.history`` row

@@ -152,7 +152,12 @@ def make_evaluator(fun: Callable[[np.ndarray], Any], workers: int = 1,
     if under_mpi_launcher():
         comm = MPIComm()
         if comm.size > 1:
-            yield _ranks(fun, comm, vectorized)
+            from threadpoolctl import threadpool_limits
+
+            # One BLAS thread per rank, as spawned workers and es.train have: the ranks are
+            # the parallelism. The caller's own setting is back when the evaluator closes.
+            with threadpool_limits(limits=1):
+                yield _ranks(fun, comm, vectorized)
             return
     if workers == 1:
         yield lambda rows: values_of(fun, rows, vectorized)

@@ -3,6 +3,7 @@ of evaluating (ask/tell, minimize, spawned workers, mpiexec ranks), the pycma ad
 as plain pycma, replay resume, global-RNG isolation), IPOP/BIPOP restarts, stopping, errors."""
 
 import doctest
+import os
 import subprocess
 import sys
 
@@ -118,6 +119,16 @@ def test_spawned_workers_run_blas_on_one_thread():
     result = es.minimize(threads_in_worker, x0=np.zeros(2), sigma0=1.0, popsize=4,
                          max_generations=1, workers=2)
     assert result.fun == 1.0 and result.history[-1]["f_median"] == 1.0
+
+def test_under_mpiexec_the_ranks_run_blas_on_one_thread_and_restore_it():
+    done = subprocess.run([tool("mpiexec"), "-n", "2", sys.executable,
+                           str(REPO / "tests/mpi_scripts/minimize_blas.py")],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OPENBLAS_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stderr
+    lines = sorted(x for x in done.stdout.splitlines() if x.startswith("BLAS"))
+    assert lines == ["BLAS 2 1.0 1.0 2"] * 2  # 2 before, 1 in every evaluation, 2 after
+
 
 def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
     # The script's function draws from NumPy's global RNG a rank-dependent number of times
