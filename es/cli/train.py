@@ -343,8 +343,8 @@ def _train_one(args: argparse.Namespace, comm) -> int:
             f", kept policy_best.npz {result.best_return:.2f} "
             f"(generation {result.best_generation})")
         print(
-            f"done: {result.generations} generations, {result.timesteps} steps, "
-            f"eval return {final}{kept}; run folder {run_dir}",
+            f"done: {result.generations} generations, {result.timesteps} steps (ended by "
+            f"{result.ended_by}), eval return {final}{kept}; run folder {run_dir}",
             flush=True,
         )
     return 0

@@ -71,6 +71,7 @@ class TrainResult:
     eval_return: float | None
     best_return: float | None  # policy_best.npz's confirmed score (None: none kept)
     best_generation: int | None
+    ended_by: str  # the budget that ended the run ("run.max_seconds = 60") or "the callback"
 
 
 class TrainingError(RuntimeError):
@@ -488,9 +489,10 @@ class Trainer:
                 self.run_dir / "progress.csv", self.resumed_at,
                 tensorboard_config=config_toml if self.config.run.tensorboard else None)
         eval_return, saved_at, torn = None, self.strategy.generation, False
+        ended_by = "the callback"
         best_eval, first = None, (self.strategy.generation, self.timesteps, time.perf_counter())
         try:
-            while not self._done():
+            while not (done := self._done()):
                 row = self._generation()
                 io_started = time.perf_counter()
                 eval_return = row["eval_return"] if row["eval_return"] is not None else eval_return
@@ -520,8 +522,10 @@ class Trainer:
                 progress.close()
             if not torn and saved_at != self.strategy.generation:
                 self._checkpoint()
+        if done:
+            ended_by = self._ended_by()
         return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,
-                           eval_return, self.best_return, self.best_generation)
+                           eval_return, self.best_return, self.best_generation, ended_by)
 
     def _agree(self) -> int:
         """One row per rank: the signal it received (0: none), whether its clock says
@@ -572,7 +576,18 @@ class Trainer:
         if run_cfg.max_timesteps > 0 and self.timesteps > timesteps0:
             rate = (self.timesteps - timesteps0) / spent
             estimates.append(max(run_cfg.max_timesteps - self.timesteps, 0) / rate)
+        if run_cfg.max_seconds > 0:  # all sessions' wall time, as the stop rule counts it
+            estimates.append(run_cfg.max_seconds - self.elapsed_s)
         return max(min(estimates), 0.0)
+
+    def _ended_by(self) -> str:
+        """The budget that ended the run, as its config key: ``run.max_seconds = 5``."""
+        run_cfg = self.config.run
+        if self.out_of_time:
+            return f"run.max_seconds = {run_cfg.max_seconds:g}"
+        if run_cfg.max_timesteps > 0 and self.timesteps >= run_cfg.max_timesteps:
+            return f"run.max_timesteps = {run_cfg.max_timesteps}"
+        return f"run.generations = {run_cfg.generations}"
 
     def _done(self) -> bool:
         run_cfg = self.config.run

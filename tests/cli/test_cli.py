@@ -1,11 +1,31 @@
 """Smoke tests of es-train and es-eval through a subprocess, as a user types them."""
 
 import os
+import re
 
 import numpy as np
+import pytest
 from conftest import REPO, load_params, read_progress, run_cli
 
 from es.rl.metrics import COLUMNS
+
+
+@pytest.mark.parametrize(("budget", "ended_by"), [
+    ("run.max_seconds=3", "run.max_seconds = 3"),
+    ("run.max_timesteps=40000", "run.max_timesteps = 40000"),
+    ("run.generations=2", "run.generations = 2"),
+])
+def test_the_eta_is_the_nearest_budget_and_the_last_line_names_the_one_that_ended_it(
+        tmp_path, budget, ended_by):
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "run.generations=100000",
+                    "--set", budget, "--run-dir", str(tmp_path / "r")])
+    assert done.returncode == 0, done.stderr
+    etas = [int(h or 0) * 3600 + int(m) * 60 + int(s)
+            for h, m, s in re.findall(r"ETA (?:(\d+):)?(\d+):(\d+)\n", done.stdout)]
+    assert etas and max(etas) <= 60, done.stdout  # not the 100,000 generations' hours
+    if budget.startswith("run.max_seconds"):
+        assert max(etas) <= 3
+    assert f"(ended by {ended_by})" in done.stdout.splitlines()[-1]
 
 
 def test_train_then_eval_cartpole(tmp_path):
