@@ -187,7 +187,8 @@ class FakeCluster:
             shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this id exists (the owner of a cluster's leftovers)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -203,7 +204,7 @@ def remove_stale() -> None:
     namespaces and folders. Each is named after the process that made it."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     for name in re.findall(r"^(fc(\d+)[a-z]h\d+)", netns, re.M):
-        if not _alive(int(name[1])):
+        if not process_alive(int(name[1])):
             for pid in subprocess.run(["ip", "netns", "pids", name[0]], capture_output=True,
                                       text=True).stdout.split():
                 with contextlib.suppress(ProcessLookupError):
@@ -211,11 +212,11 @@ def remove_stale() -> None:
             _quiet("ip", "netns", "del", name[0])
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     for bridge, pid in re.findall(r"^\d+: (fc(\d+)[a-z]br)[:@]", links, re.M):
-        if not _alive(int(pid)):
+        if not process_alive(int(pid)):
             _quiet("ip", "link", "del", bridge)
     for folder in Path(tempfile.gettempdir()).glob("fake-cluster-*-*"):
         pid = folder.name.split("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             for uts in folder.glob("uts-*"):
                 _quiet("umount", str(uts))
             shutil.rmtree(folder, ignore_errors=True)

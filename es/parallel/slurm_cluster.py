@@ -35,6 +35,7 @@ from es.parallel.fake_cluster import (
     MPI_ENVIRONMENT,
     ClusterError,
     FakeCluster,
+    process_alive,
     run_forwarding_signals,
 )
 from es.parallel.fake_cluster import check_can_run as check_namespaces
@@ -256,23 +257,13 @@ class SlurmCluster:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale() -> None:
     """Stop the daemons of clusters whose process no longer exists (a SIGKILL gives no
     chance to clean up) and remove their folders; their hosts go with the fake cluster's
     own clean-up."""
     for folder in Path(tempfile.gettempdir()).glob("slurm-cluster-*-*"):
         owner = folder.name.split("-")[2]
-        if not owner.isdigit() or _pid_alive(int(owner)):
+        if not owner.isdigit() or process_alive(int(owner)):
             continue
         for pid_file in folder.glob("*.pid"):
             text = pid_file.read_text().strip()

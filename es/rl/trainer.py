@@ -489,10 +489,9 @@ class Trainer:
                 self.run_dir / "progress.csv", self.resumed_at,
                 tensorboard_config=config_toml if self.config.run.tensorboard else None)
         eval_return, saved_at, torn = None, self.strategy.generation, False
-        ended_by = "the callback"
         best_eval, first = None, (self.strategy.generation, self.timesteps, time.perf_counter())
         try:
-            while not (done := self._done()):
+            while (ended_by := self._spent_budget()) is None:
                 row = self._generation()
                 io_started = time.perf_counter()
                 eval_return = row["eval_return"] if row["eval_return"] is not None else eval_return
@@ -522,10 +521,9 @@ class Trainer:
                 progress.close()
             if not torn and saved_at != self.strategy.generation:
                 self._checkpoint()
-        if done:
-            ended_by = self._ended_by()
         return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,
-                           eval_return, self.best_return, self.best_generation, ended_by)
+                           eval_return, self.best_return, self.best_generation,
+                           ended_by or "the callback")
 
     def _agree(self) -> int:
         """One row per rank: the signal it received (0: none), whether its clock says
@@ -580,21 +578,17 @@ class Trainer:
             estimates.append(run_cfg.max_seconds - self.elapsed_s)
         return max(min(estimates), 0.0)
 
-    def _ended_by(self) -> str:
-        """The budget that ended the run, as its config key: ``run.max_seconds = 5``."""
+    def _spent_budget(self) -> str | None:
+        """The budget that ends the run now, as its config setting (``run.max_seconds = 5``),
+        or None while the run goes on."""
         run_cfg = self.config.run
         if self.out_of_time:
             return f"run.max_seconds = {run_cfg.max_seconds:g}"
         if run_cfg.max_timesteps > 0 and self.timesteps >= run_cfg.max_timesteps:
             return f"run.max_timesteps = {run_cfg.max_timesteps}"
-        return f"run.generations = {run_cfg.generations}"
-
-    def _done(self) -> bool:
-        run_cfg = self.config.run
-        budget = run_cfg.max_timesteps
-        return self.out_of_time or self.strategy.generation >= run_cfg.generations or (
-            budget > 0 and self.timesteps >= budget
-        )
+        if self.strategy.generation >= run_cfg.generations:
+            return f"run.generations = {run_cfg.generations}"
+        return None
 
     def _generation(self) -> dict:
         started = time.perf_counter()
@@ -619,7 +613,7 @@ class Trainer:
         self.mean_episode_length = steps / len(returns)
         index = self.strategy.generation
         stop_signal = self._agree()
-        evaluated = index % self.config.run.eval_every == 0 or self._done()
+        evaluated = index % self.config.run.eval_every == 0 or self._spent_budget() is not None
         eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s
         eval_returns = self.evaluate_mean(index) if evaluated else None
         new_best = evaluated and self.confirm_best(index, eval_returns)

@@ -223,7 +223,7 @@ def test_srun_without_a_pmi_is_refused_once_not_run_as_copies(slurm, tmp_path):
     assert not run_dir.exists()
 
 
-def _starts(output: str) -> list[str]:
+def _stop_generations(output: str) -> list[str]:
     return re.findall(r"stopped by SIGUSR1 after generation (\d+)", output)
 
 
@@ -234,7 +234,7 @@ def test_the_batch_script_is_cut_by_its_time_limit_requeued_and_resumed_exactly(
     state, restarts = wait_for_job(cluster, jobs["time_limit"])
     output = (folder / "time_limit.out").read_text()
     assert (state, restarts >= 1) == ("COMPLETED", True), output
-    stops = _starts(output)
+    stops = _stop_generations(output)
     assert len(stops) == restarts, output
     assert re.findall(r"start (\d+): exit code (\d+)", output) == [
         *((str(start), "75") for start in range(restarts)), (str(restarts), "0")], output
