@@ -24,7 +24,7 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from report import emit, script_parser  # noqa: E402
 
-from es.cli.args import add_flag, add_out  # noqa: E402
+from es.cli.args import add_flag, add_out, positive_int  # noqa: E402
 from es.rl.atari import make_atari_env  # noqa: E402
 from es.rl.cnn import TORSOS, ConvNetSpec, bind, vbn_statistics  # noqa: E402
 
@@ -89,17 +89,23 @@ def parser() -> argparse.ArgumentParser:
     parse = script_parser(__file__, __doc__, [
         "python scripts/bench_cnn.py",
         "OPENBLAS_CORETYPE=SkylakeX python scripts/bench_cnn.py --calls 500 --out /tmp/cnn"])
-    parse.add_argument("--calls", type=int, default=2000, help="timed forward calls")
-    parse.add_argument("--env-steps", type=int, default=2000, help="timed Pong steps")
-    parse.add_argument("--reference", type=int, default=128, help="VBN reference batch size")
-    parse.add_argument("--actions", type=int, default=6, help="logits (Pong has 6 actions)")
+    parse.add_argument("--calls", type=positive_int, default=2000, help="timed forward calls")
+    parse.add_argument("--env-steps", type=positive_int, default=2000, help="timed Pong steps")
+    parse.add_argument("--reference", type=positive_int, default=128,
+                       help="VBN reference batch size, drawn from the Pong steps' observations")
+    parse.add_argument("--actions", type=positive_int, default=6,
+                       help="logits (Pong has 6 actions)")
     add_flag(parse, "--seed", "of the random actions and the networks' parameters", default=0)
     add_out(parse, "bench_cnn")
     return parse
 
 
 def main() -> None:
-    args = parser().parse_args()
+    parse = parser()
+    args = parse.parse_args()
+    if args.reference > args.env_steps:
+        parse.error(f"--reference {args.reference}: at most --env-steps ({args.env_steps}), "
+                    "the observations it is drawn from")
 
     env_times, observations = time_env_steps(args.env_steps, args.seed)
     env_step_us = 1e6 * float(np.median(env_times))

@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 from report import emit, script_parser  # noqa: E402
 
 import es  # noqa: E402
-from es.bench.bbob import parse_ints  # noqa: E402
-from es.cli.args import add_flag, add_out  # noqa: E402
+from es.bench.bbob import known_methods  # noqa: E402
+from es.cli.args import add_flag, add_out, int_list, name_list  # noqa: E402
 
 START = {"sphere": 3.0, "ellipsoid": 3.0, "rosenbrock": 0.0, "rastrigin": 3.0, "ackley": 3.0}
 FTARGET = 1e-10
@@ -70,13 +70,15 @@ def parser() -> argparse.ArgumentParser:
         "python scripts/bench_minimize.py",
         "python scripts/bench_minimize.py --dims 10,100 --evals-per-dim 500 "
         "--methods auto,snes,sepcma"])
-    add_flag(parse, "--functions", f"among {', '.join(START)}", default=",".join(START))
-    add_flag(parse, "--dims", default="10,100,1000")
+    add_flag(parse, "--functions", f"among {', '.join(START)}", default=",".join(START),
+             type=name_list(list(START)))
+    add_flag(parse, "--dims", default="10,100,1000", type=int_list(1))
     add_flag(parse, "--evals-per-dim", default=1000)
     add_flag(parse, "--max-evals", default=200_000)
     add_flag(parse, "--seed", "of every run (pycma's: this + 1)", default=1)
-    add_flag(parse, "--methods", "es.minimize's (auto, cma, sepcma, snes, ...); pycma always "
-             "runs beside them", default="auto")
+    ours = [method for method in known_methods() if not method.startswith("pycma")]
+    add_flag(parse, "--methods", f"es.minimize's, among {', '.join(ours)}; pycma always runs "
+             "beside them", default="auto", type=name_list(ours))
     add_out(parse, "bench_minimize")
     return parse
 
@@ -84,12 +86,12 @@ def parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = parser().parse_args()
     optimisers = {f"es.minimize[{method}]": functools.partial(run_es, method)
-                  for method in args.methods.split(",")}
+                  for method in args.methods}
     optimisers["pycma"] = run_cma
     rows = []
-    for dim in parse_ints("--dims", args.dims):
+    for dim in args.dims:
         budget = min(args.evals_per_dim * dim, args.max_evals)
-        for name in args.functions.split(","):
+        for name in args.functions:
             for label, run in optimisers.items():
                 measured = run(name, dim, budget, args.seed)
                 rows.append({"function": name, "dim": dim, "budget": budget,

@@ -17,9 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from report import emit, script_parser
+from report import check_config, emit, script_parser
 
-from es.cli.args import add_flag, add_out, add_ranks
+from es.cli.args import add_flag, add_out, add_ranks, positive_int
 
 BIN = Path(sys.executable).parent
 
@@ -55,7 +55,8 @@ def parser() -> argparse.ArgumentParser:
              default="configs/baselines/cartpole_pg.toml")
     add_ranks(parse, "1,2", several=True, detail="each seed runs on each count")
     add_flag(parse, "--seeds", "run.seed of the runs", default="0-2")
-    parse.add_argument("--updates", type=int, default=40, help="run.generations of a run")
+    parse.add_argument("--updates", type=positive_int, default=40,
+                       help="run.generations of a run")
     add_flag(parse, "--threshold", "the wall time to its first evaluation is reported",
              default=475.0)
     add_out(parse, "bench_pg_allreduce")
@@ -63,7 +64,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    args = parser().parse_args()
+    parse = parser()
+    args = parse.parse_args()
+    check_config(parse, args.config)
     with tempfile.TemporaryDirectory() as folder:
         rows = [run(ranks, seed, args, Path(folder)) for seed in args.seeds for ranks in args.ranks]
     emit(rows, args.out, f"REINFORCE, {args.config}, {args.updates} updates; wall_s includes "

@@ -21,13 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import BIN, emit, mpiexec, script_parser
+from report import BIN, check_config, emit, mpiexec, script_parser
 
-from es.cli.args import SpecError, add_flag, add_out, add_ranks
+from es.cli.args import SpecError, add_flag, add_out, add_ranks, finite_float
 
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # found from any folder
 TARGETS = {
-    "cartpole": ("configs/cartpole.toml", 20.0, (475.0,)),
-    "halfcheetah": ("configs/halfcheetah.toml", 600.0, (3000.0, 5000.0, 6000.0)),
+    "cartpole": (str(CONFIGS / "cartpole.toml"), 20.0, (475.0,)),
+    "halfcheetah": (str(CONFIGS / "halfcheetah.toml"), 600.0, (3000.0, 5000.0, 6000.0)),
 }
 
 
@@ -66,9 +67,9 @@ def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: l
 def parse_thresholds(text: str) -> tuple[float, ...]:
     """'3000,5000' -> (3000.0, 5000.0)."""
     try:
-        return tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise SpecError(f"{text!r}: expected eval returns, comma-separated") from None
+        return tuple(finite_float(part) for part in text.split(","))
+    except SpecError:
+        raise SpecError(f"{text!r}: expected finite eval returns, comma-separated") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -101,6 +102,8 @@ def main() -> None:
     else:
         jobs = [(name, *TARGETS[name][:1], args.budget_s or TARGETS[name][1], TARGETS[name][2])
                 for name in args.only or sorted(TARGETS)]
+    for _, config, _, _ in jobs:
+        check_config(parse, config, args.overrides)
     seeds = args.seeds or [None]
     ranks = args.ranks[0]
     rows = []

@@ -29,7 +29,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import BIN, emit, mpiexec, script_parser  # noqa: E402
+from report import BIN, check_config, emit, mpiexec, script_parser  # noqa: E402
 
 from es.bench.launch import set_flags  # noqa: E402
 from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
@@ -98,7 +98,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    args = parser().parse_args()
+    parse = parser()
+    args = parse.parse_args()
+    if not args.bare_worker:
+        check_config(parse, args.config, args.overrides)
     ranks = args.ranks[0]
     if args.bare_worker:
         bare_worker(args.bare_worker, args.budget_s, args.bare_policy == "random")

@@ -21,11 +21,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from report import BIN, emit, mpiexec, script_parser
+from report import BIN, check_config, emit, mpiexec, script_parser
 
 from es.bench.launch import set_flags
 from es.bench.scaling import steady_state
-from es.cli.args import add_flag, add_out, add_ranks
+from es.cli.args import add_flag, add_out, add_ranks, positive_int
 
 POLICIES = {
     "numpy mlp": lambda hidden: ["policy.kind=mlp", f"policy.hidden=[{hidden}, {hidden}]"],
@@ -50,8 +50,8 @@ def parser() -> argparse.ArgumentParser:
         "python scripts/bench_torch_policy.py --ranks 2",
         "python scripts/bench_torch_policy.py --config configs/hopper.toml --hidden 32"])
     add_flag(parse, "--config", "trained with each policy", default="configs/halfcheetah.toml")
-    parse.add_argument("--hidden", type=int, default=64, help="units of both hidden layers "
-                       "(default 64)")
+    parse.add_argument("--hidden", type=positive_int, default=64,
+                       help="units of both hidden layers (default 64)")
     add_ranks(parse, "2", several=False)
     add_flag(parse, "--generations", "of each run; at least 5", default=8)
     add_flag(parse, "--repeats", "runs of each policy", default=3)
@@ -60,7 +60,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    args = parser().parse_args()
+    parse = parser()
+    args = parse.parse_args()
+    check_config(parse, args.config)
     ranks = args.ranks[0]
     base = [f"run.generations={max(args.generations, 5)}", "run.eval_every=1000000",
             "run.checkpoint_every=1000000"]

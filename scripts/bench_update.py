@@ -17,7 +17,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from report import emit, script_parser  # noqa: E402
 
-from es.cli.args import add_flag, add_out  # noqa: E402
+from es.cli.args import add_flag, add_out, positive_int  # noqa: E402
 from es.core.noise import NoiseTable, SeedNoise  # noqa: E402
 from es.core.optim import Adam  # noqa: E402
 from es.strategies.openai_es import OpenAIES  # noqa: E402
@@ -40,8 +40,9 @@ def parser() -> argparse.ArgumentParser:
     parse = script_parser(__file__, __doc__, [
         "python scripts/bench_update.py --members 1000 --dim 100000",
         "python scripts/bench_update.py --dim 1000000 --table-size 250000000 --repeats 3"])
-    parse.add_argument("--members", type=int, default=1000, help="population of the update")
-    parse.add_argument("--dim", type=int, default=100_000, help="parameters")
+    parse.add_argument("--members", type=positive_int, default=1000,
+                       help="population of the update (even: mirrored sampling)")
+    parse.add_argument("--dim", type=positive_int, default=100_000, help="parameters")
     add_flag(parse, "--table-size", default=25_000_000)
     add_flag(parse, "--repeats", "timed updates from the table (from seeds: 3)", default=7)
     add_out(parse, "bench_update")
@@ -49,7 +50,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    args = parser().parse_args()
+    parse = parser()
+    args = parse.parse_args()
+    if args.members % 2:
+        parse.error(f"--members {args.members}: must be even (mirrored sampling)")
 
     started = time.perf_counter()
     table = NoiseTable.build(args.table_size, seed=0)

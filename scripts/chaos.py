@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from report import BIN, RESULTS_CSV, emit, mpiexec, script_parser
+from report import BIN, RESULTS_CSV, check_config, emit, mpiexec, script_parser
 
-from es.cli.args import add_flag, add_out
+from es.cli.args import add_flag, add_out, nonnegative_int, parse_seconds, positive_int
 from es.rl.checkpoint import CheckpointError, load_latest_checkpoint
 
 GENERATION_LINE = re.compile(r"^gen\s+(\d+) \|", re.MULTILINE)
@@ -243,23 +243,24 @@ def parser() -> argparse.ArgumentParser:
         "python scripts/chaos.py --config configs/hopper.toml --set run.schedule=dynamic "
         "--cycles 20"])
     add_flag(parse, "--config", "the run to kill and resume", required=True)
-    parse.add_argument("--cycles", type=int, default=20)
+    parse.add_argument("--cycles", type=positive_int, default=20)
     add_flag(parse, "--generations", "the budget: wall time is not deterministic", default=60)
     add_flag(parse, "--seed", "run.seed", default=0)
     add_flag(parse, "--set", "more config overrides")
-    parse.add_argument("--checkpoint-every", type=int, default=3, help="run.checkpoint_every")
-    parse.add_argument("--chaos-seed", type=int, default=0,
+    parse.add_argument("--checkpoint-every", type=positive_int, default=3,
+                       help="run.checkpoint_every")
+    parse.add_argument("--chaos-seed", type=nonnegative_int, default=0,
                        help="seeds the draws: rank counts, killed ranks, kill moments")
-    parse.add_argument("--window-checkpoints", type=int, default=3,
+    parse.add_argument("--window-checkpoints", type=positive_int, default=3,
                        help="kill moments are uniform from launch to the reference run's "
                        "K-th checkpoint (default 3)")
     parse.add_argument("--forced", default="pre-checkpoint",
                        help="comma-separated kinds of kill for the first cycles: pre-config "
                        "(early in start-up), pre-checkpoint (after config.toml, before the "
                        "session's first checkpoint), any (default: pre-checkpoint)")
-    parse.add_argument("--hang-s", type=float, default=30.0,
+    parse.add_argument("--hang-s", type=parse_seconds, default=30.0,
                        help="a job still running this long after the kill is a hang")
-    parse.add_argument("--timeout-s", type=float, default=3600.0,
+    parse.add_argument("--timeout-s", type=parse_seconds, default=3600.0,
                        help="limit for the uninterrupted runs (a hang, not a budget)")
     add_out(parse, "chaos", f"the runs, their logs and {RESULTS_CSV}; a previous chaos test's "
             "runs and logs in it are deleted first")
@@ -274,6 +275,7 @@ def main() -> int:
         parse.error(f"--forced {args.forced!r}: kinds are {', '.join(PHASES)}")
     if any(o.split("=", 1)[0].strip() == "run.max_seconds" for o in args.overrides):
         parse.error("run.max_seconds is not deterministic: the budget is --generations")
+    check_config(parse, args.config, args.overrides)
 
     out = args.out.resolve()
     reference_dir, run_dir = out / "reference", out / "chaos"

@@ -11,6 +11,7 @@ from typing import Any
 
 from es.bench.launch import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
 from es.cli.args import ArgumentParser
+from es.config import ConfigError, load_config
 
 RESULTS_CSV = "results.csv"
 
@@ -24,6 +25,15 @@ def script_parser(script: str, doc: str, examples: list[str]) -> ArgumentParser:
     one line like the ``es-*`` programs'."""
     return ArgumentParser(prog=Path(script).name, description=doc.splitlines()[0],
                           examples=examples)
+
+
+def check_config(parse: ArgumentParser, path: str, overrides: list[str] = ()) -> None:
+    """Refuse in one line, before the first run, a config (with its ``--set`` overrides) that
+    every run of the benchmark would fail on."""
+    try:
+        load_config(path, list(overrides))
+    except ConfigError as error:
+        parse.error(str(error))
 
 
 def emit(rows: list[dict[str, Any]], out: str | Path, title: str) -> None:

@@ -17,14 +17,14 @@ from pathlib import Path
 
 from report import emit, script_parser
 
-from es.cli.args import ArgumentParser, add_out, fail
+from es.cli.args import ArgumentParser, add_out, fail, nonnegative_seconds
 
 
 def parser() -> ArgumentParser:
     parser = script_parser(__file__, __doc__, [
         "python scripts/soak.py RUN_DIR", "python scripts/soak.py RUN_DIR --warmup-s 600"])
     parser.add_argument("run_dir", help="a run folder written by es-train")
-    parser.add_argument("--warmup-s", type=float, default=600.0,
+    parser.add_argument("--warmup-s", type=nonnegative_seconds, default=600.0,
                         help="training seconds before the growth is measured (default 600)")
     add_out(parser, "soak")
     return parser
@@ -32,8 +32,6 @@ def parser() -> ArgumentParser:
 
 def main() -> int:
     args = parser().parse_args()
-    if args.warmup_s < 0:
-        return fail("soak.py", f"--warmup-s {args.warmup_s:g}: must be >= 0")
     progress = Path(args.run_dir) / "progress.csv"
     if not progress.is_file():
         return fail("soak.py", f"run folder {args.run_dir!r}: no progress.csv in it")

@@ -349,41 +349,24 @@ def run_jobs(work: Callable, jobs: list[tuple], processes: int,
     return results  # type: ignore[return-value]
 
 
-def parse_ints(option: str, text: str, low: int = 1, high: int | None = None) -> list[int]:
-    """'1-5' or '1,8,24' (or a mix) -> sorted distinct integers within [low, high]."""
-    values: set[int] = set()
-    try:
-        for part in text.split(","):
-            first, _, last = part.partition("-")
-            values.update(range(int(first), int(last or first) + 1))
-    except ValueError:
-        values = set()
-    if not values or min(values) < low or (high is not None and max(values) > high):
-        bound = f"{low}..{high}" if high is not None else f">= {low}"
-        raise ValueError(f"{option} {text!r}: expected integers {bound} as '1-5' or '1,8'")
-    return sorted(values)
+def spans_text(values: list[int]) -> str:
+    """[1, 2, 3, 7] -> '1-3,7': a list flag's value as a user writes it, for titles."""
+    parts: list[list[int]] = []
+    for value in values:
+        if parts and value == parts[-1][-1] + 1:
+            parts[-1].append(value)
+        else:
+            parts.append([value])
+    return ",".join(f"{p[0]}-{p[-1]}" if len(p) > 1 else f"{p[0]}" for p in parts)
 
 
-def at_least(*checks: tuple[str, int, int]) -> None:
-    """A one-line ValueError for the first (option, value, minimum) below its minimum."""
-    for option, value, low in checks:
-        if value < low:
-            raise ValueError(f"{option} {value}: must be >= {low}")
-
-
-def parse_methods(text: str) -> list[str]:
-    methods = [m.strip() for m in text.split(",")]
-    known = known_methods()
-    unknown = [m for m in methods if m not in known]
-    if unknown or len(set(methods)) != len(methods):
-        raise ValueError(f"--methods {text!r}: expected distinct names among "
-                         f"{', '.join(known)}")
+def need_pycma(methods: list[str]) -> None:
+    """A one-line ValueError when ``methods`` name pycma's and it is not installed."""
     if any(m in PYCMA for m in methods):
         try:
             import cma  # noqa: F401
         except ImportError:
             raise ValueError("--methods: pycma is not installed (pip install cma)") from None
-    return methods
 
 
 def bbob(args: argparse.Namespace) -> int:
@@ -393,12 +376,8 @@ def bbob(args: argparse.Namespace) -> int:
         import ioh  # noqa: F401
     except ImportError:
         raise ValueError("the BBOB suite needs ioh: pip install 'es[bbob]'") from None
-    functions = parse_ints("--functions", args.functions, 1, 24)
-    instances = parse_ints("--instances", args.instances, 1, 1000)
-    dims = parse_ints("--dims", args.dims, 2, 100)
-    methods = parse_methods(args.methods)
-    at_least(("--budget-per-dim", args.budget_per_dim, 1), ("--restarts", args.restarts, 0),
-             ("--seed-offset", args.seed_offset, 0))
+    functions, instances, dims, methods = args.functions, args.instances, args.dims, args.methods
+    need_pycma(methods)
     jobs = [(m, f, i, d, args.budget_per_dim * d, args.restarts, args.bipop, args.seed_offset)
             for m in methods for d in sorted(dims, reverse=True) for f in functions
             for i in instances]
@@ -421,8 +400,8 @@ def bbob(args: argparse.Namespace) -> int:
                              r["instance"]))
     restarts = (f", restarts {args.restarts}{' BIPOP' if args.bipop else ''}"
                 if args.restarts else ", no restarts")
-    title = (f"es-bench bbob: functions {args.functions} ({len(functions)}), instances "
-             f"{args.instances}, budget {args.budget_per_dim}·d{restarts}")
+    title = (f"es-bench bbob: functions {spans_text(functions)} ({len(functions)}), instances "
+             f"{spans_text(instances)}, budget {args.budget_per_dim}·d{restarts}")
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(rows, methods, dims, args.budget_per_dim)
@@ -520,12 +499,8 @@ def run_highdim(job: tuple[str, str, int, int, int, float]) -> dict[str, Any]:
 
 def highdim(args: argparse.Namespace) -> int:
     """``es-bench highdim``: ``highdim.csv`` and ``results.md`` in ``--out``."""
-    dims = parse_ints("--dims", args.dims, 2)
-    methods = parse_methods(args.methods)
-    functions = [f.strip() for f in args.functions.split(",")]
-    if not functions or set(functions) - set(HIGHDIM_FUNCTIONS):
-        raise ValueError(f"--functions {args.functions!r}: expected names among "
-                         f"{', '.join(HIGHDIM_FUNCTIONS)}")
+    dims, methods, functions = args.dims, args.methods, args.functions
+    need_pycma(methods)
     if 0 in args.seeds:
         raise ValueError("--seeds: pycma reads seed 0 as 'from the clock': use seeds >= 1")
     jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), seed, args.budget_s)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -67,21 +67,67 @@ class SpecError(argparse.ArgumentTypeError, ValueError):
 MAX_SEEDS = 10_000
 
 
+def _spans(spec: str) -> list[tuple[int, int]]:
+    """'1-3,7' -> [(1, 3), (7, 7)]; [] when a part is not an integer or a span of them."""
+    try:
+        return [(int(low), int(high or low)) for low, _, high in
+                (part.partition("-") for part in spec.split(","))]
+    except ValueError:
+        return []
+
+
+def _count(spans: list[tuple[int, int]]) -> int:
+    return sum(max(0, high - low + 1) for low, high in spans)
+
+
 def parse_seeds(spec: str) -> list[int]:
     """'0-3' -> [0, 1, 2, 3]; '0,2,5' and '1-2,7' work too. Order kept, no repeats; at most
     ``MAX_SEEDS``, counted before the list is built."""
-    try:
-        spans = [(int(low), int(high or low)) for low, _, high in
-                 (part.partition("-") for part in spec.split(","))]
-    except ValueError:
-        spans = []
-    count = sum(max(0, high - low + 1) for low, high in spans)
+    spans = _spans(spec)
+    count = _count(spans)
     if count > MAX_SEEDS:
         raise SpecError(f"{spec!r}: {count} seeds; at most {MAX_SEEDS} in one sweep")
     seeds = [seed for low, high in spans for seed in range(low, high + 1)]
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise SpecError(f"{spec!r}: expected seeds >= 0 like 0-4, 0,2,5 or 1-2,7, no repeats")
     return seeds
+
+
+#: The most integers one list flag (--dims, --functions, --instances) may name.
+MAX_LIST = 10_000
+
+
+def int_list(low: int = 1, high: int | None = None) -> Callable[[str], list[int]]:
+    """The type of a flag such as ``--dims``: '1-5', '1,8' or a mix -> sorted distinct
+    integers within [low, high], at most ``MAX_LIST``, counted before the list is built."""
+    bound = f"{low}..{high}" if high is not None else f">= {low}"
+
+    def parse(spec: str) -> list[int]:
+        spans = _spans(spec)
+        if _count(spans) > MAX_LIST:
+            raise SpecError(f"{spec!r}: {_count(spans)} integers; at most {MAX_LIST}")
+        values = sorted({value for first, last in spans for value in range(first, last + 1)})
+        if (not values or any(last < first for first, last in spans) or values[0] < low
+                or (high is not None and values[-1] > high)):
+            raise SpecError(f"{spec!r}: expected integers {bound} as '1-5' or '1,8'")
+        return values
+
+    parse.flag_kind = "list"  # type: ignore[attr-defined]  # per program; alike in kind
+    return parse
+
+
+def name_list(known: Sequence[str]) -> Callable[[str], list[str]]:
+    """The type of a flag such as ``--methods``: comma-separated distinct names among
+    ``known``, checked when the command line is read rather than after the first runs."""
+
+    def parse(text: str) -> list[str]:
+        names = [name.strip() for name in text.split(",")]
+        if set(names) - set(known) or len(set(names)) != len(names):
+            raise SpecError(f"{text!r}: expected distinct names among {', '.join(known)}")
+        return names
+
+    parse.flag_kind = "list"  # type: ignore[attr-defined]
+    return parse
 
 
 def parse_ranks(spec: str) -> list[int]:
@@ -105,15 +151,56 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonnegative_int(text: str) -> int:
+    """A seed, or a count where 0 means none."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SpecError(f"{text!r}: expected an integer >= 0")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def parse_seconds(text: str) -> float:
     """A finite number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not 0 < value < math.inf:
         raise SpecError(f"{text!r}: expected a finite number of seconds > 0")
     return value
+
+
+def nonnegative_seconds(text: str) -> float:
+    """A finite number of seconds >= 0 (a warm-up that may be none)."""
+    value = _number(text)
+    if not 0 <= value < math.inf:
+        raise SpecError(f"{text!r}: expected a finite number of seconds >= 0")
+    return value
+
+
+def finite_float(text: str) -> float:
+    value = _number(text)
+    if not math.isfinite(value):
+        raise SpecError(f"{text!r}: expected a finite number")
+    return value
+
+
+def output_folder(text: str) -> Path:
+    """``--out``: refused at once where a file stands in the way, not after the benchmark ran
+    and its results could not be written."""
+    path = Path(text)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if not text or (existing is not None and not existing.is_dir()):
+        raise SpecError(f"{text!r}: not a folder (a file is in the way)" if text
+                        else "'': expected a folder")
+    return path
 
 
 class RankCounts(argparse.Action):
@@ -137,10 +224,10 @@ class RankCounts(argparse.Action):
 FLAGS: dict[str, dict[str, Any]] = {
     "--seeds": {"type": parse_seeds, "metavar": "SPEC",
                 "help": "seeds, a list such as 0-4, 0,2,5 or 1-2,7"},
-    "--seed": {"type": int, "metavar": "N", "help": "one seed"},
+    "--seed": {"type": nonnegative_int, "metavar": "N", "help": "one seed"},
     "--ranks": {"type": parse_ranks, "action": RankCounts, "metavar": "SPEC",
                 "help": "MPI rank counts, a list such as 1,2,4"},
-    "--out": {"type": Path, "metavar": "DIR", "help": "output folder"},
+    "--out": {"type": output_folder, "metavar": "DIR", "help": "output folder"},
     "--budget-s": {"type": parse_seconds, "metavar": "SECONDS",
                    "help": "wall-clock budget of one run"},
     "--config": {"metavar": "PATH", "help": "config file (TOML)"},
@@ -173,7 +260,7 @@ FLAGS: dict[str, dict[str, Any]] = {
                     "help": "most evaluations of a run"},
     "--table-size": {"type": positive_int, "metavar": "N",
                      "help": "floats in the noise table (es.noise_table_size)"},
-    "--threshold": {"type": float, "metavar": "RETURN",
+    "--threshold": {"type": finite_float, "metavar": "RETURN",
                     "help": "eval return that counts as solved"},
 }
 

@@ -19,7 +19,18 @@ import argparse
 import sys
 from typing import Any
 
-from es.cli.args import ArgumentParser, SpecError, add_flag, add_out, add_ranks, fail
+from es.cli.args import (
+    ArgumentParser,
+    SpecError,
+    add_flag,
+    add_out,
+    add_ranks,
+    fail,
+    int_list,
+    name_list,
+    nonnegative_int,
+    positive_int,
+)
 
 
 def parse_counts(text: str) -> list[int]:
@@ -45,7 +56,7 @@ def add_comm_sizes(parser: argparse.ArgumentParser) -> None:
 
 def parser() -> ArgumentParser:
     # NumPy loads with these: only here, as late as the parser.
-    from es.bench.bbob import HIGHDIM_FUNCTIONS
+    from es.bench.bbob import HIGHDIM_FUNCTIONS, known_methods
     from es.bench.reference import CASES
     from es.bench.scaling import BASE_CONFIG
 
@@ -97,7 +108,7 @@ def parser() -> ArgumentParser:
     add_out(compare, "comm")
     for sub in (scale, compare):
         add_flag(sub, "--launcher")
-    add_bbob_parsers(commands, HIGHDIM_FUNCTIONS)  # bbob, highdim
+    add_bbob_parsers(commands, HIGHDIM_FUNCTIONS, known_methods())  # bbob, highdim
     add_suite_parser(commands)
     add_reference_parser(commands, CASES)
     worker = commands.add_parser(
@@ -109,8 +120,10 @@ def parser() -> ArgumentParser:
     return parse
 
 
-def add_bbob_parsers(commands: Any, highdim_functions: tuple[str, ...]) -> None:
-    """The ``bbob`` and ``highdim`` sub-commands of ``es-bench``."""
+def add_bbob_parsers(commands: Any, highdim_functions: tuple[str, ...],
+                     methods: list[str]) -> None:
+    """The ``bbob`` and ``highdim`` sub-commands of ``es-bench``; ``methods``: what their
+    ``--methods`` accept."""
     bench = commands.add_parser(
         "bbob", help="BBOB suite (ioh): strategies beside pycma",
         description="The 24 noiseless BBOB functions through ioh: es.minimize's methods "
@@ -119,16 +132,18 @@ def add_bbob_parsers(commands: Any, highdim_functions: tuple[str, ...]) -> None:
                   "--jobs 2",
                   "es-bench bbob --restarts 9 --bipop --budget-per-dim 10000 "
                   "--methods auto,pycma"])
-    add_flag(bench, "--functions", "BBOB function ids such as 1-24 or 1,8", default="1-24")
-    bench.add_argument("--instances", default="1-5")
-    add_flag(bench, "--dims", "2 to 100", default="2,5,10,20")
+    add_flag(bench, "--functions", "BBOB function ids such as 1-24 or 1,8", default="1-24",
+             type=int_list(1, 24))
+    bench.add_argument("--instances", type=int_list(1, 1000), default="1-5", metavar="LIST",
+                       help="BBOB instances such as 1-5 (default: %(default)s)")
+    add_flag(bench, "--dims", "2 to 100", default="2,5,10,20", type=int_list(2, 100))
     add_flag(bench, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
-             default="auto,pycma")
-    bench.add_argument("--budget-per-dim", type=int, default=1000)
-    bench.add_argument("--restarts", type=int, default=0)
+             default="auto,pycma", type=name_list(methods))
+    bench.add_argument("--budget-per-dim", type=positive_int, default=1000, metavar="N")
+    bench.add_argument("--restarts", type=nonnegative_int, default=0, metavar="N")
     bench.add_argument("--bipop", action="store_true", help="BIPOP restarts (with --restarts)")
     add_flag(bench, "--jobs", "the results do not depend on it, wall times do")
-    bench.add_argument("--seed-offset", type=int, default=0,
+    bench.add_argument("--seed-offset", type=nonnegative_int, default=0, metavar="N",
                        help="shift every run's seed (another draw of the random numbers)")
     add_out(bench, "bbob")
     high = commands.add_parser(
@@ -137,11 +152,11 @@ def add_bbob_parsers(commands: Any, highdim_functions: tuple[str, ...]) -> None:
         "generation and the best f at equal evaluations, our methods beside pycma.",
         examples=["es-bench highdim --dims 1000,10000 --methods auto,sepcma,pycma,pycma-diag",
                   "es-bench highdim --dims 1000 --seeds 1-5 --budget-s 60"])
-    add_flag(high, "--dims", "at least 2", default="1000,10000")
+    add_flag(high, "--dims", "at least 2", default="1000,10000", type=int_list(2))
     add_flag(high, "--functions", f"among {', '.join(highdim_functions)}",
-             default=",".join(highdim_functions))
+             default=",".join(highdim_functions), type=name_list(highdim_functions))
     add_flag(high, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
-             default="auto,pycma,pycma-diag")
+             default="auto,pycma,pycma-diag", type=name_list(methods))
     add_flag(high, "--evals-per-dim", default=100)
     add_flag(high, "--max-evals", default=1_000_000)
     add_flag(high, "--budget-s", "of a pycma run (ours always finish their evaluations)",

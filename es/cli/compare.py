@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from es.cli.args import ArgumentParser, add_flag, add_out, add_ranks, fail, positive_int
+from es.cli.args import ArgumentParser, add_flag, add_out, add_ranks, fail, name_list, positive_int
 
 
 def parser() -> ArgumentParser:
-    from es.bench.compare import THRESHOLDS
+    from es.bench.compare import METHODS, THRESHOLDS
 
     parse = ArgumentParser(
         prog="es-compare", description=__doc__.splitlines()[0],
@@ -26,7 +26,7 @@ def parser() -> ArgumentParser:
     add_flag(parse, "--budget-s", "every run's, counted from process start", default=120.0)
     add_flag(parse, "--seeds", "one run per method and seed", default="0-2")
     add_flag(parse, "--methods", "a subset of es,pg,ppo,dqn (dqn: discrete envs only)",
-             default="es,pg,ppo,dqn")
+             default="es,pg,ppo,dqn", type=name_list(METHODS))
     parse.add_argument("--method-config", action="append", default=[], metavar="METHOD=PATH",
                        help="the config of one method (default: the shipped one for the env)")
     add_ranks(parse, "1", several=False, detail="for es and pg (dqn is one process)")

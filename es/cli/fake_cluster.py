@@ -7,6 +7,7 @@ machine (root only); the cluster itself is ``es.parallel.fake_cluster``.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 
 from es.cli.args import ArgumentParser, fail, positive_int
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         return fail("fake_cluster.py", "no command: give one after --, e.g. -- es-train "
                     "configs/cartpole.toml")
+    if shutil.which(command[0]) is None:
+        return fail("fake_cluster.py", f"command {command[0]!r}: not found on PATH")
     try:
         return run(args.hosts, ranks_per_host or 1, command)
     except ClusterError as error:

@@ -7,6 +7,7 @@ slurm-wlm and munge); the cluster itself is ``es.parallel.slurm_cluster``.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 
 from es.cli.args import ArgumentParser, fail, positive_int
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         return fail("slurm_cluster.py", "no command: give one after --, e.g. -- srun -n 2 "
                     "hostname")
+    if shutil.which(command[0]) is None:
+        return fail("slurm_cluster.py", f"command {command[0]!r}: not found on PATH")
     try:
         return run(args.nodes, args.cpus_per_node, command)
     except ClusterError as error:

@@ -10,7 +10,8 @@ import pytest
 from conftest import run_cli
 
 import es
-from es.bench.bbob import HIT_COLUMNS, TARGETS, Stop, Tracker, ecdf_at, parse_ints
+from es.bench.bbob import HIT_COLUMNS, TARGETS, Stop, Tracker, ecdf_at, spans_text
+from es.cli.args import SpecError, int_list
 
 pytest.importorskip("ioh")
 pytest.importorskip("cma")
@@ -48,11 +49,13 @@ def test_ecdf_counts_pairs_reached_within_the_budget_fraction():
     assert ecdf_at([row, {**row, **dict.fromkeys(HIT_COLUMNS, "")}], 15) == pytest.approx(10 / 51)
 
 
-def test_parse_ints():
-    assert parse_ints("--instances", "1-3,7") == [1, 2, 3, 7]
-    for bad in ("", "0-2", "x", "25"):
-        with pytest.raises(ValueError, match="--functions"):
-            parse_ints("--functions", bad, 1, 24)
+def test_integer_lists_are_read_and_written_back_as_spans():
+    assert int_list()("1-3,7") == [1, 2, 3, 7]
+    assert int_list()("7,1-3,2") == [1, 2, 3, 7]
+    assert spans_text([1, 2, 3, 7]) == "1-3,7"
+    for bad in ("", "0-2", "x", "25", "3-1", "1,3-1", "-1", "1-99999999999"):
+        with pytest.raises(SpecError, match=bad or "''"):
+            int_list(1, 24)(bad)
 
 
 def read(path):
@@ -119,9 +122,9 @@ def test_highdim_smoke_and_one_line_errors(tmp_path):
         assert int(row["evals"]) == 600 and row["stopped"] == "budget"
         assert float(row["best_f"]) < 30 * 9.0  # below f(x0) = 270
         assert float(row["ms_per_generation"]) > 0 and int(row["common_evals"]) == 600
-    for argv, message in ((["bbob", "--methods", "nope"], "--methods 'nope'"),
-                          (["bbob", "--dims", "1"], "--dims '1'"),
-                          (["highdim", "--functions", "ackley"], "--functions 'ackley'")):
+    for argv, message in ((["bbob", "--methods", "nope"], "--methods: 'nope'"),
+                          (["bbob", "--dims", "1"], "--dims: '1'"),
+                          (["highdim", "--functions", "ackley"], "--functions: 'ackley'")):
         bad = run_cli(["es-bench", *argv])
         assert bad.returncode == 2 and message in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1

@@ -13,6 +13,12 @@ es-train, es-eval, es-plot and es-baseline run in-process through their ``main(a
 exception escaping it is what the console script would print as a traceback), with stdout
 and stderr encoded as a real process's are here. es-bench and es-compare launch runs under
 mpiexec and in subprocesses: they run as subprocesses themselves, with a timeout.
+
+The benchmark scripts (``scripts/*.py``) run in-process as ``python scripts/X.py`` runs them
+(``runpy``, ``__main__``). Those whose tiny valid runs are cheap draw any command line; the
+others (they train, launch MPI or build namespaces) always get one value that must be refused,
+placed last so that no later flag overrides it, and must end in exit 2 with one line before
+any work: an alarm fails an example that is still running after ``REFUSE_S``.
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ import contextlib
 import io
 import logging
 import os
+import runpy
 import shutil
 import signal
+import sys
 import tempfile
 import traceback
 from pathlib import Path
@@ -151,6 +159,23 @@ bench_argv = st.one_of(
                           flag("--out", mixed("out")), flag("--repeats", small("1"))),
                  junk=False).map(lambda a: ["comm-worker", "--params", "10", "--populations",
                                             "4", "--repeats", "1", *a]),
+    command_line(options=(
+        flag("--functions", small("1", "1,8", "25", "1-99999999999")),
+        flag("--instances", small("1", "2")), flag("--dims", small("2", "1", "101")),
+        flag("--methods", mixed("auto", "snes", "pycma", "nope", "auto,auto")),
+        flag("--budget-per-dim", small("10")), flag("--restarts", small("0", "1")),
+        switch("--bipop"), flag("--jobs", small("1")), flag("--seed-offset", small("0", "1")),
+        flag("--out", mixed("out"))), most=3).map(
+        lambda a: ["bbob", "--functions", "1", "--instances", "1", "--dims", "2", "--methods",
+                   "auto", "--budget-per-dim", "10", "--out", "out", *a]),
+    command_line(options=(
+        flag("--dims", small("2", "3", "1")), flag("--functions", mixed("sphere", "ackley")),
+        flag("--methods", mixed("auto", "sepcma", "pycma-diag", "nope")),
+        flag("--evals-per-dim", small("5")), flag("--max-evals", small("20")),
+        flag("--budget-s", small("5")), flag("--seeds", small("1", "0", "1-2")),
+        flag("--jobs", small("1")), flag("--out", mixed("out"))), most=3).map(
+        lambda a: ["highdim", "--dims", "2", "--functions", "sphere", "--methods", "auto",
+                   "--evals-per-dim", "10", "--seeds", "1", "--out", "out", *a]),
     command_line(options=(switch("--help"),), most=2),
 )
 compare_argv = command_line(
@@ -164,6 +189,121 @@ compare_argv = command_line(
 ).map(lambda a: ["--env", "CartPole-v1", "--budget-s", "1", "--seeds", "0", "--eval-episodes",
                  "1", "--methods", "es", "--method-config", "es=TINY", "--out", "out", *a])
 
+
+# The benchmark scripts. Values each kind of flag must refuse:
+NOT_POSITIVE = ["", "x", "0", "-1", "1.5", "nan", "x\ny"]
+NOT_SEED = ["", "x", "-1", "1.5"]
+NOT_SECONDS = ["", "x", "0", "-1", "nan", "inf", "1e400"]
+NOT_LIST = ["", "x", "0", "3-1", "1-99999999999"]
+NOT_RANKS = ["", "x", "0", "2,1", "1,1"]
+NOT_SEEDS = ["", "-1", "0,0", "2-1", "0-99999999999"]
+NOT_CONFIG = ["MISSING", "TEXTFILE", "DIR", "CONFIGDIR"]
+NOT_OVERRIDE = ["nosuch.key=1", "es.sigma=x", "=", "es", "run.generations=0"]
+NOT_OUT = ["TEXTFILE", "TEXTFILE/sub", ""]
+NOT_FINITE = ["", "x", "nan", "inf"]
+
+
+def refused(name: str, bad: list[str]) -> st.SearchStrategy:
+    return flag(name, st.sampled_from(bad))
+
+
+def script_line(options: tuple, bad: tuple = (), base: tuple[str, ...] = ()) -> st.SearchStrategy:
+    """``base`` then drawn ``options``; with ``bad`` (strategies of refused flags) one of
+    them last."""
+    drawn = command_line(options=options, most=3)
+    if not bad:
+        return drawn.map(lambda argv: [*base, *argv])
+    return st.tuples(drawn, st.one_of(*bad)).map(lambda t: [*base, *t[0], *t[1]])
+
+
+CHEAP_SCRIPTS = {
+    "bench_minimize": script_line(
+        (flag("--functions", mixed("sphere", "rastrigin", "nosuch", "sphere,sphere")),
+         flag("--dims", small("2", "1,3")), flag("--evals-per-dim", small("5")),
+         flag("--max-evals", small("20")), flag("--seed", small("0", "3")),
+         flag("--methods", mixed("auto", "snes", "sepcma,openai", "pycma", "auto,auto")),
+         flag("--out", mixed("out"))),
+        base=("--dims", "2", "--functions", "sphere", "--evals-per-dim", "10", "--out", "out")),
+    "bench_update": script_line(
+        (flag("--members", small("2", "4", "3")), flag("--dim", small("5")),
+         flag("--table-size", small("1000")), flag("--repeats", small("1")),
+         flag("--out", mixed("out"))),
+        base=("--members", "4", "--dim", "10", "--table-size", "1000", "--repeats", "1",
+              "--out", "out")),
+    "soak": script_line((flag("--warmup-s", small("0", "0.5")), flag("--out", mixed("out")),
+                         st.just(["RUN"])), base=("RUN", "--warmup-s", "0")),
+    "cleanrl_ppo_reference": script_line(
+        (flag("--seeds", small("1", "1-2")), flag("--jobs", small("1")),
+         flag("--script", mixed("MISSING", "TEXTFILE")), flag("--out", mixed("out", "DIR"))),
+        base=("--score-only",)),
+}
+REFUSING_SCRIPTS = {
+    "bench_cnn": script_line(
+        (flag("--calls", small("1")), flag("--env-steps", small("2")), flag("--seed", small("0")),
+         flag("--out", mixed("out"))),
+        (refused("--calls", NOT_POSITIVE), refused("--env-steps", NOT_POSITIVE),
+         refused("--reference", NOT_POSITIVE), refused("--actions", NOT_POSITIVE),
+         refused("--seed", NOT_SEED), refused("--out", NOT_OUT),
+         st.just(["--env-steps", "2", "--reference", "3"]))),
+    "bench_memory": script_line(
+        (flag("--ranks", small("1")), flag("--table-size", small("1000"))),
+        (refused("--ranks", [*NOT_RANKS, "1,2"]), refused("--table-size", NOT_POSITIVE),
+         refused("--out", NOT_OUT))),
+    "bench_pg_allreduce": script_line(
+        (flag("--config", mixed("BASELINE_PG")), flag("--ranks", small("1", "1,2")),
+         flag("--seeds", small("0")), flag("--updates", small("1")),
+         flag("--threshold", mixed("100"))),
+        (refused("--config", NOT_CONFIG), refused("--ranks", NOT_RANKS),
+         refused("--seeds", NOT_SEEDS), refused("--updates", NOT_POSITIVE),
+         refused("--threshold", NOT_FINITE), refused("--out", NOT_OUT))),
+    "bench_solve": script_line(
+        (flag("--only", mixed("cartpole")), flag("--thresholds", mixed("100", "1,2")),
+         flag("--seeds", small("0")), flag("--budget-s", small("1")),
+         flag("--set", mixed("es.sigma=0.1")), st.just(["CONFIG"])),
+        (refused("--only", ["", "nosuch"]), refused("--thresholds", NOT_FINITE),
+         refused("--seeds", NOT_SEEDS), refused("--ranks", [*NOT_RANKS, "1,2"]),
+         refused("--budget-s", NOT_SECONDS), refused("--set", NOT_OVERRIDE),
+         refused("--out", NOT_OUT), st.sampled_from(NOT_CONFIG).map(lambda c: [c]),
+         st.just(["CONFIG"]))),  # a config file without --thresholds
+    "bench_throughput": script_line(
+        (flag("--config", mixed("CONFIG")), flag("--ranks", small("1")),
+         flag("--generations", small("1")), flag("--budget-s", small("1")),
+         flag("--repeats", small("1")), flag("--bare-policy", mixed("random"))),
+        (refused("--config", NOT_CONFIG), refused("--ranks", [*NOT_RANKS, "1,2"]),
+         refused("--generations", NOT_POSITIVE), refused("--budget-s", NOT_SECONDS),
+         refused("--repeats", NOT_POSITIVE), refused("--bare-policy", ["", "nosuch"]),
+         refused("--set", NOT_OVERRIDE), refused("--out", NOT_OUT))),
+    "bench_torch_policy": script_line(
+        (flag("--config", mixed("CONFIG")), flag("--hidden", small("4")),
+         flag("--ranks", small("1")), flag("--generations", small("1")),
+         flag("--repeats", small("1"))),
+        (refused("--config", NOT_CONFIG), refused("--hidden", NOT_POSITIVE),
+         refused("--ranks", [*NOT_RANKS, "1,2"]), refused("--generations", NOT_POSITIVE),
+         refused("--repeats", NOT_POSITIVE), refused("--out", NOT_OUT))),
+    "chaos": script_line(
+        (flag("--cycles", small("1")), flag("--generations", small("2")),
+         flag("--seed", small("0")), flag("--set", mixed("es.sigma=0.1")),
+         flag("--checkpoint-every", small("1")), flag("--chaos-seed", small("0")),
+         flag("--window-checkpoints", small("1")), flag("--forced", mixed("any")),
+         flag("--hang-s", small("5")), flag("--timeout-s", small("5"))),
+        (refused("--config", NOT_CONFIG), refused("--cycles", NOT_POSITIVE),
+         refused("--generations", NOT_POSITIVE), refused("--seed", NOT_SEED),
+         refused("--set", [*NOT_OVERRIDE, "run.max_seconds=5"]),
+         refused("--checkpoint-every", NOT_POSITIVE), refused("--chaos-seed", NOT_SEED),
+         refused("--window-checkpoints", NOT_POSITIVE),
+         refused("--forced", ["nosuch", "any,x"]), refused("--hang-s", NOT_SECONDS),
+         refused("--timeout-s", NOT_SECONDS), refused("--out", NOT_OUT)),
+        base=("--config", "CONFIG")),
+    "fake_cluster": script_line(
+        (flag("--hosts", small("1")), flag("--ranks-per-host", small("1"))),
+        (refused("--hosts", NOT_POSITIVE), refused("--ranks-per-host", NOT_POSITIVE))).map(
+        lambda argv: [*argv, "--", "true"]),
+    "slurm_cluster": script_line(
+        (flag("--nodes", small("1")), flag("--cpus-per-node", small("1"))),
+        (refused("--nodes", NOT_POSITIVE), refused("--cpus-per-node", NOT_POSITIVE))).map(
+        lambda argv: [*argv, "--", "true"]),
+}
+REFUSE_S = 30
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
@@ -215,6 +355,34 @@ def _copy_run(world: Path, here: Path) -> Path:
 
 def invoke(program: str, argv: list[str], cwd: Path) -> tuple[int, str, str]:
     """``program``'s main(argv) as its console script runs it: (exit code, stdout, stderr)."""
+    return captured(program, argv, cwd, lambda: IN_PROCESS[program](argv))
+
+
+def invoke_script(name: str, argv: list[str], cwd: Path) -> tuple[int, str, str]:
+    """``python scripts/NAME.py ARGV`` in this process; past ``REFUSE_S`` s an example fails
+    (a script that should have refused is running its benchmark)."""
+    path = str(REPO / "scripts" / f"{name}.py")
+
+    def run() -> None:
+        runpy.run_path(path, run_name="__main__")
+
+    def overdue(*_) -> None:
+        raise TimeoutError(f"still running after {REFUSE_S} s")
+
+    saved = sys.argv, sys.path[:], signal.signal(signal.SIGALRM, overdue)
+    sys.argv = [path, *argv]
+    sys.path.insert(0, str(REPO / "scripts"))  # as python puts a script's folder first
+    signal.alarm(REFUSE_S)
+    try:
+        return captured(f"{name}.py", argv, cwd, run)
+    finally:
+        signal.alarm(0)
+        sys.argv, sys.path[:] = saved[0], saved[1]
+        signal.signal(signal.SIGALRM, saved[2])
+
+
+def captured(program: str, argv: list[str], cwd: Path, call) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``call()`` run in ``cwd``, as a process would end."""
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")
     err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -225,7 +393,7 @@ def invoke(program: str, argv: list[str], cwd: Path) -> tuple[int, str, str]:
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = IN_PROCESS[program](argv)
+                code = call()
             except SystemExit as stop:
                 code = stop.code
             except Exception:
@@ -305,7 +473,7 @@ def test_es_baseline_any_argv(world, argv):
     fuzz_in_process("es-baseline", argv, world)
 
 
-@settings(FUZZ, max_examples=25)
+@settings(FUZZ, max_examples=40)
 @given(argv=bench_argv)
 def test_es_bench_any_argv(world, argv):
     fuzz_subprocess("es-bench", argv, world)
@@ -339,3 +507,39 @@ def test_line_breaks_in_what_the_user_typed_stay_on_one_line(world, program, arg
     here = Path(tempfile.mkdtemp(dir=world))
     code, _, err = invoke(program, [resolve(a, world, here) for a in argv], here)
     assert code == 2 and len(err.strip().splitlines()) == 1 and fragment in err, err
+
+
+def fuzz_script(name: str, argv: list[str], world: Path) -> int:
+    here = Path(tempfile.mkdtemp(dir=world))
+    try:
+        argv = [resolve(token, world, here) for token in argv]
+        code, _, stderr = invoke_script(name, argv, here)
+        check(f"{name}.py", argv, code, stderr)
+        return code
+    finally:
+        shutil.rmtree(here, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", sorted(CHEAP_SCRIPTS))
+def test_a_cheap_script_any_argv(world, name):
+    @settings(FUZZ, max_examples=15)
+    @given(argv=CHEAP_SCRIPTS[name])
+    def fuzz(argv):
+        fuzz_script(name, argv, world)
+
+    fuzz()
+
+
+@pytest.mark.parametrize("name", sorted(REFUSING_SCRIPTS))
+def test_a_script_refuses_a_bad_value_in_one_line_before_any_work(world, name):
+    @settings(FUZZ, max_examples=12)
+    @given(argv=REFUSING_SCRIPTS[name])
+    def fuzz(argv):
+        assert fuzz_script(name, argv, world) == 2, argv
+
+    fuzz()
+
+
+def test_every_script_is_fuzzed():
+    scripts = {p.stem for p in (REPO / "scripts").glob("*.py")} - {"report"}
+    assert scripts == set(CHEAP_SCRIPTS) | set(REFUSING_SCRIPTS)
