@@ -543,3 +543,11 @@ def test_a_script_refuses_a_bad_value_in_one_line_before_any_work(world, name):
 def test_every_script_is_fuzzed():
     scripts = {p.stem for p in (REPO / "scripts").glob("*.py")} - {"report"}
     assert scripts == set(CHEAP_SCRIPTS) | set(REFUSING_SCRIPTS)
+
+
+def test_bench_minimize_dims_x_is_one_line(world):
+    # The case the issue found: it printed parse_ints' traceback after the parser had passed it.
+    code, out, err = invoke_script("bench_minimize", ["--dims", "x"], world)
+    assert (code, out) == (2, "")
+    assert err == ("bench_minimize.py: error: argument --dims: 'x': expected integers >= 1 as "
+                   "'1-5' or '1,8' (see bench_minimize.py --help)\n")
