@@ -100,12 +100,11 @@ def parser() -> argparse.ArgumentParser:
 def main() -> None:
     parse = parser()
     args = parse.parse_args()
-    if not args.bare_worker:
-        check_config(parse, args.config, args.overrides)
     ranks = args.ranks[0]
     if args.bare_worker:
         bare_worker(args.bare_worker, args.budget_s, args.bare_policy == "random")
         return
+    check_config(parse, args.config, args.overrides)
     rows = []
     for repeat in range(1, args.repeats + 1):
         with tempfile.TemporaryDirectory() as tmp:

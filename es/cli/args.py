@@ -104,8 +104,9 @@ def int_list(low: int = 1, high: int | None = None) -> Callable[[str], list[int]
 
     def parse(spec: str) -> list[int]:
         spans = _spans(spec)
-        if _count(spans) > MAX_LIST:
-            raise SpecError(f"{spec!r}: {_count(spans)} integers; at most {MAX_LIST}")
+        count = _count(spans)
+        if count > MAX_LIST:
+            raise SpecError(f"{spec!r}: {count} integers; at most {MAX_LIST}")
         values = sorted({value for first, last in spans for value in range(first, last + 1)})
         if (not values or any(last < first for first, last in spans) or values[0] < low
                 or (high is not None and values[-1] > high)):
