@@ -56,6 +56,12 @@ class RunConfig:
         "HalfCheetah that flips onto its back) loses; evaluations nominate by the same "
         "measure", "mean",
     )
+    best_share: float = _doc(
+        "the most the confirmations (run.best_episodes) may cost, as a share of the env "
+        "steps trained so far: a nomination that comes while they have spent more is not "
+        "confirmed and the kept policy stays; a policy that improves at every evaluation "
+        "is otherwise confirmed at every one (0: no limit)", 0.0,
+    )
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(
         "who evaluates which member: 'static' (round-robin) or 'dynamic' (work stealing: a "
@@ -93,6 +99,7 @@ class RunConfig:
         _at_least("run.eval_episodes", self.eval_episodes, 1)
         _at_least("run.best_episodes", self.best_episodes, 0)
         _one_of("run.best_by", self.best_by, ("mean", "worst"))
+        _at_least("run.best_share", self.best_share, 0)
         _at_least("run.seed", self.seed, 0)
         _one_of("run.schedule", self.schedule, ("static", "dynamic"))
         _at_least("run.lockstep", self.lockstep, 1)

@@ -191,6 +191,7 @@ class TrainingState:
     mean_episode_length: float = 0.0  # the last generation's, for es.episode_cap
     best_return: float | None = None  # policy_best.npz's confirmed score (None: none kept)
     best_generation: int | None = None  # and the generation it comes from
+    confirm_steps: int = 0  # env steps the confirmations of kept policies have played
 
 
 CHECKPOINT_FORMAT = 2
@@ -225,6 +226,7 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
         "mean_episode_length": state.mean_episode_length,
         "best_return": state.best_return,
         "best_generation": state.best_generation,
+        "confirm_steps": state.confirm_steps,
         "sha256": hashlib.sha256(payload).hexdigest(),
         "config": config,
     }
@@ -263,6 +265,7 @@ def _read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
                 mean_episode_length=float(meta.get("mean_episode_length", 0.0)),
                 best_return=_optional(meta.get("best_return"), float),
                 best_generation=_optional(meta.get("best_generation"), int),
+                confirm_steps=int(meta.get("confirm_steps", 0)),
             )
     except (KeyError, TypeError, ValueError, OSError) as error:
         raise CheckpointError(f"{meta_path.name}: incomplete ({error})") from None

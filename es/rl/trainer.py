@@ -212,6 +212,7 @@ class Trainer:
         self.peak_rss_mb = 0.0  # the largest rank's peak resident memory, as they agreed
         self.best_return: float | None = None  # the kept policy's confirmed score
         self.best_generation: int | None = None
+        self.confirm_steps = 0  # env steps played by confirmations (run.best_share)
 
     def close(self) -> None:
         """Free the noise table (an MPI shared window, not freed by garbage collection) and
@@ -391,10 +392,22 @@ class Trainer:
         if seeds is None:
             seeds = episode_seeds(self.config.run.seed, index, self.config.run.eval_episodes,
                                   TAG_EVAL)
+        return self.play_mean(seeds)[0]
+
+    def play_mean(self, seeds: list[int]) -> tuple[np.ndarray, int]:
+        """The mean policy's returns on these reset seeds (episodes spread over the ranks),
+        and the env steps of this rank's share of them."""
         mean, norm = self.strategy.mean, self.norm
-        return spread(self.comm, len(seeds), lambda j: safe_episode(  # fresh state each
-            self.env, self.policy.bind(mean, norm), seeds[j],
-            f"rank {self.comm.rank}: evaluation episode {j}").total_return)
+        steps = 0
+
+        def play(j: int) -> float:
+            nonlocal steps
+            episode = safe_episode(self.env, self.policy.bind(mean, norm), seeds[j],  # fresh
+                                   f"rank {self.comm.rank}: evaluation episode {j}")
+            steps += episode.length
+            return episode.total_return
+
+        return spread(self.comm, len(seeds), play), steps
 
     def confirm_best(self, index: int, eval_returns: np.ndarray) -> bool:
         """Whether the mean policy becomes the kept one: its evaluation's score
@@ -403,8 +416,10 @@ class Trainer:
         finished, their score higher). Judged by the worst episode, they are played
         ``CONFIRM_ROUND`` at a time and the first round with an episode at or below the kept
         score ends a hopeless confirmation early: the same decision, at a fraction of the
-        cost for the many that fail. Known alike on every rank: all compare the same
-        gathered returns, and rounds do not depend on the rank count."""
+        cost for the many that fail. With ``run.best_share``, no confirmation starts while
+        the confirmations so far have played more than that share of the trained env steps.
+        Known alike on every rank: all compare the same gathered returns and step counts,
+        and rounds do not depend on the rank count."""
         episodes, by = self.config.run.best_episodes, self.config.run.best_by
         finished = eval_returns[np.isfinite(eval_returns)]
         if not episodes or not finished.size:
@@ -413,11 +428,20 @@ class Trainer:
         kept = self.best_return
         if kept is not None and nominated <= kept:
             return False
+        share = self.config.run.best_share
+        if share and self.confirm_steps > share * self.timesteps:
+            if self.comm.rank == 0:
+                log.info(f"generation {index}: evaluation {nominated:.2f} not confirmed: "
+                         f"confirmations have played {self.confirm_steps:,} env steps, more "
+                         f"than run.best_share = {share:g} of the {self.timesteps:,} trained")
+            return False
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_BEST)
         step = CONFIRM_ROUND if by == "worst" and kept is not None else episodes
         played: list[np.ndarray] = []
         for first in range(0, episodes, step):
-            played.append(self.evaluate_mean(index, seeds[first:first + step]))
+            returns, mine = self.play_mean(seeds[first:first + step])
+            self.confirm_steps += int(self.comm.allreduce_sum(np.array([float(mine)]))[0])
+            played.append(returns)
             in_round = policy_score(played[-1], by)  # NaN: an episode failed
             if not np.isfinite(in_round) or (by == "worst" and kept is not None
                                              and in_round <= kept):
@@ -445,6 +469,7 @@ class Trainer:
             mean_episode_length=self.mean_episode_length,
             best_return=self.best_return,
             best_generation=self.best_generation,
+            confirm_steps=self.confirm_steps,
         )
 
     def restore(self, state: TrainingState) -> None:
@@ -460,6 +485,7 @@ class Trainer:
         self.timesteps = state.timesteps
         self.mean_episode_length = state.mean_episode_length
         self.best_return, self.best_generation = state.best_return, state.best_generation
+        self.confirm_steps = state.confirm_steps
         self.elapsed_before = state.elapsed_s
         self.resumed_at = state.generation
         # Spent in earlier sessions: known alike on every rank (it comes from the checkpoint).

@@ -62,10 +62,10 @@ def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
     assert num_params > 8000
     # A float32 return per member and a float64 one per evaluation episode and per episode
     # confirming a best policy (run.best_episodes, 20), the block of step count and obs sums
-    # from each rank, and one (rank, stop signal, checksum, out of time, peak memory) row per
-    # rank.
+    # from each rank, the confirmation's step count from each rank, and one (rank, stop
+    # signal, checksum, out of time, peak memory) row per rank.
     bound = (4 * population + 8 * (eval_episodes + 20) + ranks * 8 * (1 + 2 * obs_dim + 1)
-             + ranks * 40)
+             + ranks * 8 + ranks * 40)
     for row in read_progress(run_dir):
         sent = int(row["bytes_sent"])
         assert 0 < sent <= bound, (sent, bound)

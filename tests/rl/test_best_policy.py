@@ -5,6 +5,8 @@ The environment (tests/fault_envs.py, Lucky-v0) is one step whose return is most
 from the reset seed, so one-episode evaluations are often lucky and the test knows the
 confirmation's episodes: it replays them."""
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -75,10 +77,21 @@ def test_a_lucky_short_evaluation_is_not_kept(tmp_path):
     assert f"best policy (generation {saved.generation})" in evaluated.stdout
 
 
+def confirm_steps(run_dir) -> int:
+    """What the run's confirmations have played, from its newest checkpoint."""
+    newest = sorted((run_dir / "checkpoints").glob("ckpt-*.json"))[-1]
+    return json.loads(newest.read_text())["confirm_steps"]
+
+
 def test_the_best_policy_is_identical_for_any_rank_count_and_after_a_resume(tmp_path):
-    generations = ["--set", "run.generations=16"]
+    # run.best_share = 0.3 skips some nominations: which ones depends on the confirmations'
+    # cost so far, which a resume must carry on, and which every rank must count alike.
+    generations = ["--set", "run.generations=16", "--set", "run.best_share=0.3"]
     plain = tmp_path / "plain"
-    train(plain, *generations)
+    loud = run_cli(["es-train", *[arg for arg in BASE if arg != "--quiet"], "--run-dir",
+                    str(plain), *generations], extra_env=LUCKY)
+    assert loud.returncode == 0, loud.stderr
+    assert "not confirmed: confirmations have played" in loud.stdout
     reference = load_params(plain), load_policy(plain / "policy_best.npz"), kept_scores(plain)
     assert reference[1].generation < 16  # the kept policy is not simply the last one
     for ranks in (2, 3):
@@ -88,19 +101,58 @@ def test_the_best_policy_is_identical_for_any_rank_count_and_after_a_resume(tmp_
         assert np.array_equal(best.params, reference[1].params), ranks
         assert best.generation == reference[1].generation
         assert kept_scores(run_dir) == reference[2]
+        assert confirm_steps(run_dir) == confirm_steps(plain)
     # Stopped after generation 9 (a policy kept by then), resumed on another rank count:
     # the resumed run must know the kept score, or it would keep a worse one.
     split = tmp_path / "split"
-    train(split, "--set", "run.generations=9", "--set", "run.checkpoint_every=1", ranks=2)
+    train(split, "--set", "run.generations=9", "--set", "run.checkpoint_every=1",
+          "--set", "run.best_share=0.3", ranks=2)
     assert kept_scores(split)[-1] is not None
-    resumed = run_cli(["es-train", "--resume", str(split), *generations, "--quiet"],
-                      ranks=3, extra_env=LUCKY)
+    resumed = run_cli(["es-train", "--resume", str(split), "--set", "run.generations=16",
+                       "--quiet"], ranks=3, extra_env=LUCKY)
     assert resumed.returncode == 0, resumed.stderr
     assert np.array_equal(load_params(split), reference[0])
     best = load_policy(split / "policy_best.npz")
     assert np.array_equal(best.params, reference[1].params)
     assert best.generation == reference[1].generation
     assert kept_scores(split) == reference[2]
+    assert confirm_steps(split) == confirm_steps(plain)
+
+
+def test_best_share_caps_what_the_confirmations_cost(tmp_path, monkeypatch):
+    """A confirmation starts only while the confirmations so far have played at most
+    run.best_share of the trained env steps; other nominations are not confirmed. Without
+    the cap, a nomination is always confirmed. (Lucky-v0 episodes are one step long.)"""
+    import fault_envs  # noqa: F401  (registers Lucky-v0)
+
+    import es
+    from es.rl import trainer
+
+    starts: list[tuple[int, int]] = []  # (confirm_steps, timesteps) as each one started
+    play_mean = trainer.Trainer.play_mean
+
+    def recorded(self, seeds):
+        if len(seeds) == 20:  # a confirmation's (run.best_episodes), not an evaluation's
+            starts.append((self.confirm_steps, self.timesteps))
+        return play_mean(self, seeds)
+
+    monkeypatch.setattr(trainer.Trainer, "play_mean", recorded)
+    overrides = {"env.id": "fault_envs:Lucky-v0", "es.population": 10, "es.lr": 0.05,
+                 "policy.kind": "linear", "policy.obs_norm": False, "run.generations": 40,
+                 "run.eval_every": 1, "run.eval_episodes": 1}
+    for share in (0.0, 0.5):
+        starts.clear()
+        run = es.train(REPO / "configs/pendulum.toml", overrides | {"run.best_share": share},
+                       run_dir=tmp_path / f"share{share}", quiet=True)
+        kept = [row["best_return"] for row in run.history]
+        nominations = sum(row["eval_return"] > (before if before is not None else -np.inf)
+                          for row, before in zip(run.history, [None, *kept], strict=False))
+        assert confirm_steps(tmp_path / f"share{share}") == 20 * len(starts)
+        if share:
+            assert 1 < len(starts) < nominations
+            assert all(spent <= share * trained for spent, trained in starts)
+        else:
+            assert len(starts) == nominations
 
 
 def test_best_episodes_zero_keeps_no_best_policy(tmp_path):
@@ -142,14 +194,13 @@ def test_a_hopeless_confirmation_stops_early_with_the_same_choice(tmp_path, monk
     from es.rl import trainer
 
     played: list[int] = []
-    evaluate_mean = trainer.Trainer.evaluate_mean
+    play_mean = trainer.Trainer.play_mean
 
-    def counted(self, index, seeds=None):
-        returns = evaluate_mean(self, index, seeds)
-        played.append(len(returns))
-        return returns
+    def counted(self, seeds):
+        played.append(len(seeds))
+        return play_mean(self, seeds)
 
-    monkeypatch.setattr(trainer.Trainer, "evaluate_mean", counted)
+    monkeypatch.setattr(trainer.Trainer, "play_mean", counted)
     overrides = {"env.id": "fault_envs:Lucky-v0", "es.population": 10, "es.lr": 0.05,
                  "policy.kind": "linear", "policy.obs_norm": False, "run.generations": 30,
                  "run.eval_every": 1, "run.eval_episodes": 1, "run.best_by": "worst",
