@@ -440,7 +440,7 @@ class Trainer:
         played: list[np.ndarray] = []
         for first in range(0, episodes, step):
             returns, mine = self.play_mean(seeds[first:first + step])
-            self.confirm_steps += int(self.comm.allreduce_sum(np.array([float(mine)]))[0])
+            self.confirm_steps += int(self.comm.allreduce_sum(np.array([mine], dtype=np.int64))[0])
             played.append(returns)
             in_round = policy_score(played[-1], by)  # NaN: an episode failed
             if not np.isfinite(in_round) or (by == "worst" and kept is not None
