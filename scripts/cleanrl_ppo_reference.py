@@ -73,12 +73,12 @@ def parser() -> argparse.ArgumentParser:
 def main() -> int:
     parse = parser()
     args = parse.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
     logs = {seed: args.out / f"seed{seed}.log" for seed in args.seeds}
     if not args.score_only:
         if args.script is None or not args.script.is_file():
             parse.error(f"--script {args.script}: not a file; give cleanrl's "
                         "ppo_continuous_action.py")
+        args.out.mkdir(parents=True, exist_ok=True)
         todo = [s for s, log in logs.items() if not log.with_suffix(".done").exists()]
         with ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(lambda s: run_seed(args.script, s, logs[s], args.extra), todo))

@@ -551,3 +551,12 @@ def test_bench_minimize_dims_x_is_one_line(world):
     assert (code, out) == (2, "")
     assert err == ("bench_minimize.py: error: argument --dims: 'x': expected integers >= 1 as "
                    "'1-5' or '1,8' (see bench_minimize.py --help)\n")
+
+
+def test_score_only_without_logs_leaves_no_folder_behind(tmp_path):
+    # A refused command must not have made the --out folder it then found empty.
+    out = tmp_path / "nothing-yet"
+    code, _, err = invoke_script("cleanrl_ppo_reference", ["--score-only", "--out", str(out)],
+                                 tmp_path)
+    assert code == 2 and err.count("\n") == 1 and "no seed<S>.log" in err
+    assert not out.exists()
