@@ -491,7 +491,8 @@ def plot(runs: list[Run], out: Path, tasks: dict[str, Task]) -> Path | None:
                 with warnings.catch_warnings():  # all-NaN columns before the first eval
                     warnings.simplefilter("ignore", RuntimeWarning)
                     q1, median, q3 = np.nanpercentile(values, [25, 50, 75], axis=0)
-                ax.plot(grid, median, label=f"{strategy} ({len(seeds)} seeds)")
+                plural = "s" if len(seeds) > 1 else ""
+                ax.plot(grid, median, label=f"{strategy} ({len(seeds)} seed{plural})")
                 ax.fill_between(grid, q1, q3, alpha=0.25)
             for threshold in tasks[name].thresholds:
                 ax.axhline(threshold, color="grey", linewidth=0.8, linestyle=":")
