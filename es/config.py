@@ -79,6 +79,13 @@ class RunConfig:
     checkpoint_every: int = _doc("checkpoint every k generations (and always at exit)", 10)
     keep_checkpoints: int = _doc("how many of the newest checkpoints to keep", 3)
     check_every: int = _doc("compare a parameter checksum across ranks every k generations", 10)
+    peer_timeout_s: float = _doc(
+        "under MPI: a rank that sends no heartbeat for this many seconds (stopped, hung or cut "
+        "off) is lost, and the job ends with exit code 76 and a line naming it, its checkpoint "
+        "intact, instead of waiting for it until the job's time limit; each rank beats once a "
+        "second from a thread of its own, so a rank busy with a long episode is not lost",
+        60.0,
+    )
     max_failed_fraction: float = _doc(
         "stop if more than this fraction of a generation's episodes fail", 0.1
     )
@@ -106,6 +113,9 @@ class RunConfig:
         _at_least("run.checkpoint_every", self.checkpoint_every, 1)
         _at_least("run.keep_checkpoints", self.keep_checkpoints, 1)
         _at_least("run.check_every", self.check_every, 1)
+        if not 2 <= self.peer_timeout_s < float("inf"):  # NaN fails too
+            raise ConfigError(f"run.peer_timeout_s = {self.peer_timeout_s}: must be a finite "
+                              "number >= 2 (seconds; heartbeats come once a second)")
         _at_least("run.max_seconds", self.max_seconds, 0)
         if not 0 <= self.max_failed_fraction <= 1:
             raise ConfigError(

@@ -15,7 +15,14 @@ import time
 from pathlib import Path
 
 import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
-from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag, fail
+from es.cli.args import (
+    USAGE_ERROR,
+    ArgumentParser,
+    add_flag,
+    fail,
+    nonnegative_int,
+    positive_int,
+)
 from es.rl.runs import configure_logging, default_run_dir, prepare_run_dir
 
 LAUNCHED_AT = time.time()
@@ -83,6 +90,21 @@ def train_parser() -> argparse.ArgumentParser:
         "checkpoint is written, requeue the job (scontrol requeue $SLURM_JOB_ID)")
     add_flag(parser, "--quiet")
     add_flag(parser, "--tensorboard")
+    elastic = parser.add_argument_group(
+        "elastic runs", "a run that survives a lost or hung node: es-train launches the ranks "
+        "itself (do not start it under mpiexec or srun) and, when a node is lost, launches them "
+        "again on the nodes still usable, from the newest checkpoint (docs/cluster.md)")
+    elastic.add_argument(
+        "--elastic", action="store_true",
+        help="supervise the run: with --hostfile, Hydra's mpiexec over its hosts; inside a "
+        "Slurm allocation (sbatch --no-kill), srun on the job's nodes. Needs --resume-or-start")
+    elastic.add_argument("--hostfile", metavar="FILE",
+                         help="hosts to launch on (host:slots lines, as mpiexec -f reads)")
+    elastic.add_argument("--min-nodes", type=positive_int, default=1, metavar="N",
+                         help="stop, checkpoint intact (exit code 75), when fewer nodes are "
+                         "usable (default 1)")
+    elastic.add_argument("--max-restarts", type=nonnegative_int, default=10, metavar="N",
+                         help="relaunches at most (default 10)")
     return parser
 
 
@@ -91,11 +113,16 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     return [*args.overrides, *(["run.tensorboard=true"] if args.tensorboard else [])]
 
 
-RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds", "run.tensorboard")
+RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds", "run.tensorboard",
+                    "run.peer_timeout_s")
 #: es-train's exit code after a SIGTERM, SIGUSR1 or SIGUSR2 stopped it with its checkpoint
 #: written (EX_TEMPFAIL): the same command continues the run. A batch script tells it from
 #: 128 + N, what srun reports for ranks killed by signal N before they could save.
 CHECKPOINTED = 75
+#: es-train's exit code when a peer rank went silent for run.peer_timeout_s (stopped, hung or
+#: cut off): the job ended, its newest checkpoint is intact, and the run continues on the
+#: ranks that are left (what es-train --elastic does by itself).
+PEER_LOST = 76
 
 
 def _load_resume(run_dir: str, overrides: list[str]):
@@ -248,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     """One run, or a sweep: the world's ranks split into groups, each training its runs."""
     args = train_parser().parse_args(argv)
     args.overrides = flag_overrides(args)
+    if args.elastic or args.hostfile:
+        return supervise_elastic(args)
     world = world_comm("es-train")
     if world is None:
         return USAGE_ERROR
@@ -266,6 +295,55 @@ def main(argv: list[str] | None = None) -> int:
     codes = [_train_one(run, comm) for run in runs[color::groups]]
     world.barrier()
     return max(codes)
+
+
+def supervise_elastic(args: argparse.Namespace) -> int:
+    """``--elastic``: this process launches the ranks and relaunches them after a lost node
+    (``es.launch.elastic``); it never joins the MPI job itself."""
+    from es.launch.elastic import (
+        ElasticError,
+        HostfileNodes,
+        SlurmNodes,
+        elastic_folder,
+        supervise,
+    )
+    from es.parallel.comm import under_mpi_launcher
+
+    if not args.elastic:
+        return fail("es-train", "--hostfile is for --elastic runs (under plain mpiexec, give "
+                    "mpiexec -f FILE instead)")
+    if under_mpi_launcher():
+        return fail("es-train", "--elastic launches the ranks itself: start it without "
+                    "mpiexec or srun, e.g. es-train CONFIG --resume-or-start RUN --elastic "
+                    "--hostfile hosts")
+    if not args.resume_or_start or len(args.configs) != 1 or args.seeds:
+        return fail("es-train", "--elastic relaunches one run from its checkpoint: give one "
+                    "config file and --resume-or-start RUN_DIR (no --seeds), e.g. es-train "
+                    "configs/humanoid_ars.toml --resume-or-start runs/humanoid --elastic")
+    if args.requeue_on_signal:
+        return fail("es-train", "--requeue-on-signal and --elastic: the batch script "
+                    "requeues on exit code 75 (scripts/slurm_train.sbatch)")
+    try:
+        with elastic_folder() as folder:
+            if args.hostfile:
+                nodes = HostfileNodes(Path(args.hostfile), Path(folder))
+            elif "SLURM_JOB_ID" in os.environ:
+                nodes = SlurmNodes()
+            else:
+                raise ElasticError("--elastic needs --hostfile FILE, or to run inside a Slurm "
+                                   "allocation (sbatch --no-kill or salloc --no-kill)")
+            program = [_this_program(), args.configs[0], "--resume-or-start",
+                       args.resume_or_start, *(f"--set={item}" for item in args.overrides),
+                       *(["--quiet"] if args.quiet else [])]
+            return supervise(nodes, program, Path(args.resume_or_start), args.min_nodes,
+                             args.max_restarts)
+    except ElasticError as error:
+        return fail("es-train", str(error))
+
+
+def _this_program() -> str:
+    beside = Path(sys.executable).parent / "es-train"
+    return str(beside) if beside.exists() else sys.argv[0]
 
 
 def node_summary(nodes: list[list[int]], ranks: list[str], noise: str) -> str:
@@ -318,7 +396,8 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         print(f"es-train: {node_summary(nodes, ranks, config.es.noise)}", file=sys.stderr,
               flush=True)
     try:
-        with trainer:
+        with comm.heartbeat(ranks, config.run.peer_timeout_s, lambda line: peer_lost(line, comm),
+                            lambda: f"generation {trainer.strategy.generation + 1}"), trainer:
             result = trainer.run()
     except Stopped as stop:
         code = 128 + stop.signum if stop.signum == signal.SIGINT else CHECKPOINTED
@@ -348,6 +427,15 @@ def _train_one(args: argparse.Namespace, comm) -> int:
             flush=True,
         )
     return 0
+
+
+def peer_lost(report: str, comm) -> None:
+    """A peer is silent (``es.parallel.heartbeat``): say which, and end the job with
+    ``PEER_LOST``. Called from the heartbeat thread; the main thread may be waiting in a
+    collective that would never end."""
+    print(f"es-train: {report}; the newest checkpoint is intact: resume on the ranks that are "
+          f"left (exit code {PEER_LOST})", file=sys.stderr, flush=True)
+    comm.abort(PEER_LOST)
 
 
 def requeue_slurm_job() -> None:

@@ -11,15 +11,20 @@ MPICH busy-polls inside blocking collectives, which halves the speed of oversubs
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from es.parallel.heartbeat import Heartbeat
 
 #: How long a collective's wait spins before it sleeps between tests (see MPIComm._wait).
 SPIN_S = 200e-6
@@ -53,6 +58,8 @@ class Comm(Protocol):
     def split(self, color: int) -> Comm: ...
     def isend(self, array: np.ndarray, dest: int, tag: int) -> Pending: ...
     def irecv(self, buffer: np.ndarray, source: int, tag: int) -> Pending: ...
+    def heartbeat(self, names: Sequence[str], timeout_s: float, on_lost: Callable[[str], None],
+                  where: Callable[[], str]) -> AbstractContextManager[object]: ...
 
 
 class Pending:
@@ -150,6 +157,11 @@ class LocalComm:
 
     def irecv(self, buffer: np.ndarray, source: int, tag: int) -> Pending:
         raise ValueError("point-to-point messages need at least 2 ranks (mpiexec -n 2 or more)")
+
+    def heartbeat(self, names: Sequence[str], timeout_s: float, on_lost: Callable[[str], None],
+                  where: Callable[[], str]) -> AbstractContextManager[object]:
+        """Nothing to watch: one process has no peers."""
+        return contextlib.nullcontext()
 
 
 class MPIComm:
@@ -341,6 +353,14 @@ class MPIComm:
         """Start receiving into ``buffer`` (at most its size) from rank ``source``."""
         return Pending(self.world.Irecv(buffer, source=source, tag=tag), buffer,
                        self.poll_interval_s, self._mpi)
+
+    def heartbeat(self, names: Sequence[str], timeout_s: float, on_lost: Callable[[str], None],
+                  where: Callable[[], str]) -> Heartbeat:
+        """Heartbeats between the ranks while the context lasts (``es.parallel.heartbeat``):
+        ``on_lost`` gets a one-line report when a peer is silent for ``timeout_s``."""
+        from es.parallel.heartbeat import Heartbeat
+
+        return Heartbeat(self.world, self._mpi, names, timeout_s, on_lost, where)
 
     def abort(self, code: int) -> None:
         sys.stdout.flush()

@@ -160,6 +160,46 @@ class FakeCluster:
                 "-iface", self.bridge, "-hosts", hosts, "-n",
                 str(ranks_per_host * len(self.hosts)), *environment, *command]
 
+    def hydra_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """An environment in which a plain ``mpiexec -f HOSTFILE`` (or ``mpiexec -hosts``)
+        reaches these hosts, as ``mpiexec`` reaches a real cluster's over ssh: Hydra reads
+        its launcher and interface from the environment, so a program that launches MPI jobs
+        itself (``es-train --elastic``) runs here unchanged."""
+        return {**(os.environ if base is None else base), "HYDRA_LAUNCHER": "ssh",
+                "HYDRA_LAUNCHER_EXEC": str(self.exec_script), "HYDRA_IFACE": self.bridge,
+                **MPI_ENVIRONMENT}
+
+    def write_hostfile(self, path: Path, ranks_per_host: int) -> Path:
+        path.write_text("".join(f"{host}:{ranks_per_host}\n" for host in self.hosts))
+        return path
+
+    def cut(self, host: str) -> None:
+        """``host`` dies as a machine does: its link goes down and every process on it is
+        killed at once."""
+        _sh("ip", "link", "set", self._links[self.hosts.index(host)], "down")
+        self.signal(host, signal.SIGKILL)
+
+    def reconnect(self, host: str) -> None:
+        """A cut host's link comes up again (a machine back from a reboot, empty)."""
+        _sh("ip", "link", "set", self._links[self.hosts.index(host)], "up")
+
+    def signal(self, host: str, signum: int, program: str | None = None) -> list[int]:
+        """Send ``signum`` to the processes on ``host`` (those whose command line names
+        ``program``, if given); returns their pids."""
+        hit = []
+        for pid in self.pids(host):
+            if program is not None:
+                try:
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if not any(arg.endswith(program.encode()) for arg in argv):
+                    continue
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+                hit.append(pid)
+        return hit
+
     def pids(self, host: str) -> list[int]:
         """The processes running on ``host`` (its network namespace)."""
         netns = self._netns[self.hosts.index(host)]

@@ -1,0 +1,129 @@
+"""A deadline on silence: every rank of a job hears from its peers at least once a second, so
+a rank that stops answering (a stopped process, a hung or cut-off node) is noticed within
+``timeout_s``, while one that is merely busy (a long episode, a loaded machine, an uneven
+schedule) is not: its heartbeat thread keeps beating while its main thread works.
+
+Heartbeats run in a star on a private communicator: rank 0 beats to every rank and every
+rank beats to rank 0, two messages per rank and period however large the job. Rank 0 thus
+hears of any silent rank; the others hear of a silent rank 0. Whoever notices calls
+``on_lost`` with its one-line report (the caller prints it and aborts the job), from the
+heartbeat thread, whatever the main thread is waiting in: a collective, the work-stealing
+server, a broadcast, file I/O.
+
+MPI under a launcher that kills the whole job when one process dies (Hydra, srun with
+--kill-on-bad-exit) covers a dead rank by itself; this covers the ranks that do not die.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+#: Seconds between two heartbeats of a rank.
+PERIOD_S = 1.0
+_TAG = 7
+
+
+class Heartbeat:
+    """Heartbeats on a duplicate of ``world`` (an mpi4py communicator), started on entry and
+    stopped on exit; entering and a normal exit are collective (every rank, together).
+
+    ``names``: each rank's "pid@host", for the report. ``where``: what the rank is doing,
+    e.g. "generation 12", read when a report is made.
+    """
+
+    def __init__(self, world: Any, mpi: Any, names: Sequence[str], timeout_s: float,
+                 on_lost: Callable[[str], None], where: Callable[[], str] = lambda: "",
+                 period_s: float = PERIOD_S) -> None:
+        if timeout_s <= period_s:
+            raise ValueError(f"timeout_s {timeout_s}: must exceed the heartbeat period "
+                             f"{period_s} s")
+        self._world, self._mpi, self.names = world, mpi, list(names)
+        self.timeout_s, self.period_s = timeout_s, period_s
+        self._on_lost, self._where = on_lost, where
+        self.rank, self.size = world.Get_rank(), world.Get_size()
+        self.peers = list(range(1, self.size)) if self.rank == 0 else [0]
+        self._comm: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sent = 0  # heartbeats sent to each peer
+        self.heard = dict.fromkeys(self.peers, 0)  # heartbeats received from each peer
+        self._pending: list[Any] = []
+        self.reported = False
+
+    def __enter__(self) -> Heartbeat:
+        self._comm = self._world.Dup()
+        now = time.monotonic()
+        self._last_heard = dict.fromkeys(self.peers, now)
+        self._thread = threading.Thread(target=self._beat, name="es-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.stop()
+        else:  # a way out that not every rank may take: no collective, only quiet
+            self._stop.set()
+
+    def _beat(self) -> None:
+        beat = np.zeros(1, dtype=np.int64)
+        inbox = np.empty(1, dtype=np.int64)
+        status = self._mpi.Status()
+        next_beat = time.monotonic()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                self.sent += 1
+                beat[0] = self.sent
+                self._pending = [request for request in self._pending if not request.Test()]
+                self._pending += [self._comm.Isend(beat.copy(), dest=peer, tag=_TAG)
+                                  for peer in self.peers]
+                next_beat = now + self.period_s
+            while self._comm.Iprobe(source=self._mpi.ANY_SOURCE, tag=_TAG, status=status):
+                source = status.Get_source()
+                self._comm.Recv(inbox, source=source, tag=_TAG)
+                self.heard[source] += 1
+                self._last_heard[source] = time.monotonic()
+            silent = {peer: now - heard for peer, heard in self._last_heard.items()
+                      if now - heard > self.timeout_s}
+            if silent and not self.reported:
+                self.reported = True
+                self._on_lost(self.report(silent))
+                return
+            self._stop.wait(min(0.1, self.period_s / 4))
+
+    def report(self, silent: dict[int, float]) -> str:
+        """'rank 3 (pid 4242 on node1) silent for 61 s' for each silent peer, in one line."""
+        where = self._where()
+        peers = ", ".join(f"rank {rank} ({self._name(rank)}) silent for {seconds:.0f} s"
+                          for rank, seconds in sorted(silent.items()))
+        return (f"peer lost: {peers} (no heartbeat within run.peer_timeout_s = "
+                f"{self.timeout_s:g} s: stopped, hung or cut off)"
+                + (f" while rank {self.rank} was in {where}" if where else ""))
+
+    def _name(self, rank: int) -> str:
+        pid, _, host = self.names[rank].partition("@")
+        return f"pid {pid} on {host}"
+
+    def stop(self) -> None:
+        """Stop beating, every rank together: each rank then receives every heartbeat its
+        peers sent it, so none is left unmatched when MPI finalizes."""
+        barrier = self._world.Ibarrier()  # the thread still watches while peers arrive
+        while not barrier.Test():
+            time.sleep(0.001)
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+        if self.reported:
+            return
+        counts = np.array(self._comm.allgather(self.sent), dtype=np.int64)
+        inbox = np.empty(1, dtype=np.int64)
+        for peer in self.peers:
+            for _ in range(int(counts[peer]) - self.heard[peer]):
+                self._comm.Recv(inbox, source=peer, tag=_TAG)
+        self._mpi.Request.Waitall(self._pending)
+        self._comm.Free()
