@@ -7,6 +7,8 @@ goes wrong is a pure function of its reset seed, so every rank count sees the sa
 import gymnasium as gym
 import numpy as np
 
+from es.rl.synthetic import SleepEnv
+
 
 class FlakyEnv(gym.Env):
     """A 1-D point that should move right; some episodes raise, return NaN or NaN obs."""
@@ -83,3 +85,20 @@ class LuckyEnv(gym.Env):
 
 
 gym.register("Lucky-v0", entry_point=LuckyEnv)
+
+
+class DoomedSleepEnv(SleepEnv):
+    """``es/Sleep-v0`` whose reset raises for the reset seeds listed in ``doomed``: a run
+    whose every episode of one generation fails, the same way on every launch."""
+
+    def __init__(self, doomed: list[int] = (), **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.doomed = set(doomed)
+
+    def reset(self, *, seed=None, options=None):
+        if seed in self.doomed:
+            raise RuntimeError(f"doomed reset seed {seed}")
+        return super().reset(seed=seed, options=options)
+
+
+gym.register("DoomedSleep-v0", entry_point=DoomedSleepEnv)

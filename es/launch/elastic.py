@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TextIO
 
 #: es-train's exit codes this supervisor acts on (es.cli.train defines them).
 USAGE_ERROR, CHECKPOINTED, PEER_LOST = 2, 75, 76
@@ -45,13 +45,15 @@ USAGE_ERROR, CHECKPOINTED, PEER_LOST = 2, 75, 76
 PROBE_TIMEOUT_S = 15.0
 #: What the ranks' heartbeat line says of each silent rank: "rank 4 (pid 123 on node2)".
 SILENT_RANK = re.compile(r"rank (\d+) \(pid \d+ on (\S+?)\) silent for (\d+) s")
-#: Hydra's report of a rank that ended badly ("PID 12 RUNNING AT node2" then "EXIT CODE: 9"),
-#: and of the signal that ended it ("EXIT STRING: Killed (signal 9)").
+#: Hydra's report of a rank that ended badly: "PID 12 RUNNING AT node2" then "EXIT CODE: 9",
+#: the number of the signal that killed it. A rank killed by SIGKILL or SIGTERM was killed
+#: from outside (a person, the OOM killer, a dying machine); other codes are the run's own.
 HYDRA_ENDED = re.compile(r"RUNNING AT (\S+)\s*\n=\s*EXIT CODE: (\d+)")
-HYDRA_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (\d+)\)")
-#: srun's report of a lost node or a killed task.
-SRUN_LOST = re.compile(r"srun: error: (?:Node failure on (\S+)|(\S+): tasks? [\d,-]+: "
-                       r"(?:Killed|Terminated|Segmentation fault))")
+KILLING_SIGNALS = {str(int(signal.SIGKILL)), str(int(signal.SIGTERM))}
+#: srun's report of a failed node, and of tasks that died. When one task dies, srun
+#: (--kill-on-bad-exit) kills the others and reports them too: the first report is the cause.
+SRUN_NODE_FAILED = re.compile(r"srun: error: Node failure on (\S+)")
+SRUN_TASKS_KILLED = re.compile(r"srun: error: (\S+): tasks? [\d,-]+: Killed")
 CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)\.json$")
 
 
@@ -70,12 +72,15 @@ class Nodes(Protocol):
 
     kind: str  # "hostfile" or "Slurm", for the log
 
-    def usable(self, blamed: set[str]) -> tuple[list[Node], dict[str, str]]:
-        """The nodes a launch may use now, and {node: why not} for the others."""
+    def candidates(self) -> list[Node]:
+        """Every node the run may use: the hostfile's, or the job's nodes now."""
+        ...
+
+    def answering(self, nodes: Sequence[Node]) -> tuple[list[Node], dict[str, str]]:
+        """Those of ``nodes`` that can run ranks now, and {node: why not} for the others."""
         ...
 
     def command(self, nodes: Sequence[Node], program: Sequence[str]) -> list[str]: ...
-    def stop(self, launch: subprocess.Popen, signum: int) -> None: ...
 
 
 def read_hostfile(path: Path) -> list[Node]:
@@ -121,34 +126,35 @@ class HostfileNodes:
         self.mpiexec = _mpiexec()
         self.folder = folder
 
-    def usable(self, blamed: set[str]) -> tuple[list[Node], dict[str, str]]:
-        candidates = [node for node in self.nodes if node.name not in blamed]
+    def candidates(self) -> list[Node]:
+        return list(self.nodes)
+
+    def answering(self, nodes: Sequence[Node]) -> tuple[list[Node], dict[str, str]]:
+        """Each host runs ``true`` through Hydra, all at once: a host that is down, cut off
+        or cannot start a process does not answer within PROBE_TIMEOUT_S."""
         probes = {node.name: subprocess.Popen(
             [self.mpiexec, "-hosts", node.name, "-n", "1", "true"], stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            for node in candidates}
+            for node in nodes}
         deadline = time.monotonic() + PROBE_TIMEOUT_S
-        why = {name: "lost in the last launch" for name in blamed}
+        why: dict[str, str] = {}
         for name, probe in probes.items():
             try:
                 code = probe.wait(max(0.0, deadline - time.monotonic()))
                 if code != 0:
-                    why[name] = f"a probe failed (exit {code})"
+                    why[name] = f"a probe failed with exit code {code}"
             except subprocess.TimeoutExpired:
                 why[name] = f"no answer to a probe within {PROBE_TIMEOUT_S:g} s"
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(probe.pid, signal.SIGKILL)
                 probe.wait()
-        return [node for node in self.nodes if node.name not in why], why
+        return [node for node in nodes if node.name not in why], why
 
     def command(self, nodes: Sequence[Node], program: Sequence[str]) -> list[str]:
         hostfile = self.folder / "hosts"
         hostfile.write_text("".join(f"{node.name}:{node.slots}\n" for node in nodes))
         total = sum(node.slots for node in nodes)
         return [self.mpiexec, "-f", str(hostfile), "-n", str(total), *program]
-
-    def stop(self, launch: subprocess.Popen, signum: int) -> None:
-        launch.send_signal(signum)  # Hydra passes it on to every rank
 
 
 def slurm_tasks_per_node(text: str) -> list[int]:
@@ -188,6 +194,9 @@ class SlurmNodes:
         self.slots = max(per_node)  # the same on every node: Slurm's --ntasks-per-node
         self.srun_mpi = os.environ.get("SRUN_MPI", "--mpi=pmi2")
 
+    def candidates(self) -> list[Node]:
+        return [Node(name, self.slots) for name in self._job_nodes()]
+
     def _job_nodes(self) -> list[str]:
         shown = _slurm("scontrol", "show", "job", self.job)
         listed = re.search(r"\bNodeList=(\S+)", shown)
@@ -195,18 +204,20 @@ class SlurmNodes:
             return []
         return _slurm("scontrol", "show", "hostnames", listed.group(1)).split()
 
-    def usable(self, blamed: set[str]) -> tuple[list[Node], dict[str, str]]:
-        names = self._job_nodes()
+    def answering(self, nodes: Sequence[Node]) -> tuple[list[Node], dict[str, str]]:
+        """Slurm's own view: a node it does not hear from is marked ``*`` (not responding)
+        and later DOWN, and leaves the job."""
+        if not nodes:
+            return [], {}
         states = dict(line.split(maxsplit=1) for line in _slurm(
-            "sinfo", "-h", "-N", "-o", "%N %t", "-n", ",".join(names)).splitlines()
-            if line.strip()) if names else {}
-        why = {name: "lost in the last launch" for name in blamed}
-        for name in names:
-            state = states.get(name, "unknown").strip()
-            if name not in why and ("*" in state or state.startswith(
-                    ("down", "drain", "fail", "unk", "npc"))):
-                why[name] = f"Slurm says {state}"
-        return [Node(name, self.slots) for name in names if name not in why], why
+            "sinfo", "-h", "-N", "-o", "%N %t", "-n", ",".join(n.name for n in nodes)
+        ).splitlines() if line.strip())
+        why = {}
+        for node in nodes:
+            state = states.get(node.name, "unknown").strip()
+            if "*" in state or state.startswith(("down", "drain", "fail", "unk", "npc")):
+                why[node.name] = f"Slurm says {state}"
+        return [node for node in nodes if node.name not in why], why
 
     def command(self, nodes: Sequence[Node], program: Sequence[str]) -> list[str]:
         # --overlap: Slurm 22.05 may still count the killed step's CPUs as busy on the
@@ -215,9 +226,6 @@ class SlurmNodes:
                 f"--nodes={len(nodes)}", f"--ntasks={len(nodes) * self.slots}",
                 f"--ntasks-per-node={self.slots}",
                 f"--nodelist={','.join(node.name for node in nodes)}", *program]
-
-    def stop(self, launch: subprocess.Popen, signum: int) -> None:
-        launch.send_signal(signum)  # srun passes it on to every task
 
 
 def newest_checkpoint(run_dir: Path) -> int:
@@ -248,6 +256,7 @@ class Failure:
     lost: set[str] = field(default_factory=set)
     how: str = ""
     lost_at: float = 0.0  # time.monotonic() of the loss, as well as it is known
+    since: str = "the launch ended"  # what lost_at is
 
 
 def diagnose(code: int, tail: str, ended_at: float) -> Failure:
@@ -260,16 +269,20 @@ def diagnose(code: int, tail: str, ended_at: float) -> Failure:
         seconds = max(int(s) for *_, s in silent)
         ranks = ", ".join(sorted({rank for rank, _, _ in silent}, key=int))
         return Failure(code, hosts, f"no heartbeat from rank{'s' * (len(silent) > 1)} {ranks} "
-                       f"for {seconds} s", ended_at - seconds)
-    signals = set(HYDRA_SIGNAL.findall(tail))
-    killed = {host for host, exit_code in HYDRA_ENDED.findall(tail) if exit_code in signals}
-    if killed:
-        return Failure(code, killed, f"its ranks died of signal {', '.join(sorted(signals))}, "
-                       "as mpiexec reported", ended_at)
-    lost = {a or b for a, b in SRUN_LOST.findall(tail)}
-    if lost:
-        return Failure(code, lost, "a node failed or its tasks died (reported by srun)",
-                       ended_at)
+                       f"for {seconds} s", ended_at - seconds, "their last heartbeat")
+    ended = [(host, number) for host, number in HYDRA_ENDED.findall(tail)
+             if number in KILLING_SIGNALS]
+    if ended:
+        signals = ", ".join(sorted({number for _, number in ended}))
+        return Failure(code, {host for host, _ in ended}, f"its ranks were killed by signal "
+                       f"{signals}, as mpiexec reported", ended_at)
+    failed = set(SRUN_NODE_FAILED.findall(tail))
+    if failed:
+        return Failure(code, failed, "Slurm found the node not responding", ended_at)
+    first_killed = SRUN_TASKS_KILLED.search(tail)
+    if first_killed:
+        return Failure(code, {first_killed.group(1)}, "its tasks were killed, as srun "
+                       "reported", ended_at)
     return Failure(code, set(), "", ended_at)
 
 
@@ -281,25 +294,27 @@ class Launch:
     trained_at: float | None  # when the run's first new generation was written
 
 
-def run_launch(command: Sequence[str], nodes: Nodes, run_dir: Path, resumed_from: int,
-               on_trained: Callable[[float], None], env: dict[str, str] | None = None) -> Launch:
-    """Run one launch to its end: its stderr goes on to ours (its last lines kept), stop
-    signals go on to it, and ``on_trained`` is called once its first generation past
+def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
+               on_trained: Callable[[float], None]) -> Launch:
+    """Run one launch to its end: its output goes on to ours (its last lines kept: Hydra
+    reports a dead rank on stdout), stop signals go on to the launcher (mpiexec and srun
+    pass them to every rank), and ``on_trained`` is called once its first generation past
     ``resumed_from`` is in progress.csv."""
-    launch = subprocess.Popen(list(command), stderr=subprocess.PIPE, text=True, env=env,
-                              start_new_session=True)
+    launch = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
     tail: collections.deque[str] = collections.deque(maxlen=200)
 
-    def copy() -> None:
-        assert launch.stderr is not None
-        for line in launch.stderr:
-            sys.stderr.write(line)
-            sys.stderr.flush()
+    def copy(source: TextIO, to: TextIO) -> None:
+        for line in source:
+            to.write(line)
+            to.flush()
             tail.append(line)
 
-    copier = threading.Thread(target=copy, daemon=True)
-    copier.start()
-    previous = {signum: signal.signal(signum, lambda signum, _: nodes.stop(launch, signum))
+    copiers = [threading.Thread(target=copy, args=pair, daemon=True)
+               for pair in ((launch.stdout, sys.stdout), (launch.stderr, sys.stderr))]
+    for copier in copiers:
+        copier.start()
+    previous = {signum: signal.signal(signum, lambda signum, _: launch.send_signal(signum))
                 for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)}
     trained_at = None
     try:
@@ -315,7 +330,8 @@ def run_launch(command: Sequence[str], nodes: Nodes, run_dir: Path, resumed_from
             os.killpg(launch.pid, signal.SIGKILL)
             launch.wait()
     ended_at = time.monotonic()
-    copier.join(timeout=5)
+    for copier in copiers:
+        copier.join(timeout=5)
     return Launch(launch.returncode, "".join(tail), ended_at, trained_at)
 
 
@@ -325,6 +341,22 @@ def say(message: str) -> None:
 
 def _names(nodes: Sequence[Node]) -> str:
     return ", ".join(node.name for node in nodes)
+
+
+def choose_nodes(nodes: Nodes, blamed: set[str], min_nodes: int
+                 ) -> tuple[list[Node], dict[str, str]]:
+    """The nodes that answer, leaving out those blamed for the last failure while enough
+    others answer (a node whose ranks died or hung may be sick, though it answers); with
+    too few, the blamed ones that answer come back. In the candidates' order."""
+    candidates = nodes.candidates()
+    fresh, why = nodes.answering([node for node in candidates if node.name not in blamed])
+    suspects = [node for node in candidates if node.name in blamed]
+    if len(fresh) < min_nodes and suspects:
+        back, still = nodes.answering(suspects)
+        why |= still
+        chosen = {node.name for node in fresh + back}
+        return [node for node in candidates if node.name in chosen], why
+    return fresh, why | {node.name: "lost in the last launch" for node in suspects}
 
 
 def supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: int,
@@ -341,7 +373,7 @@ def supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: in
     blamed: set[str] = set()
     restarts, previous_failure_at, failure = 0, None, None
     while True:
-        usable, why = nodes.usable(blamed)
+        usable, why = choose_nodes(nodes, blamed, min_nodes)
         if len(usable) < min_nodes:
             left = ", ".join(f"{name} ({reason})" for name, reason in why.items())
             say(f"{len(usable)} usable node{'s' * (len(usable) != 1)} "
@@ -363,14 +395,14 @@ def supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: in
             note = (f"relaunch {restarts}: lost {lost} ({failure.how}); resumed from "
                     f"generation {resumed_from} on {where}"
                     + (f"; also left out: {not_used}" if not_used else ""))
-        lost_at = failure.lost_at if failure is not None else 0.0
+        lost_at, since = (failure.lost_at, failure.since) if failure else (0.0, "")
 
-        def trained(at: float, note: str | None = note, lost_at: float = lost_at) -> None:
+        def trained(at: float, note: str | None = note, lost_at: float = lost_at,
+                    since: str = since) -> None:
             if note is not None:
-                say(f"{note}; training again {at - lost_at:.1f} s after the loss")
+                say(f"{note}; training again {at - lost_at:.1f} s after {since}")
 
-        launch = run_launch(nodes.command(usable, program), nodes, run_dir, resumed_from,
-                            trained)
+        launch = run_launch(nodes.command(usable, program), run_dir, resumed_from, trained)
         if note is not None and launch.trained_at is None:
             say(f"{note}; it ended before training again (exit code {launch.code})")
         if launch.code in (0, USAGE_ERROR, CHECKPOINTED) or launch.code == 128 + signal.SIGINT:

@@ -1,0 +1,185 @@
+"""A lost or hung peer costs a generation, not the run: the ranks' heartbeats end a job whose
+peer went silent (exit code 76, the rank and host named), a busy rank is not taken for a
+silent one, and ``es-train --elastic`` relaunches the run on the hosts still usable (Hydra
+over a hostfile of network-namespaced hosts, ``es.parallel.fake_cluster``) until it ends
+bit-identical to an uninterrupted run. The Slurm case is in test_slurm.py."""
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, load_params, read_progress, run_cli, tool
+
+from es.core.seeding import TAG_ENV, episode_seeds
+from es.parallel.fake_cluster import FakeCluster
+from es.rl.checkpoint import load_latest_checkpoint
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the fake cluster needs root "
+                                "(namespaces)")
+#: ~40 generations of a task whose steps take wall time, not CPU: a dozen ranks on 2 cores.
+RUN = ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set", "env.kwargs.step_ms=1",
+       "--set", "es.population=16", "--set", "run.generations=40", "--set",
+       "run.checkpoint_every=1", "--set", "run.eval_every=5", "--set", "run.eval_episodes=2",
+       "--set", "run.peer_timeout_s=3", "--quiet"]
+RELAUNCH = re.compile(r"relaunch (\d+): lost (\S+) \((.*?)\); resumed from generation (\d+) on "
+                      r"(.*?) \(\d+ ranks\)")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> np.ndarray:
+    """The run's parameters, trained in one process without a fault."""
+    run_dir = tmp_path_factory.mktemp("elastic") / "reference"
+    done = run_cli(["es-train", *RUN, "--set", "env.kwargs.step_ms=0", "--run-dir",
+                    str(run_dir)])
+    assert done.returncode == 0, done.stderr
+    return load_params(run_dir)
+
+
+class Supervised:
+    """``es-train --elastic`` (or any command) running, its stderr lines kept with the
+    moment each arrived."""
+
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(command, cwd=REPO, env=env, text=True,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        start_new_session=True)
+        self.lines: list[tuple[float, str]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append((time.monotonic(), line))
+
+    @property
+    def stderr(self) -> str:
+        return "".join(line for _, line in self.lines)
+
+    def when(self, pattern: str) -> float | None:
+        return next((at for at, line in self.lines if re.search(pattern, line)), None)
+
+    def wait_for_checkpoint(self, run_dir: Path, generation: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not (run_dir / f"checkpoints/ckpt-{generation:08d}.json").exists():
+            assert self.process.poll() is None, self.stderr[-3000:]
+            assert time.monotonic() < deadline, self.stderr[-3000:]
+            time.sleep(0.05)
+
+    def wait(self, timeout: float = 240) -> int:
+        try:
+            code = self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self._reader.join(5)
+        return code
+
+
+def elastic(cluster: FakeCluster, run_dir: Path, *flags: str) -> Supervised:
+    hostfile = cluster.write_hostfile(run_dir.parent / f"{run_dir.name}.hosts", 2)
+    return Supervised([tool("es-train"), *RUN, "--resume-or-start", str(run_dir), "--elastic",
+                       "--hostfile", str(hostfile), *flags], cluster.hydra_environment())
+
+
+def generations(run_dir: Path) -> list[int]:
+    return [int(row["generation"]) for row in read_progress(run_dir)]
+
+
+@needs_root
+def test_a_gone_host_then_a_hung_one_and_the_run_ends_on_host_0_bit_identical(
+        tmp_path, reference):
+    run_dir = tmp_path / "run"
+    with FakeCluster(3) as cluster:
+        job = elastic(cluster, run_dir)
+        job.wait_for_checkpoint(run_dir, 5)
+        trained_before = generations(run_dir)[-1]
+        cluster.cut("node2")  # a dead machine: link down, every process killed
+        job.wait_for_checkpoint(run_dir, 20)
+        stopped_at = time.monotonic()
+        assert cluster.signal("node1", signal.SIGSTOP, "es-train")  # a hang
+        code = job.wait()
+    output = job.stderr
+    assert code == 0, output[-3000:]
+    relaunches = RELAUNCH.findall(output)
+    assert [(n, lost, where) for n, lost, _, _, where in relaunches] == [
+        ("1", "node2", "node0, node1"), ("2", "node1", "node0")], output[-3000:]
+    assert relaunches[1][2] == "no heartbeat from ranks 2, 3 for 3 s"
+    # The stop is seen within the deadline (+ 5 s); each loss costs at most 1 generation.
+    detected = job.when(r"peer lost: rank 2 \(pid \d+ on node1\)")
+    assert detected is not None and detected - stopped_at < 3 + 5, output[-3000:]
+    assert 0 <= trained_before - int(relaunches[0][3]) <= 1
+    assert "es-train: 1 node (node0: ranks 0-1)" in output
+    assert generations(run_dir) == list(range(1, 41))
+    assert np.array_equal(load_params(run_dir), reference)
+
+
+@needs_root
+def test_a_hosts_killed_ranks_cost_one_relaunch_without_it(tmp_path, reference):
+    run_dir = tmp_path / "run"
+    with FakeCluster(3) as cluster:
+        job = elastic(cluster, run_dir)
+        job.wait_for_checkpoint(run_dir, 5)
+        assert len(cluster.signal("node2", signal.SIGKILL, "es-train")) == 2
+        code = job.wait()
+    output = job.stderr
+    assert code == 0, output[-3000:]
+    relaunches = RELAUNCH.findall(output)
+    assert len(relaunches) == 1, output[-3000:]
+    ((_, lost, how, _, where),) = relaunches
+    assert (lost, where) == ("node2", "node0, node1")
+    assert how == "its ranks were killed by signal 9, as mpiexec reported"
+    assert np.array_equal(load_params(run_dir), reference)
+
+
+@needs_root
+def test_fewer_hosts_than_min_nodes_stop_with_the_checkpoint_and_the_command_goes_on(
+        tmp_path, reference):
+    run_dir = tmp_path / "run"
+    with FakeCluster(3) as cluster:
+        job = elastic(cluster, run_dir, "--min-nodes", "3")
+        job.wait_for_checkpoint(run_dir, 5)
+        cluster.cut("node2")
+        code = job.wait()
+        output = job.stderr
+        assert code == 75, output[-3000:]
+        (line,) = [x for x in output.splitlines() if "fewer than --min-nodes" in x]
+        saved = load_latest_checkpoint(run_dir / "checkpoints")[0].generation
+        # Too few without it, node2 was probed again: its link is down.
+        assert re.fullmatch(r"es-train --elastic: 2 usable nodes \(node0, node1\), fewer than "
+                            r"--min-nodes 3; not usable: node2 \((a probe failed with exit code "
+                            r"\d+|no answer to a probe within 15 s)\)\. The checkpoint of "
+                            f"generation {saved} is intact: the same command continues the run "
+                            r"\(exit code 75\)", line), line
+        cluster.reconnect("node2")  # back, empty: it answers the next launch's probe
+        again = elastic(cluster, run_dir, "--min-nodes", "3")  # the same command
+        assert again.wait() == 0, again.stderr[-3000:]
+    assert "launching on 3 hostfile nodes: node0, node1, node2" in again.stderr
+    assert np.array_equal(load_params(run_dir), reference)
+
+
+def test_a_run_that_fails_by_itself_is_relaunched_once_then_stops_with_its_error(tmp_path):
+    """No root needed: Hydra launches on this machine's own name."""
+    doomed = episode_seeds(0, 6, 16, TAG_ENV)  # every episode of generation 7 (index 6)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost:2\n")
+    run_dir = tmp_path / "run"
+    job = Supervised([tool("es-train"), *RUN, "--set", "env.id=fault_envs:DoomedSleep-v0",
+                      "--set", f"env.kwargs.doomed={doomed}", "--resume-or-start", str(run_dir),
+                      "--elastic", "--hostfile", str(hostfile)],
+                     {**os.environ, "PYTHONPATH": str(REPO / "tests")})
+    code = job.wait()
+    output = job.stderr
+    assert code == 1, output[-3000:]
+    assert output.count("es-train: 2 ranks:") == 2  # the first launch and one relaunch
+    assert "relaunch 1: lost no node (the launch failed with exit code 1)" in output
+    (line,) = [x for x in output.splitlines() if "failed again" in x]
+    assert line.startswith("es-train --elastic: the relaunch failed again at generation 7 "
+                           "(exit code 1) and no node was lost")
+    assert "episodes failed" in line
