@@ -1,7 +1,10 @@
-"""Chaos test of exact resume: kill a random rank at a random moment, resume, many times.
+"""Chaos test of exact resume: kill a random rank at a random moment, resume, many times;
+or, with ``--hosts H``, make random hosts of an elastic run gone, killed or hung.
 
     python scripts/chaos.py --config configs/halfcheetah.toml --cycles 20 --generations 80
     python scripts/chaos.py --config configs/hopper.toml --set run.schedule=dynamic --cycles 20
+    python scripts/chaos.py --hosts 3 --faults gone,kill,stop --cycles 20 --generations 200 \
+        --config configs/cartpole.toml --set env.id=es/Sleep-v0 --set env.kwargs.step_ms=1
 
 First an uninterrupted run of the config (on a random rank count) gives the reference result
 and the run's pace: when its config.toml and each checkpoint appeared. Then each cycle launches
@@ -19,6 +22,11 @@ set to 0: wall time is not deterministic).
 "Generations redone" counts generations a session computed (printed) that an earlier session
 had computed already: the work the kills threw away. Exit 1 if a cycle failed or anything
 differs.
+
+With ``--hosts H`` (root: network-namespaced hosts, ``scripts/chaos_hosts.py``) there is one
+``es-train --elastic`` run over a hostfile of H hosts instead, and each cycle is one fault on a
+random host running ranks, of a random kind from ``--faults``; the run goes on by itself and
+must end bit-identical to the uninterrupted reference.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import chaos_hosts
 import numpy as np
 from report import BIN, RESULTS_CSV, check_config, emit, mpiexec, script_parser
 
@@ -262,6 +271,13 @@ def parser() -> argparse.ArgumentParser:
                        help="a job still running this long after the kill is a hang")
     parse.add_argument("--timeout-s", type=parse_seconds, default=3600.0,
                        help="limit for the uninterrupted runs (a hang, not a budget)")
+    parse.add_argument("--hosts", type=positive_int,
+                       help="host-level chaos: an elastic run on H namespaced hosts (root)")
+    parse.add_argument("--faults", default="gone,kill,stop",
+                       help="with --hosts: the kinds of fault drawn, from gone (a dead "
+                       "machine), kill (its ranks killed), stop (its ranks hung by SIGSTOP)")
+    parse.add_argument("--ranks-per-host", type=positive_int, default=2,
+                       help="with --hosts: ranks on each host (default 2)")
     add_out(parse, "chaos", f"the runs, their logs and {RESULTS_CSV}; a previous chaos test's "
             "runs and logs in it are deleted first")
     return parse
@@ -276,6 +292,9 @@ def main() -> int:
     if any(o.split("=", 1)[0].strip() == "run.max_seconds" for o in args.overrides):
         parse.error("run.max_seconds is not deterministic: the budget is --generations")
     check_config(parse, args.config, args.overrides)
+    if any(f not in chaos_hosts.FAULTS for f in args.faults.split(",") if f) \
+            or not args.faults.strip(","):
+        parse.error(f"--faults {args.faults!r}: kinds are {', '.join(chaos_hosts.FAULTS)}")
 
     out = args.out.resolve()
     reference_dir, run_dir = out / "reference", out / "chaos"
@@ -284,7 +303,11 @@ def main() -> int:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     settings = [*args.overrides, f"run.generations={args.generations}", f"run.seed={args.seed}",
                 f"run.checkpoint_every={args.checkpoint_every}", "run.max_seconds=0"]
+    if args.hosts:  # a silent host is found within 5 s unless --set says otherwise
+        settings.insert(0, "run.peer_timeout_s=5")
     sets = [flag for s in settings for flag in ("--set", s)]
+    if args.hosts:
+        return chaos_hosts.run(args, sets, reference_dir, run_dir, out / "logs", compare)
     rng = np.random.default_rng(args.chaos_seed)
 
     ranks, plain = draw_launch(rng)

@@ -267,8 +267,9 @@ def diagnose(code: int, tail: str, ended_at: float) -> Failure:
     if code == PEER_LOST and silent:
         hosts = {host for _, host, _ in silent}
         seconds = max(int(s) for *_, s in silent)
-        ranks = ", ".join(sorted({rank for rank, _, _ in silent}, key=int))
-        return Failure(code, hosts, f"no heartbeat from rank{'s' * (len(silent) > 1)} {ranks} "
+        numbers = sorted({rank for rank, _, _ in silent}, key=int)  # several may report one
+        ranks = ", ".join(numbers)
+        return Failure(code, hosts, f"no heartbeat from rank{'s' * (len(numbers) > 1)} {ranks} "
                        f"for {seconds} s", ended_at - seconds, "their last heartbeat")
     ended = [(host, number) for host, number in HYDRA_ENDED.findall(tail)
              if number in KILLING_SIGNALS]

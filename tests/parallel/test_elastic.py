@@ -183,3 +183,44 @@ def test_a_run_that_fails_by_itself_is_relaunched_once_then_stops_with_its_error
     assert line.startswith("es-train --elastic: the relaunch failed again at generation 7 "
                            "(exit code 1) and no node was lost")
     assert "episodes failed" in line
+
+
+def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it_and_the_run_resumes(
+        tmp_path, reference):
+    """Plain mpiexec, no supervisor: rank 1 stopped (SIGSTOP) is a hang rank 0 sees."""
+    run_dir = tmp_path / "run"
+    job = Supervised([tool("mpiexec"), "-n", "2", tool("es-train"), *RUN, "--run-dir",
+                      str(run_dir)])
+    job.wait_for_checkpoint(run_dir, 3)
+    (listed,) = [line for _, line in job.lines if line.startswith("es-train: 2 ranks:")]
+    pid, host = re.search(r"rank 1 = pid (\d+)@(\S+)", listed).groups()
+    stopped_at = time.monotonic()
+    os.kill(int(pid), signal.SIGSTOP)
+    code = job.wait(timeout=3 + 30)
+    ended_after = time.monotonic() - stopped_at
+    assert code == 76 and ended_after < 3 + 10, (code, ended_after)
+    (line,) = [line for _, line in job.lines if "peer lost" in line]
+    assert line.startswith(f"es-train: peer lost: rank 1 (pid {pid} on {host}) silent for 3 s "
+                           "(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or "
+                           "cut off) while rank 0 was in generation ")
+    assert line.rstrip().endswith("the newest checkpoint is intact: resume on the ranks that "
+                                  "are left (exit code 76)")
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--quiet"], ranks=2)
+    assert resumed.returncode == 0, resumed.stderr
+    assert np.array_equal(load_params(run_dir), reference)
+
+
+def test_a_rank_busy_for_longer_than_the_deadline_is_not_lost(tmp_path):
+    """One direction (a mirrored pair), two ranks: rank 1 has nothing to play and waits in
+    the exchange for rank 0's two 2-s episodes, generation after generation, with a 2-s
+    deadline. Its heartbeats keep coming, so nobody is lost."""
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=es/Sleep-v0",
+                    "--set", "env.kwargs.step_ms=20", "--set", "env.kwargs.mean_length=100",
+                    "--set", "es.population=2", "--set", "run.generations=2", "--set",
+                    "run.eval_every=1000", "--set", "run.best_episodes=0", "--set",
+                    "run.peer_timeout_s=2", "--quiet", "--run-dir", str(run_dir)], ranks=2)
+    assert done.returncode == 0, done.stderr
+    rows = read_progress(run_dir)
+    # Rank 0 played for more than twice the deadline each generation, rank 1 waited.
+    assert len(rows) == 2 and all(float(row["rollout_s"]) > 2 * 2 for row in rows), rows
