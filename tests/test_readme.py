@@ -65,6 +65,13 @@ CHECKS = {
         f"{UNDER_SLURM} sbatch --wait --nodes=1 --ntasks-per-node=2 --time=5 --output=sbatch.out "
         f"{REPO}/scripts/slurm_train.sbatch configs/humanoid.toml runs/humanoid-sbatch "
         f"{TINY_HUMANOID}", None),
+    # A hostfile of this machine alone, and tiny; the namespaced hosts' losses are
+    # tests/parallel/test_elastic.py's.
+    "es-train configs/humanoid_ars.toml --resume-or-start runs/humanoid --elastic --hostfile "
+    "hosts --min-nodes 2":
+        "echo localhost:2 > hosts && es-train configs/humanoid_ars.toml --resume-or-start "
+        f"runs/humanoid-elastic --elastic --hostfile hosts --min-nodes 1 {TINY_HUMANOID} "
+        "--set ars.top=2",
     "es-baseline dqn configs/baselines/cartpole_dqn.toml --set run.generations=20 --run-dir "
     "runs/dqn": "as written",
     "es-compare --env CartPole-v1 --budget-s 10 --seeds 0-1 --jobs 2 --out runs/compare":
