@@ -23,7 +23,7 @@ set to 0: wall time is not deterministic).
 had computed already: the work the kills threw away. Exit 1 if a cycle failed or anything
 differs.
 
-With ``--hosts H`` (root: network-namespaced hosts, ``scripts/chaos_hosts.py``) there is one
+With ``--hosts H`` (root: network-namespaced hosts, ``es.parallel.fake_cluster``) there is one
 ``es-train --elastic`` run over a hostfile of H hosts instead, and each cycle is one fault on a
 random host running ranks, of a random kind from ``--faults``; the run goes on by itself and
 must end bit-identical to the uninterrupted reference.
@@ -38,15 +38,16 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import chaos_hosts
 import numpy as np
 from report import BIN, RESULTS_CSV, check_config, emit, mpiexec, script_parser
 
 from es.cli.args import add_flag, add_out, nonnegative_int, parse_seconds, positive_int
+from es.parallel.fake_cluster import FakeCluster
 from es.rl.checkpoint import CheckpointError, load_latest_checkpoint
 
 GENERATION_LINE = re.compile(r"^gen\s+(\d+) \|", re.MULTILINE)
@@ -271,13 +272,11 @@ def parser() -> argparse.ArgumentParser:
                        help="a job still running this long after the kill is a hang")
     parse.add_argument("--timeout-s", type=parse_seconds, default=3600.0,
                        help="limit for the uninterrupted runs (a hang, not a budget)")
-    parse.add_argument("--hosts", type=positive_int,
-                       help="host-level chaos: an elastic run on H namespaced hosts (root)")
+    add_flag(parse, "--hosts", "host-level chaos: one elastic run on them")
     parse.add_argument("--faults", default="gone,kill,stop",
                        help="with --hosts: the kinds of fault drawn, from gone (a dead "
                        "machine), kill (its ranks killed), stop (its ranks hung by SIGSTOP)")
-    parse.add_argument("--ranks-per-host", type=positive_int, default=2,
-                       help="with --hosts: ranks on each host (default 2)")
+    add_flag(parse, "--ranks-per-host", "with --hosts", default=2)
     add_out(parse, "chaos", f"the runs, their logs and {RESULTS_CSV}; a previous chaos test's "
             "runs and logs in it are deleted first")
     return parse
@@ -292,9 +291,9 @@ def main() -> int:
     if any(o.split("=", 1)[0].strip() == "run.max_seconds" for o in args.overrides):
         parse.error("run.max_seconds is not deterministic: the budget is --generations")
     check_config(parse, args.config, args.overrides)
-    if any(f not in chaos_hosts.FAULTS for f in args.faults.split(",") if f) \
+    if any(f not in FAULTS for f in args.faults.split(",") if f) \
             or not args.faults.strip(","):
-        parse.error(f"--faults {args.faults!r}: kinds are {', '.join(chaos_hosts.FAULTS)}")
+        parse.error(f"--faults {args.faults!r}: kinds are {', '.join(FAULTS)}")
 
     out = args.out.resolve()
     reference_dir, run_dir = out / "reference", out / "chaos"
@@ -307,7 +306,7 @@ def main() -> int:
         settings.insert(0, "run.peer_timeout_s=5")
     sets = [flag for s in settings for flag in ("--set", s)]
     if args.hosts:
-        return chaos_hosts.run(args, sets, reference_dir, run_dir, out / "logs", compare)
+        return run_host_chaos(args, sets, reference_dir, run_dir, out / "logs", compare)
     rng = np.random.default_rng(args.chaos_seed)
 
     ranks, plain = draw_launch(rng)
@@ -438,6 +437,126 @@ def _phase(session: Session, run_dir: Path, start: int, after: int | None) -> st
     if after == start and start == 0:
         return "before checkpoint"
     return f"after ckpt {after}"
+
+
+# Host-level chaos (--hosts): one elastic run on namespaced hosts. A gone host's link comes
+# back once the run trains again without it, so a later launch may use it. Per fault: the host
+# and kind, the seconds from the fault to the supervisor's "training again", the generations
+# redone (trained before the fault minus the checkpoint resumed from), where the run went on.
+FAULTS = ("gone", "kill", "stop")
+RELAUNCH = re.compile(r"relaunch (\d+): lost (.*?) \((.*?)\); resumed from generation (\d+) on "
+                      r"(.*?) \(\d+ ranks?\).*?; training again")
+
+
+def last_generation(run_dir: Path) -> int:
+    try:
+        lines = (run_dir / "progress.csv").read_text().strip().splitlines()
+    except OSError:
+        return 0
+    first = lines[-1].split(",", 1)[0] if len(lines) > 1 else ""
+    return int(first) if first.isdigit() else 0
+
+
+def hosts_with_ranks(cluster: FakeCluster) -> list[str]:
+    return [host for host in cluster.hosts
+            if any(b"es-train" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                   for pid in cluster.pids(host) if Path(f"/proc/{pid}").exists())]
+
+
+def run_host_chaos(args: argparse.Namespace, sets: list[str], reference_dir: Path, run_dir: Path,
+        logs: Path, compare) -> int:
+    faults = [f for f in args.faults.split(",") if f]
+    rng = np.random.default_rng(args.chaos_seed)
+    print(f"reference: es-train {args.config} ... ({args.generations} generations, one "
+          "process, uninterrupted)", flush=True)
+    done = subprocess.run([str(BIN / "es-train"), args.config, *sets, "--quiet", "--run-dir",
+                           str(reference_dir)], capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"the reference run failed (exit {done.returncode}):\n{done.stderr}")
+        return 1
+    rows, lines = [], []
+    with FakeCluster(args.hosts) as cluster:
+        hostfile = cluster.write_hostfile(logs / "hosts", args.ranks_per_host)
+        command = [str(BIN / "es-train"), args.config, *sets, "--quiet", "--resume-or-start",
+                   str(run_dir), "--elastic", "--hostfile", str(hostfile), "--max-restarts",
+                   str(2 * args.cycles)]
+        started = time.monotonic()
+        job = subprocess.Popen(command, env=cluster.hydra_environment(), text=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)
+
+        def read() -> None:
+            for line in job.stderr:
+                lines.append((time.monotonic(), line))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        gone: list[str] = []
+        for cycle in range(1, args.cycles + 1):
+            wait_for = last_generation(run_dir) + int(rng.integers(2, 6))
+            while job.poll() is None and last_generation(run_dir) < wait_for:
+                time.sleep(0.02)
+            for host in gone:  # trains again without it: it may come back
+                cluster.reconnect(host)
+            gone = []
+            victims = hosts_with_ranks(cluster)
+            if job.poll() is not None or not victims:
+                print(f"the run ended (or had no ranks) before fault {cycle}", flush=True)
+                break
+            host, fault = str(rng.choice(victims)), str(rng.choice(faults))
+            before, at = last_generation(run_dir), time.monotonic()
+            if fault == "gone":
+                cluster.cut(host)
+                gone.append(host)
+            else:
+                cluster.signal(host, signal.SIGKILL if fault == "kill" else signal.SIGSTOP,
+                               "es-train")
+            seen = len(lines)
+            while job.poll() is None and not any(RELAUNCH.search(x) for _, x in lines[seen:]):
+                time.sleep(0.05)
+            relaunch = next(((t, m) for t, x in lines[seen:] if (m := RELAUNCH.search(x))),
+                            None)
+            if relaunch is None:
+                rows.append({"fault": cycle, "host": host, "kind": fault, "outcome": "no relaunch"})
+                break
+            trained_at, match = relaunch
+            rows.append({"fault": cycle, "host": host, "kind": fault, "lost": match.group(2),
+                         "detected_by": match.group(3)[:40], "at_gen": before,
+                         "resumed_from": int(match.group(4)),
+                         "redone": before - int(match.group(4)),
+                         "s_to_training": round(trained_at - at, 1),
+                         "went_on_on": match.group(5)})
+            print("  ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
+        for host in gone:
+            cluster.reconnect(host)
+        code = job.wait(timeout=args.timeout_s)
+        reader.join(5)
+        wall = time.monotonic() - started
+    (logs / "elastic.err").write_text("".join(x for _, x in lines))
+    if rows:
+        emit(rows, args.out.resolve(), f"Host chaos: {len(rows)} faults ({args.faults}) on "
+             f"{args.hosts} hosts x {args.ranks_per_host} ranks, {args.config} "
+             f"{' '.join(args.overrides)}, {args.generations} generations, chaos seed "
+             f"{args.chaos_seed}")
+    differ = compare(reference_dir, run_dir) if code == 0 else ["the run did not finish "
+                                                                f"(exit {code})"]
+    survived = sum(1 for row in rows if "redone" in row)
+    lost_s = [row["s_to_training"] for row in rows if "s_to_training" in row]
+    redone = [row["redone"] for row in rows if "redone" in row]
+    for kind in FAULTS:
+        of_kind = [row for row in rows if row.get("kind") == kind and "redone" in row]
+        if of_kind:
+            seconds = [row["s_to_training"] for row in of_kind]
+            print(f"{kind}: {len(of_kind)} faults, seconds from the fault to training again "
+                  f"median {np.median(seconds):.1f} (max {max(seconds):.1f})")
+    print(f"faults survived: {survived}/{args.cycles}; generations redone: {sum(redone)} "
+          f"(at most {max(redone, default=0)} per fault); seconds lost per fault: median "
+          f"{np.median(lost_s) if lost_s else float('nan'):.1f}; run {wall:.0f} s")
+    print("parameters bit-identical to the uninterrupted run: "
+          + ("yes (policy.npz, final checkpoint, progress.csv rows)" if not differ
+             else "NO: " + "; ".join(differ)))
+    print(f"runs and logs: {args.out.resolve()}")
+    return 1 if differ or survived < args.cycles else 0
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def test_the_top_level_holds_the_package_face_and_the_layers():
     folders = {path.name for path in PACKAGE.iterdir()
                if path.is_dir() and path.name != "__pycache__"}
     assert folders == {"core", "strategies", "parallel", "rl", "blackbox", "bench", "cli",
-                       "baselines"}
+                       "baselines", "launch"}
 
 
 def private_imports(source: str, own: str) -> list[str]:

@@ -261,6 +261,9 @@ FLAGS: dict[str, dict[str, Any]] = {
                     "help": "most evaluations of a run"},
     "--table-size": {"type": positive_int, "metavar": "N",
                      "help": "floats in the noise table (es.noise_table_size)"},
+    "--hosts": {"type": positive_int, "metavar": "H",
+                "help": "network-namespaced hosts to create on this machine (root)"},
+    "--ranks-per-host": {"type": positive_int, "metavar": "R", "help": "ranks on each host"},
     "--threshold": {"type": finite_float, "metavar": "RETURN",
                     "help": "eval return that counts as solved"},
 }

@@ -10,7 +10,7 @@ import argparse
 import shutil
 import sys
 
-from es.cli.args import ArgumentParser, fail, positive_int
+from es.cli.args import ArgumentParser, add_flag, fail
 from es.parallel.fake_cluster import ClusterError, run
 
 
@@ -23,10 +23,8 @@ def parser() -> argparse.ArgumentParser:
                   "configs/cartpole.toml",
                   "es-bench scaling --launcher 'python scripts/fake_cluster.py --hosts 2 --' "
                   "--ranks 4 --synthetic-step-ms 2"])
-    parse.add_argument("--hosts", type=positive_int, default=2, metavar="H",
-                       help="hosts to create (default 2)")
-    parse.add_argument("--ranks-per-host", type=positive_int, metavar="R",
-                       help="ranks on each host (or give mpiexec's -n N after --: N / H each)")
+    add_flag(parse, "--hosts", default=2)
+    add_flag(parse, "--ranks-per-host", "or give mpiexec's -n N after --: N / H each")
     parse.add_argument("command", nargs=argparse.REMAINDER,
                        help="-- then the command every rank runs, optionally after -n N")
     return parse
