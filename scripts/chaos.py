@@ -47,6 +47,7 @@ import numpy as np
 from report import BIN, RESULTS_CSV, check_config, emit, mpiexec, script_parser
 
 from es.cli.args import add_flag, add_out, nonnegative_int, parse_seconds, positive_int
+from es.launch.elastic import last_progress_generation
 from es.parallel.fake_cluster import FakeCluster
 from es.rl.checkpoint import CheckpointError, load_latest_checkpoint
 
@@ -448,15 +449,6 @@ RELAUNCH = re.compile(r"relaunch (\d+): lost (.*?) \((.*?)\); resumed from gener
                       r"(.*?) \(\d+ ranks?\).*?; training again")
 
 
-def last_generation(run_dir: Path) -> int:
-    try:
-        lines = (run_dir / "progress.csv").read_text().strip().splitlines()
-    except OSError:
-        return 0
-    first = lines[-1].split(",", 1)[0] if len(lines) > 1 else ""
-    return int(first) if first.isdigit() else 0
-
-
 def hosts_with_ranks(cluster: FakeCluster) -> list[str]:
     return [host for host in cluster.hosts
             if any(b"es-train" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -493,8 +485,8 @@ def run_host_chaos(args: argparse.Namespace, sets: list[str], reference_dir: Pat
         reader.start()
         gone: list[str] = []
         for cycle in range(1, args.cycles + 1):
-            wait_for = last_generation(run_dir) + int(rng.integers(2, 6))
-            while job.poll() is None and last_generation(run_dir) < wait_for:
+            wait_for = last_progress_generation(run_dir) + int(rng.integers(2, 6))
+            while job.poll() is None and last_progress_generation(run_dir) < wait_for:
                 time.sleep(0.02)
             for host in gone:  # trains again without it: it may come back
                 cluster.reconnect(host)
@@ -504,7 +496,7 @@ def run_host_chaos(args: argparse.Namespace, sets: list[str], reference_dir: Pat
                 print(f"the run ended (or had no ranks) before fault {cycle}", flush=True)
                 break
             host, fault = str(rng.choice(victims)), str(rng.choice(faults))
-            before, at = last_generation(run_dir), time.monotonic()
+            before, at = last_progress_generation(run_dir), time.monotonic()
             if fault == "gone":
                 cluster.cut(host)
                 gone.append(host)

@@ -23,6 +23,7 @@ from es.cli.args import (
     nonnegative_int,
     positive_int,
 )
+from es.launch.elastic import CHECKPOINTED, PEER_LOST
 from es.rl.runs import configure_logging, default_run_dir, prepare_run_dir
 
 LAUNCHED_AT = time.time()
@@ -115,14 +116,6 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
 
 RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds", "run.tensorboard",
                     "run.peer_timeout_s")
-#: es-train's exit code after a SIGTERM, SIGUSR1 or SIGUSR2 stopped it with its checkpoint
-#: written (EX_TEMPFAIL): the same command continues the run. A batch script tells it from
-#: 128 + N, what srun reports for ranks killed by signal N before they could save.
-CHECKPOINTED = 75
-#: es-train's exit code when a peer rank went silent for run.peer_timeout_s (stopped, hung or
-#: cut off): the job ended, its newest checkpoint is intact, and the run continues on the
-#: ranks that are left (what es-train --elastic does by itself).
-PEER_LOST = 76
 
 
 def _load_resume(run_dir: str, overrides: list[str]):
