@@ -438,6 +438,10 @@ def requeue_slurm_job() -> None:
 
     array_job, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     job = f"{array_job}_{task}" if array_job and task else os.environ["SLURM_JOB_ID"]
+    # The requeue ends this job's steps with SIGTERM, maybe before scontrol returns: expected
+    # here, and it must not cut the report short (the checkpoint is already written).
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_IGN)
     try:
         done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,
                               timeout=60)

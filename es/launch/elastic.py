@@ -304,12 +304,40 @@ class Launch:
     trained_at: float | None  # when the run's first new generation was written
 
 
+class StopSignals:
+    """The supervisor's stop signals (a person's Ctrl-C, Slurm's SIGUSR1 ahead of the time
+    limit, a SIGTERM): each goes on to the running launch (mpiexec and srun pass it to every
+    rank, which checkpoint and stop) and is remembered, so that a launch it ended, whatever
+    its exit code, is not taken for a lost node and relaunched. Installed for the whole
+    supervision: one arriving between launches stops it too."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self.launch: subprocess.Popen[str] | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.signum = self.signum or signum
+        if self.launch is not None and self.launch.poll() is None:
+            self.launch.send_signal(signum)
+
+
 def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
-               on_trained: Callable[[float], None]) -> Launch:
+               on_trained: Callable[[float], None], stops: StopSignals) -> Launch:
     """Run one launch to its end: its output goes on to ours (its last lines kept: Hydra
-    reports a dead rank on stdout), stop signals go on to the launcher (mpiexec and srun
-    pass them to every rank), and ``on_trained`` is called once its first generation past
-    ``resumed_from`` is in progress.csv."""
+    reports a dead rank on stdout), ``stops`` passes stop signals on to it, and
+    ``on_trained`` is called once its first generation past ``resumed_from`` is in
+    progress.csv."""
     launch = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, start_new_session=True)
     tail: collections.deque[str] = collections.deque(maxlen=200)
@@ -324,8 +352,9 @@ def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
                for pair in ((launch.stdout, sys.stdout), (launch.stderr, sys.stderr))]
     for copier in copiers:
         copier.start()
-    previous = {signum: signal.signal(signum, lambda signum, _: launch.send_signal(signum))
-                for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)}
+    stops.launch = launch
+    if stops.signum:  # it came while the launch was starting
+        launch.send_signal(stops.signum)
     trained_at = None
     try:
         while launch.poll() is None:
@@ -334,8 +363,7 @@ def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
                 on_trained(trained_at)
             time.sleep(0.1)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        stops.launch = None
         if launch.poll() is None:
             os.killpg(launch.pid, signal.SIGKILL)
             launch.wait()
@@ -380,9 +408,17 @@ def supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: in
     spent, or a launch fails for a reason of the run's own at the generation where the
     previous one failed (a bug, a bad config, a NaN would fail every relaunch the same way).
     """
+    with StopSignals() as stops:
+        return _supervise(nodes, program, run_dir, min_nodes, max_restarts, stops)
+
+
+def _supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: int,
+               max_restarts: int, stops: StopSignals) -> int:
     blamed: set[str] = set()
     restarts, previous_failure_at, failure = 0, None, None
     while True:
+        if stops.signum:
+            return stopped(stops.signum, run_dir)
         usable, why = choose_nodes(nodes, blamed, min_nodes)
         if len(usable) < min_nodes:
             left = ", ".join(f"{name} ({reason})" for name, reason in why.items())
@@ -412,11 +448,14 @@ def supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: in
             if note is not None:
                 say(f"{note}; training again {at - lost_at:.1f} s after {since}")
 
-        launch = run_launch(nodes.command(usable, program), run_dir, resumed_from, trained)
+        launch = run_launch(nodes.command(usable, program), run_dir, resumed_from, trained,
+                            stops)
         if note is not None and launch.trained_at is None:
             say(f"{note}; it ended before training again (exit code {launch.code})")
         if launch.code in (0, USAGE_ERROR, CHECKPOINTED) or launch.code == 128 + signal.SIGINT:
             return launch.code
+        if stops.signum:  # e.g. srun killed the ranks still saving when the first exited 75
+            return stopped(stops.signum, run_dir, launch.code)
         failure = diagnose(launch.code, launch.tail, launch.ended_at)
         reached = newest_checkpoint(run_dir)
         last = [line for line in launch.tail.splitlines() if line.strip()][-3:]
@@ -434,6 +473,19 @@ def supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: in
             return launch.code
         restarts += 1
         blamed = failure.lost
+
+
+
+
+def stopped(signum: int, run_dir: Path, code: int | None = None) -> int:
+    """The exit code after a stop signal ended the supervision: 130 for SIGINT (a person),
+    else CHECKPOINTED, so that a batch script requeues the job."""
+    ended = "" if code is None else f" (the launch ended with exit code {code})"
+    leave = 128 + signum if signum == signal.SIGINT else CHECKPOINTED
+    say(f"stopped by {signal.Signals(signum).name}{ended}; the checkpoint of generation "
+        f"{newest_checkpoint(run_dir)} is intact: the same command continues the run "
+        f"(exit code {leave})")
+    return leave
 
 
 def elastic_folder() -> contextlib.AbstractContextManager[str]:

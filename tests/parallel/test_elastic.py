@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, load_params, read_progress, run_cli, tool
 
 from es.core.seeding import TAG_ENV, episode_seeds
+from es.launch.elastic import Node, supervise
 from es.parallel.fake_cluster import FakeCluster
 from es.rl.checkpoint import load_latest_checkpoint
 
@@ -224,3 +225,36 @@ def test_a_rank_busy_for_longer_than_the_deadline_is_not_lost(tmp_path):
     rows = read_progress(run_dir)
     # Rank 0 played for more than twice the deadline each generation, rank 1 waited.
     assert len(rows) == 2 and all(float(row["rollout_s"]) > 2 * 2 for row in rows), rows
+
+
+class ShellNodes:
+    """One local node whose "launch" is a shell command: the supervisor's own decisions,
+    without MPI."""
+
+    kind = "test"
+
+    def __init__(self, script: str) -> None:
+        self.script, self.launches = script, 0
+
+    def candidates(self) -> list[Node]:
+        return [Node("here", 1)]
+
+    def answering(self, nodes):
+        return list(nodes), {}
+
+    def command(self, nodes, program) -> list[str]:
+        self.launches += 1
+        return ["sh", "-c", self.script]
+
+
+def test_a_stop_signal_ends_the_supervision_whatever_the_launch_exits_with(tmp_path, capfd):
+    """srun (--kill-on-bad-exit) may kill the ranks still saving when the first one exits 75,
+    and report 143: after Slurm's SIGUSR1 that is a stop, not a lost node to relaunch."""
+    nodes = ShellNodes("trap 'exit 143' USR1; echo ready; while :; do sleep 0.05; done")
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+    code = supervise(nodes, ["es-train"], tmp_path, min_nodes=1, max_restarts=3)
+    assert (code, nodes.launches) == (75, 1)
+    assert ("es-train --elastic: stopped by SIGUSR1 (the launch ended with exit code 143); the "
+            "checkpoint of generation 0 is intact: the same command continues the run (exit "
+            "code 75)") in capfd.readouterr().err
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the handlers are put back
