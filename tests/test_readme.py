@@ -43,7 +43,7 @@ CHECKS = {
     'python3.11 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[test]" && ruff '
     'check es tests scripts examples && lint-imports && python -m pytest -q': "ci",
     "es-train configs/pendulum.toml --set run.generations=20 --run-dir runs/pendulum":
-        "as written",
+        "es-train configs/pendulum.toml --set run.generations=5 --run-dir runs/pendulum",
     "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=60 --run-dir "
     "runs/hopper --tensorboard":
         "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=8 --run-dir "
@@ -75,7 +75,7 @@ CHECKS = {
     "es-baseline dqn configs/baselines/cartpole_dqn.toml --set run.generations=20 --run-dir "
     "runs/dqn": "as written",
     "es-compare --env CartPole-v1 --budget-s 10 --seeds 0-1 --jobs 2 --out runs/compare":
-        "as written",
+        "es-compare --env CartPole-v1 --budget-s 3 --seeds 0-1 --jobs 2 --out runs/compare",
     "mpiexec -n 2 es-train configs/cartpole.toml --set policy.kind=examples.torch_policies:mlp "
     "--run-dir runs/torch": "as written",
     "es-eval runs/torch --episodes 1 --video torch.mp4": "as written",

@@ -24,7 +24,7 @@ from es.rl.checkpoint import load_latest_checkpoint
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the fake cluster needs root "
                                 "(namespaces)")
 #: ~40 generations of a task whose steps take wall time, not CPU: a dozen ranks on 2 cores.
-RUN = ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set", "env.kwargs.step_ms=1",
+RUN = ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set", "env.kwargs.step_ms=0.5",
        "--set", "es.population=16", "--set", "run.generations=40", "--set",
        "run.checkpoint_every=1", "--set", "run.eval_every=5", "--set", "run.eval_episodes=2",
        "--set", "run.peer_timeout_s=3", "--quiet"]
@@ -251,10 +251,11 @@ def test_a_stop_signal_ends_the_supervision_whatever_the_launch_exits_with(tmp_p
     """srun (--kill-on-bad-exit) may kill the ranks still saving when the first one exits 75,
     and report 143: after Slurm's SIGUSR1 that is a stop, not a lost node to relaunch."""
     nodes = ShellNodes("trap 'exit 143' USR1; echo ready; while :; do sleep 0.05; done")
+    before = signal.getsignal(signal.SIGUSR1)
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
     code = supervise(nodes, ["es-train"], tmp_path, min_nodes=1, max_restarts=3)
     assert (code, nodes.launches) == (75, 1)
     assert ("es-train --elastic: stopped by SIGUSR1 (the launch ended with exit code 143); the "
             "checkpoint of generation 0 is intact: the same command continues the run (exit "
             "code 75)") in capfd.readouterr().err
-    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the handlers are put back
+    assert signal.getsignal(signal.SIGUSR1) == before  # the handlers are put back

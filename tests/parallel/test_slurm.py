@@ -45,7 +45,7 @@ SLEEPY = ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set", "es.p
 #: ~0.8 s a generation on 4 ranks: 80 generations outlast the first warning of a one-minute
 #: limit (20-50 s after the start: Slurm checks limits every 30 s).
 TIME_LIMITED = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=80"]
-REQUEUED_BY_HAND = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=40"]
+REQUEUED_BY_HAND = [*SLEEPY, "--set", "env.kwargs.step_ms=1", "--set", "run.generations=40"]
 FINISHED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
