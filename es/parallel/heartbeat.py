@@ -99,7 +99,9 @@ class Heartbeat:
     def report(self, silent: dict[int, float]) -> str:
         """'rank 3 (pid 4242 on node1) silent for 61 s' for each silent peer, in one line."""
         where = self._where()
-        peers = ", ".join(f"rank {rank} ({self._name(rank)}) silent for {seconds:.0f} s"
+        # Whole seconds, rounded down: a peer found silent 3.6 s into a 3-s deadline was
+        # silent "for 3 s", the deadline it broke, not for 4.
+        peers = ", ".join(f"rank {rank} ({self._name(rank)}) silent for {int(seconds)} s"
                           for rank, seconds in sorted(silent.items()))
         return (f"peer lost: {peers} (no heartbeat within run.peer_timeout_s = "
                 f"{self.timeout_s:g} s: stopped, hung or cut off)"

@@ -473,13 +473,13 @@ def test_es_baseline_any_argv(world, argv):
     fuzz_in_process("es-baseline", argv, world)
 
 
-@settings(FUZZ, max_examples=40)
+@settings(FUZZ, max_examples=20)
 @given(argv=bench_argv)
 def test_es_bench_any_argv(world, argv):
     fuzz_subprocess("es-bench", argv, world)
 
 
-@settings(FUZZ, max_examples=20)
+@settings(FUZZ, max_examples=10)
 @given(argv=compare_argv)
 def test_es_compare_any_argv(world, argv):
     fuzz_subprocess("es-compare", argv, world)

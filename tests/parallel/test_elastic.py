@@ -199,7 +199,7 @@ def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it_and_the_run_r
     os.kill(int(pid), signal.SIGSTOP)
     code = job.wait(timeout=3 + 30)
     ended_after = time.monotonic() - stopped_at
-    assert code == 76 and ended_after < 3 + 10, (code, ended_after)
+    assert code == 76 and ended_after < 3 + 10, (code, ended_after, job.stderr[-3000:])
     (line,) = [line for _, line in job.lines if "peer lost" in line]
     assert line.startswith(f"es-train: peer lost: rank 1 (pid {pid} on {host}) silent for 3 s "
                            "(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or "
