@@ -3,6 +3,13 @@
     python scripts/bench_throughput.py --config configs/halfcheetah.toml --ranks 2
     python scripts/bench_throughput.py --config configs/pong.toml --bare-policy random \
         --generations 6 --budget-s 30
+    python scripts/bench_throughput.py --suite configs/suites/mujoco.toml --max-train-s 1800
+
+With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``) trains as
+the suite runs it (its evaluations and confirmations on), for the task's wall budget capped
+at ``--max-train-s``, then steps bare with its final policy: one row per config with the
+training and bare rates over the whole run, and the shares of the run's wall time that went
+to evaluations and confirmations (``eval_s``) and to waiting in the exchanges (``wait_s``).
 
 Both are measured in one script run, with the same number of processes and the same
 policies (MuJoCo steps faster or slower depending on what the policy does, so a fair bare
@@ -23,10 +30,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import csv  # noqa: E402
+import dataclasses  # noqa: E402
+import math  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from report import BIN, check_config, emit, mpiexec, script_parser  # noqa: E402
@@ -80,6 +90,61 @@ def training_rate(config: str, ranks: int, generations: int, run_dir: str,
     return steps / (float(last["time_s"]) - float(first["time_s"])), steps
 
 
+def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str) -> tuple[float, int]:
+    """Every rank stepping with the run's final policy (perturbed, or random actions)."""
+    bare = subprocess.run(
+        mpiexec(ranks, sys.executable, __file__, "--bare-worker", run_dir, "--budget-s",
+                str(budget_s), "--bare-policy", policy),
+        check=True, capture_output=True, text=True,
+    )
+    line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
+    return float(line.split()[1]), int(line.split()[2])
+
+
+def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
+    """One row per suite config: trained as ``es-bench suite`` trains it, for its task's
+    budget (at most ``--max-train-s``), then bare stepping with its final policy."""
+    from es.bench.suite import Run, load_suite, train_command
+
+    suite_file = Path(args.suite)
+    suite = load_suite(suite_file)
+    rows = []
+    for task in suite.tasks.values():
+        if args.tasks and task.name not in args.tasks.split(","):
+            continue
+        for strategy, entry in task.configs.items():
+            if args.strategies and strategy not in args.strategies.split(","):
+                continue
+            budget_s = min(task.budget_s or math.inf, args.max_train_s)
+            run = Run(dataclasses.replace(task, budget_s=budget_s), strategy, args.seed)
+            with tempfile.TemporaryDirectory() as tmp:
+                run_dir = Path(tmp) / "run"
+                command = train_command(run, suite, suite_file, run_dir, ranks,
+                                        mpiexec(ranks)[:-2])
+                done = subprocess.run(command, capture_output=True, text=True)
+                if done.returncode != 0:
+                    lines = done.stderr.strip().splitlines()[-3:]
+                    raise SystemExit(f"bench_throughput: {run.name}: es-train exited with "
+                                     f"{done.returncode}: {' | '.join(lines)}")
+                with open(run_dir / "progress.csv") as handle:
+                    progress = list(csv.DictReader(handle))
+                wall = float(progress[-1]["time_s"])
+                steps = int(progress[-1]["timesteps"])
+                bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s, args.bare_policy)
+            rows.append({
+                "task": task.name, "config": entry.config.rsplit("/", 1)[-1],
+                "seed": args.seed, "ranks": ranks, "train_s": round(wall, 1),
+                "train_steps": steps, "train_steps_per_s": steps / wall,
+                "bare_steps_per_s": bare, "bare_steps": bare_steps,
+                "ratio": steps / wall / bare,
+                "eval_share": sum(float(row["eval_s"] or 0) for row in progress) / wall,
+                "wait_share": sum(float(row["wait_s"] or 0) for row in progress) / wall,
+            })
+            print("  ".join(f"{key}={value:.3g}" if isinstance(value, float) else
+                            f"{key}={value}" for key, value in rows[-1].items()), flush=True)
+    return rows
+
+
 def parser() -> argparse.ArgumentParser:
     parse = script_parser(__file__, __doc__, [
         "python scripts/bench_throughput.py --config configs/halfcheetah.toml --ranks 2",
@@ -92,6 +157,15 @@ def parser() -> argparse.ArgumentParser:
     add_flag(parse, "--repeats", "training then bare stepping, each time", default=3)
     parse.add_argument("--bare-policy", choices=("trained", "random"), default="trained")
     add_flag(parse, "--set", "for the training run")
+    parse.add_argument("--suite", metavar="FILE", help="every config of this suite file "
+                       "(e.g. configs/suites/mujoco.toml), as the suite runs it; --config, "
+                       "--generations, --repeats and --set are then not used")
+    parse.add_argument("--tasks", help="with --suite: only these tasks (comma-separated)")
+    parse.add_argument("--strategies", help="with --suite: only these strategies")
+    parse.add_argument("--max-train-s", type=float, default=1800.0, metavar="S",
+                       help="with --suite: the most wall seconds a config trains, else its "
+                       "task's budget (default: 1800)")
+    parse.add_argument("--seed", type=int, default=0, help="with --suite: run.seed (default: 0)")
     add_out(parse, "bench_throughput")
     parse.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
     return parse
@@ -104,6 +178,11 @@ def main() -> None:
     if args.bare_worker:
         bare_worker(args.bare_worker, args.budget_s, args.bare_policy == "random")
         return
+    if args.suite:
+        rows = suite_rows(args, ranks)
+        emit(rows, args.out, f"Training throughput of {args.suite} (seed {args.seed}, at most "
+             f"{args.max_train_s:g} s each) vs bare stepping with the final policy, same ranks")
+        return
     check_config(parse, args.config, args.overrides)
     rows = []
     for repeat in range(1, args.repeats + 1):
@@ -111,19 +190,13 @@ def main() -> None:
             run_dir = f"{tmp}/run"
             train_rate, train_steps = training_rate(args.config, ranks, args.generations,
                                                     run_dir, args.overrides)
-            bare = subprocess.run(
-                mpiexec(ranks, sys.executable, __file__, "--bare-worker", run_dir,
-                        "--budget-s", str(args.budget_s), "--bare-policy", args.bare_policy),
-                check=True, capture_output=True, text=True,
-            )
-        bare_line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
-        bare_rate, bare_steps = float(bare_line.split()[1]), int(bare_line.split()[2])
+            bare, bare_steps = bare_rate(run_dir, ranks, args.budget_s, args.bare_policy)
         rows.append({"config": " ".join([args.config, *args.overrides]), "ranks": ranks,
                      "repeat": repeat,
                      "bare_policy": args.bare_policy,
-                     "bare_steps_per_s": bare_rate, "bare_steps": bare_steps,
+                     "bare_steps_per_s": bare, "bare_steps": bare_steps,
                      "train_steps_per_s": train_rate, "train_steps": train_steps,
-                     "ratio": train_rate / bare_rate})
+                     "ratio": train_rate / bare})
     emit(rows, args.out, "Training throughput vs bare environment stepping, same policy and ranks")
     print(f"median ratio {np.median([r['ratio'] for r in rows]):.3f} over {len(rows)} repeats")
 

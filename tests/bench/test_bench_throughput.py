@@ -1,0 +1,35 @@
+"""scripts/bench_throughput.py --suite: each suite config trained as the suite runs it, then
+stepped bare with its final policy; one row per config with the rates and the shares of the
+run's wall time that evaluations and waits took."""
+
+import csv
+import subprocess
+import sys
+
+from conftest import REPO
+
+SUITE = """
+[tasks.cartpole]
+thresholds = [475]
+budget_s = 4
+strategies.openai = "configs/cartpole.toml"
+strategies.snes = { config = "configs/cartpole.toml", set = ["es.strategy=snes"] }
+"""
+
+
+def test_suite_mode_writes_one_row_per_config_with_rates_and_shares(tmp_path):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
+                           "--strategies", "snes", "--budget-s", "1", "--out",
+                           str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with (tmp_path / "out" / "results.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))  # --strategies left openai out
+    assert (row["task"], row["config"], row["ranks"]) == ("cartpole", "cartpole.toml", "2")
+    assert 3.5 <= float(row["train_s"]) < 30  # the task's 4-s budget, start-up aside
+    assert int(row["train_steps"]) > 0 and int(row["bare_steps"]) > 0
+    ratio = float(row["train_steps_per_s"]) / float(row["bare_steps_per_s"])
+    assert abs(float(row["ratio"]) - ratio) < 1e-3 * ratio
+    assert 0 < float(row["eval_share"]) < 1 and 0 <= float(row["wait_share"]) < 1
