@@ -252,8 +252,12 @@ def test_a_stop_signal_ends_the_supervision_whatever_the_launch_exits_with(tmp_p
     and report 143: after Slurm's SIGUSR1 that is a stop, not a lost node to relaunch."""
     nodes = ShellNodes("trap 'exit 143' USR1; echo ready; while :; do sleep 0.05; done")
     before = signal.getsignal(signal.SIGUSR1)
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
-    code = supervise(nodes, ["es-train"], tmp_path, min_nodes=1, max_restarts=3)
+    stop = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1))
+    stop.start()
+    try:
+        code = supervise(nodes, ["es-train"], tmp_path, min_nodes=1, max_restarts=3)
+    finally:
+        stop.cancel()  # never a stray signal to pytest if the supervisor returned early
     assert (code, nodes.launches) == (75, 1)
     assert ("es-train --elastic: stopped by SIGUSR1 (the launch ended with exit code 143); the "
             "checkpoint of generation 0 is intact: the same command continues the run (exit "
