@@ -104,7 +104,7 @@ def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str) -> tuple[f
 def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
     """One row per suite config: trained as ``es-bench suite`` trains it, for its task's
     budget (at most ``--max-train-s``), then bare stepping with its final policy."""
-    from es.bench.suite import Run, load_suite, train_command
+    from es.bench.suite import Run, load_suite, read_progress, train_command
 
     suite_file = Path(args.suite)
     suite = load_suite(suite_file)
@@ -126,8 +126,7 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
                     lines = done.stderr.strip().splitlines()[-3:]
                     raise SystemExit(f"bench_throughput: {run.name}: es-train exited with "
                                      f"{done.returncode}: {' | '.join(lines)}")
-                with open(run_dir / "progress.csv") as handle:
-                    progress = list(csv.DictReader(handle))
+                progress = read_progress(run_dir)
                 wall = float(progress[-1]["time_s"])
                 steps = int(progress[-1]["timesteps"])
                 bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s, args.bare_policy)

@@ -436,11 +436,13 @@ def requeue_slurm_job() -> None:
     is written: Slurm then stops the job's processes and starts the same script again."""
     import subprocess
 
+    from es.rl.trainer import STOP_SIGNALS
+
     array_job, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     job = f"{array_job}_{task}" if array_job and task else os.environ["SLURM_JOB_ID"]
     # The requeue ends this job's steps with SIGTERM, maybe before scontrol returns: expected
     # here, and it must not cut the report short (the checkpoint is already written).
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     try:
         done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,

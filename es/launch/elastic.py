@@ -475,8 +475,6 @@ def _supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: i
         blamed = failure.lost
 
 
-
-
 def stopped(signum: int, run_dir: Path, code: int | None = None) -> int:
     """The exit code after a stop signal ended the supervision: 130 for SIGINT (a person),
     else CHECKPOINTED, so that a batch script requeues the job."""

@@ -87,6 +87,11 @@ class Stopped(Exception):
         self.signum, self.generation = signum, generation
 
 
+#: What stops a run with its checkpoint written. SIGUSR1/2: what schedulers send ahead of a
+#: time limit (Slurm's --signal).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+
+
 class StopFlag:
     """Set by a signal handler; read once per generation. A second signal stops at once."""
 
@@ -94,8 +99,7 @@ class StopFlag:
         self.signum = 0
 
     def install(self) -> None:
-        # SIGUSR1/2: what schedulers send ahead of a time limit (Slurm's --signal).
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+        for signum in STOP_SIGNALS:
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: object) -> None:
