@@ -159,12 +159,13 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--suite", metavar="FILE", help="every config of this suite file "
                        "(e.g. configs/suites/mujoco.toml), as the suite runs it; --config, "
                        "--generations, --repeats and --set are then not used")
-    parse.add_argument("--tasks", help="with --suite: only these tasks (comma-separated)")
-    parse.add_argument("--strategies", help="with --suite: only these strategies")
+    # As es-bench suite defines them.
+    parse.add_argument("--tasks", help="comma-separated task names (default: all)")
+    parse.add_argument("--strategies", help="comma-separated strategies (default: all)")
     parse.add_argument("--max-train-s", type=float, default=1800.0, metavar="S",
                        help="with --suite: the most wall seconds a config trains, else its "
                        "task's budget (default: 1800)")
-    parse.add_argument("--seed", type=int, default=0, help="with --suite: run.seed (default: 0)")
+    add_flag(parse, "--seed", "with --suite: run.seed", default=0)
     add_out(parse, "bench_throughput")
     parse.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
     return parse
