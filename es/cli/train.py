@@ -422,12 +422,19 @@ def _train_one(args: argparse.Namespace, comm) -> int:
     return 0
 
 
+#: Seconds between the "peer lost" line and the abort that ends the job.
+PEER_LOST_GRACE_S = 0.5
+
+
 def peer_lost(report: str, comm) -> None:
     """A peer is silent (``es.parallel.heartbeat``): say which, and end the job with
     ``PEER_LOST``. Called from the heartbeat thread; the main thread may be waiting in a
     collective that would never end."""
     print(f"es-train: {report}; the newest checkpoint is intact: resume on the ranks that are "
           f"left (exit code {PEER_LOST})", file=sys.stderr, flush=True)
+    # The line travels through the launcher's proxy, which an abort kills at once, sometimes
+    # before it passed the line on (seen under Hydra): give it a moment first.
+    time.sleep(PEER_LOST_GRACE_S)
     comm.abort(PEER_LOST)
 
 
