@@ -45,8 +45,8 @@ class RunConfig:
     eval_every: int = _doc("evaluate the mean policy (no noise) every k generations", 5)
     eval_episodes: int = _doc("episodes per evaluation of the mean policy", 5)
     best_episodes: int = _doc(
-        "fresh episodes that confirm a best policy: when an evaluation beats the kept "
-        "policy's score, the mean policy plays this many more and replaces "
+        "fresh episodes that confirm a best policy: an evaluation that beats the kept "
+        "policy's score nominates the mean policy, which plays this many more and replaces "
         "policy_best.npz only if their score (run.best_by) is higher, so a lucky short "
         "evaluation is never kept (0: keep no best policy)", 20,
     )
@@ -56,11 +56,16 @@ class RunConfig:
         "HalfCheetah that flips onto its back) loses; evaluations nominate by the same "
         "measure", "mean",
     )
+    best_pool: int = _doc(
+        "nominations that wait for their confirmation, the best evaluations (a better one "
+        "goes ahead of earlier ones and drops the worst of a full pool)", 3,
+    )
     best_share: float = _doc(
-        "the most the confirmations (run.best_episodes) may cost, as a share of the env "
-        "steps trained so far: a nomination that comes while they have spent more is not "
-        "confirmed and the kept policy stays; a policy that improves at every evaluation "
-        "is otherwise confirmed at every one (0: no limit)", 0.0,
+        "what confirmations may cost while the run trains, as a share of the env steps "
+        "trained so far: a round of 10 confirmation episodes is played beside a "
+        "generation's members while they have cost no more; the nominations still waiting "
+        "are confirmed at every stop (the end, a signal, the callback), best first, until "
+        "one is kept (0: only at stops)", 0.01,
     )
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(
@@ -106,6 +111,7 @@ class RunConfig:
         _at_least("run.eval_episodes", self.eval_episodes, 1)
         _at_least("run.best_episodes", self.best_episodes, 0)
         _one_of("run.best_by", self.best_by, ("mean", "worst"))
+        _at_least("run.best_pool", self.best_pool, 1)
         _at_least("run.best_share", self.best_share, 0)
         _at_least("run.seed", self.seed, 0)
         _one_of("run.schedule", self.schedule, ("static", "dynamic"))

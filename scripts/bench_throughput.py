@@ -8,8 +8,10 @@
 With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``) trains as
 the suite runs it (its evaluations and confirmations on), for the task's wall budget capped
 at ``--max-train-s``, then steps bare with its final policy: one row per config with the
-training and bare rates over the whole run, and the shares of the run's wall time that went
-to evaluations and confirmations (``eval_s``) and to waiting in the exchanges (``wait_s``).
+training and bare rates over the whole run (the confirmations at its stop included), and the
+shares of that wall time that went to evaluations (``eval_s``), to confirmations of the kept
+policy (``confirm_s``, rank 0's, and the stop's) and to waiting in the exchanges
+(``wait_s``).
 
 Both are measured in one script run, with the same number of processes and the same
 policies (MuJoCo steps faster or slower depending on what the policy does, so a fair bare
@@ -32,6 +34,7 @@ import argparse  # noqa: E402
 import csv  # noqa: E402
 import dataclasses  # noqa: E402
 import math  # noqa: E402
+import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -127,7 +130,9 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
                     raise SystemExit(f"bench_throughput: {run.name}: es-train exited with "
                                      f"{done.returncode}: {' | '.join(lines)}")
                 progress = read_progress(run_dir)
-                wall = float(progress[-1]["time_s"])
+                stop = re.search(r"([\d.]+) s confirming at the stop", done.stdout)
+                stop_s = float(stop.group(1)) if stop else 0.0
+                wall = float(progress[-1]["time_s"]) + stop_s
                 steps = int(progress[-1]["timesteps"])
                 bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s, args.bare_policy)
             rows.append({
@@ -137,6 +142,8 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
                 "bare_steps_per_s": bare, "bare_steps": bare_steps,
                 "ratio": steps / wall / bare,
                 "eval_share": sum(float(row["eval_s"] or 0) for row in progress) / wall,
+                "confirm_share": (sum(float(row["confirm_s"] or 0) for row in progress)
+                                  + stop_s) / wall,
                 "wait_share": sum(float(row["wait_s"] or 0) for row in progress) / wall,
             })
             print("  ".join(f"{key}={value:.3g}" if isinstance(value, float) else

@@ -14,7 +14,7 @@ only need the order, which float32 keeps for any two returns that differ in thei
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,6 +51,20 @@ def gather_in_order(comm: Comm, shares: Sequence[Sequence[int]], mine: np.ndarra
     return ordered
 
 
+def share_side_results(comm: Comm, count: int, played: dict[int, float],
+                       steps: int) -> tuple[np.ndarray, int]:
+    """Returns of the ``count`` extra episodes a generation played beside its members (each
+    played by one rank, ``played`` this rank's), in order on every rank, with the total of
+    their steps: one float64 all-reduce where the other ranks add zeros, so every value
+    arrives exactly."""
+    values = np.zeros(count + 1, dtype=np.float64)
+    for unit, value in played.items():
+        values[unit] = value
+    values[count] = steps
+    totals = comm.allreduce_sum(values)
+    return totals[:count], int(totals[count])
+
+
 @dataclass
 class GenerationResults:
     """Every member's return in member order (float32-rounded), and the merged totals."""
@@ -58,6 +72,8 @@ class GenerationResults:
     returns: np.ndarray
     steps: int
     obs_increment: np.ndarray
+    side_returns: np.ndarray = field(default_factory=lambda: np.zeros(0))  # extra episodes'
+    side_steps: int = 0
 
 
 def share_results(

@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from es.rl.cnn import ConvNetSpec
+from es.rl.kept import Nomination
 from es.rl.policies import ObsNorm, PolicySpec, bind_policy
 from es.rl.policy import UserPolicy, build_user_policy, import_object, is_instance
 
@@ -192,12 +193,42 @@ class TrainingState:
     best_return: float | None = None  # policy_best.npz's confirmed score (None: none kept)
     best_generation: int | None = None  # and the generation it comes from
     confirm_steps: int = 0  # env steps the confirmations of kept policies have played
+    nominations: list[Nomination] = field(default_factory=list)  # waiting for confirmation
 
 
 CHECKPOINT_FORMAT = 2
 #: Format 1 held OpenAI-ES's state (theta, optimizer_*) under the same names: still readable.
 READABLE_FORMATS = (1, 2)
 OBS_ARRAYS = ("obs_sum", "obs_sumsq")
+NOMINATION_ARRAYS = ("nomination_params", "nomination_obs_mean", "nomination_obs_std",
+                     "nomination_returns")
+
+
+def _nomination_arrays(nominations: list[Nomination]) -> dict[str, np.ndarray]:
+    """The waiting nominations' parameters, normalisations and confirmation returns, as
+    arrays (none if nothing waits); their scalars go into the JSON."""
+    if not nominations:
+        return {}
+    return {
+        "nomination_params": np.stack([n.params for n in nominations]),
+        "nomination_obs_mean": np.stack([n.norm.mean for n in nominations]),
+        "nomination_obs_std": np.stack([n.norm.std for n in nominations]),
+        "nomination_returns": np.array([r for n in nominations for r in n.returns],
+                                       dtype=np.float64),
+    }
+
+
+def _nominations_from(data: Any, fields: list[dict]) -> list[Nomination]:
+    nominations, start = [], 0
+    for i, item in enumerate(fields):
+        played = int(item["played"])
+        norm = ObsNorm(data["nomination_obs_mean"][i].copy(), data["nomination_obs_std"][i].copy(),
+                       float(item["obs_clip"]))
+        nominations.append(Nomination(
+            int(item["generation"]), float(item["score"]), data["nomination_params"][i].copy(),
+            norm, [float(r) for r in data["nomination_returns"][start:start + played]]))
+        start += played
+    return nominations
 
 
 def _checkpoint_stem(generation: int) -> str:
@@ -213,6 +244,7 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
     stem = _checkpoint_stem(state.generation)
     arrays = {name: np.asarray(value) for name, value in state.strategy.items()}
     arrays |= {"obs_sum": state.obs_sum, "obs_sumsq": state.obs_sumsq}
+    arrays |= _nomination_arrays(state.nominations)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     payload = buffer.getvalue()
@@ -227,6 +259,8 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
         "best_return": state.best_return,
         "best_generation": state.best_generation,
         "confirm_steps": state.confirm_steps,
+        "nominations": [{"generation": n.generation, "score": n.score, "played": len(n.returns),
+                         "obs_clip": n.norm.clip} for n in state.nominations],
         "sha256": hashlib.sha256(payload).hexdigest(),
         "config": config,
     }
@@ -251,7 +285,8 @@ def _read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
         raise CheckpointError(f"{meta_path.with_suffix('.npz').name}: checksum mismatch")
     try:
         with np.load(io.BytesIO(payload), allow_pickle=False) as data:
-            strategy = {key: data[key].copy() for key in data.files if key not in OBS_ARRAYS}
+            strategy = {key: data[key].copy() for key in data.files
+                        if key not in OBS_ARRAYS + NOMINATION_ARRAYS}
             if "theta" not in strategy:
                 raise KeyError("theta")
             state = TrainingState(
@@ -266,6 +301,7 @@ def _read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
                 best_return=_optional(meta.get("best_return"), float),
                 best_generation=_optional(meta.get("best_generation"), int),
                 confirm_steps=int(meta.get("confirm_steps", 0)),
+                nominations=_nominations_from(data, meta.get("nominations", [])),
             )
     except (KeyError, TypeError, ValueError, OSError) as error:
         raise CheckpointError(f"{meta_path.name}: incomplete ({error})") from None

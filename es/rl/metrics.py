@@ -34,6 +34,8 @@ COLUMNS = (
     "grad_norm",
     "peak_rss_mb",
     "best_return",
+    "confirm_steps",
+    "confirm_s",
 )
 
 

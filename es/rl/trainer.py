@@ -17,7 +17,7 @@ import resource
 import signal
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ from es.core.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.core.optim import make_optimizer
 from es.core.seeding import (
     TAG_ACTION_NOISE,
-    TAG_BEST,
     TAG_ENV,
     TAG_EVAL,
     TAG_INIT,
@@ -41,9 +40,16 @@ from es.core.seeding import (
 )
 from es.core.shaping import FITNESS_SHAPINGS
 from es.parallel.comm import Comm, rank_zero_decides
-from es.parallel.exchange import GenerationResults, share_results, spread, static_share
+from es.parallel.exchange import (
+    GenerationResults,
+    share_results,
+    share_side_results,
+    spread,
+    static_share,
+)
 from es.rl.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
 from es.rl.envs import env_from_config
+from es.rl.kept import CONFIRM_ROUND, Nomination, NominationPool, Verdict, policy_score
 from es.rl.metrics import COLUMNS, ProgressLog, evaluation_columns, progress_line
 from es.rl.policies import ObsNorm, with_action_noise
 from es.rl.policy import UserPolicy, make_policy
@@ -72,6 +78,7 @@ class TrainResult:
     best_return: float | None  # policy_best.npz's confirmed score (None: none kept)
     best_generation: int | None
     ended_by: str  # the budget that ended the run ("run.max_seconds = 60") or "the callback"
+    stop_confirm_s: float = 0.0  # what confirming the waiting nominations at the stop took
 
 
 class TrainingError(RuntimeError):
@@ -151,18 +158,6 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
     raise ValueError(f"es.strategy = {es_cfg.strategy!r}: not available in es-train")
 
 
-#: Confirmation episodes played at a time when policies are judged by their worst episode.
-CONFIRM_ROUND = 10
-
-
-def policy_score(returns: np.ndarray, by: str) -> float:
-    """A policy's score over episodes, as ``run.best_by`` names it: their mean, or the worst
-    of them, which a policy that fails on a few starts loses. NaN if any episode failed."""
-    if not np.isfinite(returns).all():
-        return float("nan")
-    return float(returns.mean() if by == "mean" else returns.min())
-
-
 def checksum(array: np.ndarray) -> int:
     """CRC-32 of an array's bytes: equal on two ranks only if the arrays are bit-identical."""
     return zlib.crc32(np.ascontiguousarray(array).view(np.uint8))
@@ -212,11 +207,17 @@ class Trainer:
         self.mean_episode_length = 0.0  # of the last generation, for es.episode_cap
         self.out_of_time = False  # run.max_seconds spent, as the ranks agreed
         self.rollout_s = 0.0  # this rank's own episode time in the current generation
+        self.side_s = 0.0  # of which in confirmation episodes played beside the members
         self.io_s = 0.0  # rank 0's file writes after the previous generation
         self.peak_rss_mb = 0.0  # the largest rank's peak resident memory, as they agreed
         self.best_return: float | None = None  # the kept policy's confirmed score
         self.best_generation: int | None = None
         self.confirm_steps = 0  # env steps played by confirmations (run.best_share)
+        run_cfg = config.run
+        self.nominations = NominationPool(run_cfg.best_pool, run_cfg.best_episodes,
+                                          run_cfg.best_by, seed)
+        self.confirmed: Nomination | None = None  # kept in this generation: rank 0 saves it
+        self.stop_confirm_s = 0.0
 
     def close(self) -> None:
         """Free the noise table (an MPI shared window, not freed by garbage collection) and
@@ -261,8 +262,22 @@ class Trainer:
             self.comm.rank, self.comm.size, generation.population, generation.mirrored
         ).tolist()
 
-    def evaluate_population(self, generation: Generation) -> GenerationResults:
-        """All members' returns (member order), the total steps and the merged obs sums.
+    def my_units(self, generation: Generation, side: int) -> Iterable[int]:
+        """This rank's work: units below ``side`` are extra episodes played beside the
+        members (round-robin, or served first under the dynamic schedule: they are the
+        long, noise-free ones), unit ``side + m`` is member ``m``."""
+        if self.config.run.schedule == "dynamic":
+            return self.comm.work_units(side + generation.population)
+        return [*range(self.comm.rank, side, self.comm.size),
+                *(side + member for member in self.my_members(generation))]
+
+    def evaluate_population(self, generation: Generation,
+                            side: Sequence[tuple[np.ndarray, ObsNorm, int]] = ()
+                            ) -> GenerationResults:
+        """All members' returns (member order), the total steps and the merged obs sums; and
+        the returns and steps of the ``side`` episodes (parameters, normalisation, reset
+        seed: played without noise, recording or cap, as evaluations are) played beside
+        them, which fill the time ranks would otherwise wait for each other.
 
         A failed episode (an exception, a non-finite reward or observation) has return NaN;
         the strategy ranks it below every other member.
@@ -271,24 +286,52 @@ class Trainer:
         norm, record = self.norm, self.config.policy.obs_norm
         increment = self.obs_stats.empty_increment() if record else np.zeros(0, np.int64)
         members, returns, steps = [], [], 0
+        side_returns: dict[int, float] = {}
+        self.side_s = 0.0
         cap, shift = self.episode_cap(), self.config.es.reward_shift
         started = time.perf_counter()
-        if self.lockstep is not None:
+
+        def play_side(unit: int) -> int:
+            side_started = time.perf_counter()
+            params, side_norm, seed = side[unit]
+            episode = safe_episode(self.env, self.policy.bind(params, side_norm), seed,
+                                   f"rank {self.comm.rank}: extra episode {unit}")
+            side_returns[unit] = episode.total_return
+            self.side_s += time.perf_counter() - side_started
+            return episode.length
+
+        def members_played() -> Iterator[tuple[int, Episode]]:
+            for unit in self.my_units(generation, len(side)):
+                if unit < len(side):
+                    side_steps.append(play_side(unit))
+                else:
+                    member = unit - len(side)
+                    yield member, self._one_episode(generation, member, seeds, norm, record,
+                                                    cap)
+
+        side_steps: list[int] = []
+        if self.lockstep is not None:  # the extra episodes first, one at a time
+            side_steps.extend(play_side(unit)
+                              for unit in range(self.comm.rank, len(side), self.comm.size))
             played = self._in_lockstep(generation, seeds, norm, record, cap)
         else:
-            played = ((member, self._one_episode(generation, member, seeds, norm, record, cap))
-                      for member in self.my_members(generation))
+            played = members_played()
         for member, episode in played:
             if record and not self.obs_stats.add_episode(increment, episode):
                 episode.total_return = float("nan")
             members.append(member)
             returns.append(episode.total_return - shift * episode.length)
             steps += episode.length
-        self.rollout_s = time.perf_counter() - started
-        return share_results(
+        self.rollout_s = time.perf_counter() - started - self.side_s
+        results = share_results(
             self.comm, generation.population, generation.mirrored, members, returns, steps,
             increment, dynamic=self.config.run.schedule == "dynamic",
         )
+        if not side:
+            return results
+        side_all, side_total = share_side_results(self.comm, len(side), side_returns,
+                                                  sum(side_steps))
+        return dataclasses.replace(results, side_returns=side_all, side_steps=side_total)
 
     def _one_episode(self, generation: Generation, member: int, seeds: np.ndarray,
                      norm: ObsNorm, record: bool, cap: int | None) -> Episode:
@@ -401,65 +444,89 @@ class Trainer:
     def play_mean(self, seeds: list[int]) -> tuple[np.ndarray, int]:
         """The mean policy's returns on these reset seeds (episodes spread over the ranks),
         and the env steps of this rank's share of them."""
-        mean, norm = self.strategy.mean, self.norm
+        return self.play(self.strategy.mean, self.norm, seeds)
+
+    def play(self, params: np.ndarray, norm: ObsNorm, seeds: list[int]
+             ) -> tuple[np.ndarray, int]:
+        """A policy's noise-free returns on these reset seeds (episodes spread over the
+        ranks), and the env steps of this rank's share of them."""
         steps = 0
 
         def play(j: int) -> float:
             nonlocal steps
-            episode = safe_episode(self.env, self.policy.bind(mean, norm), seeds[j],  # fresh
+            episode = safe_episode(self.env, self.policy.bind(params, norm), seeds[j],  # fresh
                                    f"rank {self.comm.rank}: evaluation episode {j}")
             steps += episode.length
             return episode.total_return
 
         return spread(self.comm, len(seeds), play), steps
 
-    def confirm_best(self, index: int, eval_returns: np.ndarray) -> bool:
-        """Whether the mean policy becomes the kept one: its evaluation's score
-        (``run.best_by`` over the episodes that finished) beat the kept score, and
-        ``run.best_episodes`` fresh episodes (reset seeds of their own) confirm it (every one
-        finished, their score higher). Judged by the worst episode, they are played
-        ``CONFIRM_ROUND`` at a time and the first round with an episode at or below the kept
-        score ends a hopeless confirmation early: the same decision, at a fraction of the
-        cost for the many that fail. With ``run.best_share``, no confirmation starts while
-        the confirmations so far have played more than that share of the trained env steps.
-        Known alike on every rank: all compare the same gathered returns and step counts,
-        and rounds do not depend on the rank count."""
-        episodes, by = self.config.run.best_episodes, self.config.run.best_by
+    def nominate(self, index: int, eval_returns: np.ndarray) -> None:
+        """Nominate the mean policy if its evaluation's score (``run.best_by`` over the
+        episodes that finished) beats the kept score (see ``es.rl.kept``)."""
         finished = eval_returns[np.isfinite(eval_returns)]
-        if not episodes or not finished.size:
-            return False
-        nominated = policy_score(finished, by)
-        kept = self.best_return
-        if kept is not None and nominated <= kept:
-            return False
-        share = self.config.run.best_share
-        if share and self.confirm_steps > share * self.timesteps:
-            if self.comm.rank == 0:
-                log.info(f"generation {index}: evaluation {nominated:.2f} not confirmed: "
-                         f"confirmations have played {self.confirm_steps:,} env steps, more "
-                         f"than run.best_share = {share:g} of the {self.timesteps:,} trained")
-            return False
-        seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_BEST)
-        step = CONFIRM_ROUND if by == "worst" and kept is not None else episodes
-        played: list[np.ndarray] = []
-        for first in range(0, episodes, step):
-            returns, mine = self.play_mean(seeds[first:first + step])
-            self.confirm_steps += int(self.comm.allreduce_sum(np.array([mine], dtype=np.int64))[0])
-            played.append(returns)
-            in_round = policy_score(played[-1], by)  # NaN: an episode failed
-            if not np.isfinite(in_round) or (by == "worst" and kept is not None
-                                             and in_round <= kept):
-                return False
-        returns = np.concatenate(played)
-        score = policy_score(returns, by)
-        if kept is not None and score <= kept:
-            return False
-        self.best_return, self.best_generation = score, index
-        if self.comm.rank == 0:
-            log.info(f"generation {index}: kept as policy_best.npz, {episodes}-episode {by} "
-                     f"{score:.2f} (mean {returns.mean():.2f} +- {returns.std():.2f}, worst "
-                     f"{returns.min():.2f}; evaluation {nominated:.2f})")
-        return True
+        if not finished.size:
+            return
+        norm = self.norm
+        nomination = Nomination(index, policy_score(finished, self.config.run.best_by),
+                                self.strategy.mean.copy(),
+                                ObsNorm(norm.mean.copy(), norm.std.copy(), norm.clip))
+        self.nominations.nominate(nomination, self.best_return)
+
+    def side_round(self) -> tuple[Nomination, list[int]] | None:
+        """The confirmation round to play beside this generation's members, if the
+        confirmations, this round included, cost at most ``run.best_share`` of the trained
+        steps (the round priced at the last generation's mean episode length)."""
+        estimate = CONFIRM_ROUND * self.mean_episode_length
+        if self.confirm_steps + estimate > self.config.run.best_share * self.timesteps:
+            return None
+        return self.nominations.next_round()
+
+    def judge(self, verdict: Verdict, index: int) -> None:
+        """A confirmed nomination becomes the kept policy (saved after the generation)."""
+        if verdict.confirmed is not None:
+            self.best_return = verdict.confirmed
+            self.best_generation = verdict.nomination.generation
+            self.confirmed = verdict.nomination
+        self._report(verdict, f"generation {index}: ")
+
+    def _report(self, verdict: Verdict, when: str) -> None:
+        """One line when a confirmation ends."""
+        if self.comm.rank != 0 or not verdict.ended:
+            return
+        nomination, returns, by = verdict.nomination, verdict.returns, self.config.run.best_by
+        what = f"{when}generation {nomination.generation}'s policy (evaluation " \
+               f"{nomination.score:.2f})"
+        if verdict.confirmed is not None:
+            log.info(f"{what} kept as policy_best.npz: {returns.size}-episode {by} "
+                     f"{verdict.confirmed:.2f} (mean {returns.mean():.2f} +- "
+                     f"{returns.std():.2f}, worst {returns.min():.2f})")
+        else:
+            log.info(f"{what} not kept: {by} of {returns.size} confirmation episodes "
+                     f"{policy_score(returns, by):.2f}")
+
+    def confirm_at_stop(self) -> tuple[float | None, int | None]:
+        """Confirm the waiting nominations, best first, until one is kept or none waits (at
+        most ``run.best_pool`` x ``run.best_episodes`` episodes, spread over the ranks), and
+        write it as ``policy_best.npz``. The run's own state is left as it was, so a resumed
+        run goes on exactly as one that never stopped. Returns the kept policy's score and
+        generation."""
+        pool, kept = self.nominations.copy(), self.best_return
+        started = time.perf_counter()
+        if pool and self.comm.rank == 0:
+            log.info(f"confirming {len(pool.waiting)} waiting nomination(s) before stopping")
+        while (planned := pool.next_round()) is not None:
+            nomination, seeds = planned
+            returns, _ = self.play(nomination.params, nomination.norm, seeds)
+            verdict = pool.record(nomination, returns, kept)
+            self._report(verdict, "stop: ")
+            if verdict.confirmed is not None:
+                if self.comm.rank == 0 and self.run_dir is not None:
+                    self._save_policy("policy_best.npz", nomination)
+                self.stop_confirm_s = time.perf_counter() - started
+                return verdict.confirmed, nomination.generation
+        self.stop_confirm_s = time.perf_counter() - started
+        return self.best_return, self.best_generation
 
     def state(self) -> TrainingState:
         return TrainingState(
@@ -474,6 +541,7 @@ class Trainer:
             best_return=self.best_return,
             best_generation=self.best_generation,
             confirm_steps=self.confirm_steps,
+            nominations=self.nominations.copy().waiting,
         )
 
     def restore(self, state: TrainingState) -> None:
@@ -490,6 +558,7 @@ class Trainer:
         self.mean_episode_length = state.mean_episode_length
         self.best_return, self.best_generation = state.best_return, state.best_generation
         self.confirm_steps = state.confirm_steps
+        self.nominations.waiting = state.nominations
         self.elapsed_before = state.elapsed_s
         self.resumed_at = state.generation
         # Spent in earlier sessions: known alike on every rank (it comes from the checkpoint).
@@ -507,7 +576,8 @@ class Trainer:
         ``callback`` is called on rank 0 with each generation's ``progress.csv`` row (a dict
         of its columns; None for an empty cell), after the row is written; the other ranks
         follow its answer. Whatever ends the loop, the last finished generation is
-        checkpointed first.
+        checkpointed first; then the nominations still waiting are confirmed, so every stop
+        leaves its kept policy (``confirm_at_stop``).
         """
         writer = self.comm.rank == 0 and self.run_dir is not None
         progress = None
@@ -519,6 +589,7 @@ class Trainer:
                 self.run_dir / "progress.csv", self.resumed_at,
                 tensorboard_config=config_toml if self.config.run.tensorboard else None)
         eval_return, saved_at, torn = None, self.strategy.generation, False
+        stop: Stopped | None = None
         best_eval, first = None, (self.strategy.generation, self.timesteps, time.perf_counter())
         try:
             while (ended_by := self._spent_budget()) is None:
@@ -534,12 +605,13 @@ class Trainer:
                 if writer and row["evaluated"]:
                     self._save_policy("policy.npz")
                 if writer and row["new_best"]:
-                    self._save_policy("policy_best.npz")
+                    self._save_policy("policy_best.npz", self.confirmed)
                 if self.strategy.generation % self.config.run.checkpoint_every == 0:
                     saved_at = self._checkpoint()
                 self.io_s = time.perf_counter() - io_started
                 if row["stop_signal"]:
-                    raise Stopped(row["stop_signal"], self.strategy.generation)
+                    stop = Stopped(row["stop_signal"], self.strategy.generation)
+                    break
                 if callback is not None and not rank_zero_decides(
                         self.comm, callback, {key: row.get(key) for key in COLUMNS}):
                     break
@@ -551,9 +623,12 @@ class Trainer:
                 progress.close()
             if not torn and saved_at != self.strategy.generation:
                 self._checkpoint()
+        best_return, best_generation = self.confirm_at_stop()
+        if stop is not None:
+            raise stop
         return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,
-                           eval_return, self.best_return, self.best_generation,
-                           ended_by or "the callback")
+                           eval_return, best_return, best_generation,
+                           ended_by or "the callback", self.stop_confirm_s)
 
     def _agree(self) -> int:
         """One row per rank: the signal it received (0: none), whether its clock says
@@ -624,7 +699,10 @@ class Trainer:
         started = time.perf_counter()
         bytes_before, wait_before = self.comm.world_bytes_sent, self.comm.wait_s
         generation = self.strategy.ask()
-        results = self.evaluate_population(generation)
+        planned = self.side_round() if self.nominations else None
+        side = [(planned[0].params, planned[0].norm, seed) for seed in planned[1]] \
+            if planned else []
+        results = self.evaluate_population(generation, side)
         returns = results.returns
         failed = int(np.isnan(returns).sum())
         allowed = self.config.run.max_failed_fraction
@@ -643,10 +721,16 @@ class Trainer:
         self.mean_episode_length = steps / len(returns)
         index = self.strategy.generation
         stop_signal = self._agree()
+        self.confirmed = None
+        if planned:
+            self.confirm_steps += results.side_steps
+            self.judge(self.nominations.record(planned[0], results.side_returns,
+                                               self.best_return), index)
         evaluated = index % self.config.run.eval_every == 0 or self._spent_budget() is not None
         eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s
         eval_returns = self.evaluate_mean(index) if evaluated else None
-        new_best = evaluated and self.confirm_best(index, eval_returns)
+        if evaluated and self.config.run.best_episodes:
+            self.nominate(index, eval_returns)
         eval_s = time.perf_counter() - eval_started - (self.comm.wait_s - eval_wait_before)
         elapsed = time.perf_counter() - started
         return {
@@ -659,8 +743,10 @@ class Trainer:
             "failed_episodes": failed,
             **evaluation_columns(eval_returns),
             "evaluated": evaluated,
-            "new_best": new_best,
+            "new_best": self.confirmed is not None,
             "best_return": self.best_return,
+            "confirm_steps": results.side_steps,
+            "confirm_s": self.side_s,
             "episodes": len(returns),
             "evals_per_s": len(returns) / elapsed,
             "steps_per_s": steps / elapsed,
@@ -675,12 +761,10 @@ class Trainer:
             "stop_signal": stop_signal,
         }
 
-    def _save_policy(self, name: str) -> None:
-        save_policy(
-            self.run_dir / name,
-            self.policy,
-            self.strategy.mean,
-            self.norm,
-            self.config.env.id,
-            self.strategy.generation,
-        )
+    def _save_policy(self, name: str, nomination: Nomination | None = None) -> None:
+        """The mean policy, or a nominated one."""
+        params, norm, generation = ((self.strategy.mean, self.norm, self.strategy.generation)
+                                    if nomination is None else
+                                    (nomination.params, nomination.norm, nomination.generation))
+        save_policy(self.run_dir / name, self.policy, params, norm, self.config.env.id,
+                    generation)

@@ -33,3 +33,4 @@ def test_suite_mode_writes_one_row_per_config_with_rates_and_shares(tmp_path):
     ratio = float(row["train_steps_per_s"]) / float(row["bare_steps_per_s"])
     assert abs(float(row["ratio"]) - ratio) < 1e-3 * ratio
     assert 0 < float(row["eval_share"]) < 1 and 0 <= float(row["wait_share"]) < 1
+    assert 0 < float(row["confirm_share"]) < 1  # cartpole nominates: the stop confirms

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from conftest import REPO, load_params, read_progress, run_cli, tool
 
+from es.rl.kept import CONFIRM_ROUND
+
 CASES = {
     # Continuous actions, an MLP, observation normalisation, table noise, 5 directions (not
     # divisible by 2 or 3 ranks).
@@ -55,17 +57,18 @@ def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
     done = run_cli(["es-train", "configs/pendulum.toml", "--run-dir", str(run_dir), "--quiet",
                     "--set", f"es.population={population}", "--set", "policy.kind=mlp",
                     "--set", "policy.hidden=[64, 128]", "--set", "run.generations=3",
-                    "--set", "run.eval_every=1", "--set", f"run.eval_episodes={eval_episodes}"],
+                    "--set", "run.eval_every=1", "--set", f"run.eval_episodes={eval_episodes}",
+                    "--set", "run.best_share=100"],
                    ranks=ranks)
     assert done.returncode == 0, done.stderr
     num_params = load_params(run_dir).size
     assert num_params > 8000
-    # A float32 return per member and a float64 one per evaluation episode and per episode
-    # confirming a best policy (run.best_episodes, 20), the block of step count and obs sums
-    # from each rank, the confirmation's step count from each rank, and one (rank, stop
-    # signal, checksum, out of time, peak memory) row per rank.
-    bound = (4 * population + 8 * (eval_episodes + 20) + ranks * 8 * (1 + 2 * obs_dim + 1)
-             + ranks * 8 + ranks * 40)
+    # A float32 return per member, a float64 one per evaluation episode, the block of step
+    # count and obs sums from each rank, a round of confirmation episodes (CONFIRM_ROUND
+    # float64 returns and their step total) from each rank in the all-reduce that gathers
+    # them, and one (rank, stop signal, checksum, out of time, peak memory) row per rank.
+    bound = (4 * population + 8 * eval_episodes + ranks * 8 * (1 + 2 * obs_dim + 1)
+             + ranks * 8 * (CONFIRM_ROUND + 1) + ranks * 40)
     for row in read_progress(run_dir):
         sent = int(row["bytes_sent"])
         assert 0 < sent <= bound, (sent, bound)

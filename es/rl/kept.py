@@ -1,0 +1,116 @@
+"""The kept policy (``policy_best.npz``): which evaluated mean policy a run keeps, and how
+its confirmation is scheduled.
+
+An evaluation that beats the kept score *nominates* the mean policy: its parameters and
+observation normalisation wait in a small pool (``run.best_pool``), best evaluation first.
+Confirmation plays ``run.best_episodes`` fresh episodes (reset seeds of their own) in
+rounds of ``CONFIRM_ROUND``; the trainer plays a round beside a generation's members while
+the confirmations have cost at most ``run.best_share`` of the trained env steps, and
+confirms the rest at every stop. A later, better nomination goes ahead of earlier ones that
+wait (a begun confirmation is finished first), so the share delays nominations but never
+starves the best of them. Every decision is a
+function of the seeded episodes' returns and of step counts that do not depend on the rank
+count, so the kept policy is the same on any number of ranks and after a resume.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from es.core.seeding import TAG_BEST, episode_seeds
+from es.rl.policies import ObsNorm
+
+#: Confirmation episodes per round: the unit of work a generation plays beside its members,
+#: and, judged by the worst episode, how often a hopeless confirmation can end early.
+CONFIRM_ROUND = 10
+
+
+def policy_score(returns: np.ndarray, by: str) -> float:
+    """A policy's score over episodes, as ``run.best_by`` names it: their mean, or the worst
+    of them, which a policy that fails on a few starts loses. NaN if any episode failed."""
+    if not np.isfinite(returns).all():
+        return float("nan")
+    return float(returns.mean() if by == "mean" else returns.min())
+
+
+@dataclass
+class Nomination:
+    """A mean policy whose evaluation beat the kept score, waiting for its confirmation."""
+
+    generation: int
+    score: float  # its evaluation's score (run.best_by)
+    params: np.ndarray
+    norm: ObsNorm
+    returns: list[float] = field(default_factory=list)  # confirmation episodes played so far
+
+
+@dataclass
+class Verdict:
+    """What a round decided: ``confirmed`` is the nomination's confirmed score, if it is now
+    the kept policy; ``ended`` says whether its confirmation is over either way."""
+
+    nomination: Nomination
+    confirmed: float | None
+    ended: bool
+    returns: np.ndarray  # all its confirmation episodes so far
+
+
+class NominationPool:
+    """The nominations waiting for confirmation, best evaluation first (the later, longer
+    trained, generation first among equals), at most ``size`` of them."""
+
+    def __init__(self, size: int, episodes: int, by: str, seed: int) -> None:
+        self.size, self.episodes, self.by, self.seed = size, episodes, by, seed
+        self.waiting: list[Nomination] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.waiting)
+
+    def copy(self) -> NominationPool:
+        return copy.deepcopy(self)
+
+    def nominate(self, nomination: Nomination, kept: float | None) -> bool:
+        """Take ``nomination`` if its score beats the kept one and the pool has room for it
+        (a full pool drops its worst for a better one)."""
+        if not self.episodes or not np.isfinite(nomination.score):
+            return False
+        if kept is not None and nomination.score <= kept:
+            return False
+        self.waiting.append(nomination)
+        self.waiting.sort(key=lambda n: (-n.score, -n.generation))
+        del self.waiting[self.size:]
+        return nomination in self.waiting
+
+    def next_round(self) -> tuple[Nomination, list[int]] | None:
+        """The nomination to confirm next and the reset seeds of its next round: a
+        confirmation once begun is finished first (so one ends every few rounds however
+        often better nominations come), then the best evaluation goes."""
+        if not self.waiting:
+            return None
+        head = next((n for n in self.waiting if n.returns), self.waiting[0])
+        seeds = episode_seeds(self.seed, head.generation, self.episodes, TAG_BEST)
+        played = len(head.returns)
+        return head, seeds[played:played + CONFIRM_ROUND]
+
+    def record(self, nomination: Nomination, returns: np.ndarray,
+               kept: float | None) -> Verdict:
+        """Add a round's returns. A failed episode ends the confirmation, and so does,
+        judged by the worst episode, one at or below the kept score (the policy cannot win);
+        after ``episodes`` episodes the policy is kept if its score beats ``kept``. A new kept
+        score drops the nominations it leaves behind."""
+        nomination.returns.extend(float(r) for r in returns)
+        played = np.array(nomination.returns)
+        in_round = policy_score(np.asarray(returns, dtype=np.float64), self.by)
+        hopeless = not np.isfinite(in_round) or (self.by == "worst" and kept is not None
+                                                 and in_round <= kept)
+        if not hopeless and played.size < self.episodes:
+            return Verdict(nomination, None, False, played)
+        self.waiting.remove(nomination)
+        score = policy_score(played, self.by)
+        if hopeless or (kept is not None and score <= kept):
+            return Verdict(nomination, None, True, played)
+        self.waiting = [n for n in self.waiting if n.score > score]
+        return Verdict(nomination, score, True, played)
