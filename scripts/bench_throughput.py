@@ -8,10 +8,11 @@
 With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``) trains as
 the suite runs it (its evaluations and confirmations on), for the task's wall budget capped
 at ``--max-train-s``, then steps bare with its final policy: one row per config with the
-training and bare rates over the whole run (the confirmations at its stop included), and the
-shares of that wall time that went to evaluations (``eval_s``), to confirmations of the kept
-policy (``confirm_s``, rank 0's, and the stop's) and to waiting in the exchanges
-(``wait_s``).
+training and bare rates over the whole run (the confirmations at its stop included), and
+where rank 0's wall time went: its own members' episodes (``rollout_s``), evaluations
+(``eval_s``), confirmations of the kept policy (``confirm_s`` and the stop's), waiting in
+the exchanges (``wait_s``), updates (``update_s``) and file writes (``io_s``); the rest is
+per-generation overhead (asking for members, rebuilding them, the checks).
 
 Both are measured in one script run, with the same number of processes and the same
 policies (MuJoCo steps faster or slower depending on what the policy does, so a fair bare
@@ -39,6 +40,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -104,6 +106,11 @@ def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str) -> tuple[f
     return float(line.split()[1]), int(line.split()[2])
 
 
+def column_total(progress: list[dict]) -> Callable[[str], float]:
+    """A progress.csv column's sum over the run (empty cells count 0)."""
+    return lambda column: sum(float(row[column] or 0) for row in progress)
+
+
 def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
     """One row per suite config: trained as ``es-bench suite`` trains it, for its task's
     budget (at most ``--max-train-s``), then bare stepping with its final policy."""
@@ -130,6 +137,7 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
                     raise SystemExit(f"bench_throughput: {run.name}: es-train exited with "
                                      f"{done.returncode}: {' | '.join(lines)}")
                 progress = read_progress(run_dir)
+                total = column_total(progress)
                 stop = re.search(r"([\d.]+) s confirming at the stop", done.stdout)
                 stop_s = float(stop.group(1)) if stop else 0.0
                 wall = float(progress[-1]["time_s"]) + stop_s
@@ -141,10 +149,12 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
                 "train_steps": steps, "train_steps_per_s": steps / wall,
                 "bare_steps_per_s": bare, "bare_steps": bare_steps,
                 "ratio": steps / wall / bare,
-                "eval_share": sum(float(row["eval_s"] or 0) for row in progress) / wall,
-                "confirm_share": (sum(float(row["confirm_s"] or 0) for row in progress)
-                                  + stop_s) / wall,
-                "wait_share": sum(float(row["wait_s"] or 0) for row in progress) / wall,
+                "rollout_share": total("rollout_s") / wall,
+                "eval_share": total("eval_s") / wall,
+                "confirm_share": (total("confirm_s") + stop_s) / wall,
+                "wait_share": total("wait_s") / wall,
+                "update_share": total("update_s") / wall,
+                "io_share": total("io_s") / wall,
             })
             print("  ".join(f"{key}={value:.3g}" if isinstance(value, float) else
                             f"{key}={value}" for key, value in rows[-1].items()), flush=True)

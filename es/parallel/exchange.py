@@ -23,8 +23,11 @@ from es.parallel.comm import Comm
 
 def static_share(rank: int, size: int, population: int, mirrored: bool) -> np.ndarray:
     """The members ``rank`` evaluates under the static schedule: a round-robin share of the
-    directions, a mirrored pair kept together (one noise slice read for both)."""
-    per_direction = 2 if mirrored else 1
+    directions, a mirrored pair kept together (one noise slice read for both) where the pairs
+    divide evenly among the ranks; otherwise a round-robin share of the members, so that no
+    rank plays more than one member more than another (ARS on Swimmer, one pair on two
+    ranks, had one rank play both while the other waited)."""
+    per_direction = 2 if mirrored and (population // 2) % size == 0 else 1
     directions = np.arange(rank, population // per_direction, size)
     return (directions[:, None] * per_direction + np.arange(per_direction)).ravel()
 

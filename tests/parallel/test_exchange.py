@@ -8,13 +8,15 @@ from es.parallel.exchange import share_results, static_share
 
 
 @pytest.mark.parametrize("mirrored", [True, False])
-@pytest.mark.parametrize("size", [1, 2, 3, 7, 64])
-def test_static_shares_cover_every_member_once(size, mirrored):
-    population = 46
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 23, 64])
+@pytest.mark.parametrize("population", [2, 16, 46])
+def test_static_shares_cover_every_member_once_and_evenly(size, mirrored, population):
     shares = [static_share(rank, size, population, mirrored) for rank in range(size)]
     assert np.array_equal(np.sort(np.concatenate(shares)), np.arange(population))
-    if mirrored:  # a mirrored pair is evaluated by one rank, so one noise slice serves both
-        for share in shares:
+    counts = [len(share) for share in shares]
+    assert max(counts) - min(counts) <= 1  # one pair on two ranks: one member each
+    if mirrored and (population // 2) % size == 0:
+        for share in shares:  # pairs divide evenly: one noise slice serves both of a pair
             assert np.array_equal(share[1::2], share[::2] + 1)
 
 
