@@ -212,18 +212,19 @@ def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it_and_the_run_r
 
 
 def test_a_rank_busy_for_longer_than_the_deadline_is_not_lost(tmp_path):
-    """One direction (a mirrored pair), two ranks: rank 1 has nothing to play and waits in
-    the exchange for rank 0's two 2-s episodes, generation after generation, with a 2-s
-    deadline. Its heartbeats keep coming, so nobody is lost."""
+    """Three members, two ranks: rank 0 plays two 2.5-s episodes a generation, rank 1 one,
+    then waits in the exchange for 2.5 s, generation after generation, with a 2-s deadline.
+    Its heartbeats keep coming, so nobody is lost."""
     run_dir = tmp_path / "run"
     done = run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=es/Sleep-v0",
-                    "--set", "env.kwargs.step_ms=20", "--set", "env.kwargs.mean_length=100",
-                    "--set", "es.population=2", "--set", "run.generations=2", "--set",
-                    "run.eval_every=1000", "--set", "run.best_episodes=0", "--set",
-                    "run.peer_timeout_s=2", "--quiet", "--run-dir", str(run_dir)], ranks=2)
+                    "--set", "env.kwargs.step_ms=25", "--set", "env.kwargs.mean_length=100",
+                    "--set", "es.population=3", "--set", "es.mirrored=false", "--set",
+                    "run.generations=2", "--set", "run.eval_every=1000", "--set",
+                    "run.best_episodes=0", "--set", "run.peer_timeout_s=2", "--quiet",
+                    "--run-dir", str(run_dir)], ranks=2)
     assert done.returncode == 0, done.stderr
     rows = read_progress(run_dir)
-    # Rank 0 played for more than twice the deadline each generation, rank 1 waited.
+    # Rank 0 played for more than twice the deadline each generation, rank 1 waited half.
     assert len(rows) == 2 and all(float(row["rollout_s"]) > 2 * 2 for row in rows), rows
 
 
