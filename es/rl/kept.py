@@ -6,9 +6,8 @@ observation normalisation wait in a small pool (``run.best_pool``), best evaluat
 Confirmation plays ``run.best_episodes`` fresh episodes (reset seeds of their own) in
 rounds of ``CONFIRM_ROUND``; the trainer plays a round beside a generation's members while
 the confirmations have cost at most ``run.best_share`` of the trained env steps, and
-confirms the rest at every stop. A later, better nomination goes ahead of earlier ones that
-wait (a begun confirmation is finished first), so the share delays nominations but never
-starves the best of them. Every decision is a
+confirms the rest at every stop. A later, better nomination goes ahead of earlier ones, so
+the share delays nominations but never starves the best of them. Every decision is a
 function of the seeded episodes' returns and of step counts that do not depend on the rank
 count, so the kept policy is the same on any number of ranks and after a resume.
 """
@@ -85,12 +84,13 @@ class NominationPool:
         return nomination in self.waiting
 
     def next_round(self) -> tuple[Nomination, list[int]] | None:
-        """The nomination to confirm next and the reset seeds of its next round: a
-        confirmation once begun is finished first (so one ends every few rounds however
-        often better nominations come), then the best evaluation goes."""
+        """The nomination to confirm next, the best evaluation (a begun confirmation waits
+        while a better one goes: finishing the first one begun spent a 180-s HalfCheetah
+        run's rounds on an early, poor policy and kept it), and the reset seeds of its next
+        round."""
         if not self.waiting:
             return None
-        head = next((n for n in self.waiting if n.returns), self.waiting[0])
+        head = self.waiting[0]
         seeds = episode_seeds(self.seed, head.generation, self.episodes, TAG_BEST)
         played = len(head.returns)
         return head, seeds[played:played + CONFIRM_ROUND]

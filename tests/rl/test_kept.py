@@ -73,13 +73,15 @@ def test_a_new_kept_score_drops_the_nominations_it_leaves_behind():
     assert [n.generation for n in pool.waiting] == [2]  # 20 < 25 cannot win any more
 
 
-def test_a_begun_confirmation_is_finished_before_a_better_nomination_starts():
+def test_a_better_nomination_goes_ahead_of_a_begun_confirmation():
     pool = NominationPool(size=3, episodes=20, by="mean", seed=0)
     pool.nominate(nomination(2, 10.0), kept=None)
     head, _ = pool.next_round()
     pool.record(head, np.full(CONFIRM_ROUND, 10.0), kept=None)
     pool.nominate(nomination(5, 40.0), kept=None)
-    assert pool.next_round()[0].generation == 2
-    verdict = pool.record(head, np.full(CONFIRM_ROUND, 10.0), kept=None)
-    assert verdict.confirmed == 10.0
-    assert pool.next_round()[0].generation == 5
+    better, _ = pool.next_round()
+    assert better.generation == 5
+    assert pool.record(better, np.full(CONFIRM_ROUND, 1.0), kept=None).ended is False
+    verdict = pool.record(better, np.full(CONFIRM_ROUND, 39.0), kept=None)
+    assert verdict.confirmed == 20.0
+    assert not pool  # generation 2's (10.0) cannot beat the new kept score
