@@ -64,8 +64,8 @@ class RunConfig:
         "what confirmations may cost while the run trains, as a share of the env steps "
         "trained so far: a round of 10 confirmation episodes is played beside a "
         "generation's members while they have cost no more; the nominations still waiting "
-        "are confirmed at every stop (the end, a signal, the callback), best first, until "
-        "one is kept (0: only at stops)", 0.01,
+        "are confirmed at every stop (the end, a signal, the callback), the one that may "
+        "still score highest first (0: only at stops)", 0.01,
     )
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(

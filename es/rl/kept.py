@@ -84,16 +84,24 @@ class NominationPool:
         return nomination in self.waiting
 
     def next_round(self) -> tuple[Nomination, list[int]] | None:
-        """The nomination to confirm next, the best evaluation (a begun confirmation waits
-        while a better one goes: finishing the first one begun spent a 180-s HalfCheetah
-        run's rounds on an early, poor policy and kept it), and the reset seeds of its next
-        round."""
+        """The nomination to confirm next and the reset seeds of its next round: the one
+        that may still score highest (``bound``). A begun confirmation waits while a better
+        one goes: finishing the first one begun spent a 180-s HalfCheetah run's rounds on an
+        early, poor policy, and the stop kept it."""
         if not self.waiting:
             return None
-        head = self.waiting[0]
+        head = max(self.waiting, key=lambda n: (self.bound(n), n.generation))
         seeds = episode_seeds(self.seed, head.generation, self.episodes, TAG_BEST)
         played = len(head.returns)
         return head, seeds[played:played + CONFIRM_ROUND]
+
+    def bound(self, nomination: Nomination) -> float:
+        """The most a nomination may still score: its evaluation's score before any
+        confirmation episode; judged by the worst episode, its worst so far once begun (more
+        episodes can only lower it); judged by the mean, its mean so far."""
+        if not nomination.returns:
+            return nomination.score
+        return policy_score(np.array(nomination.returns), self.by)
 
     def record(self, nomination: Nomination, returns: np.ndarray,
                kept: float | None) -> Verdict:
@@ -112,5 +120,6 @@ class NominationPool:
         score = policy_score(played, self.by)
         if hopeless or (kept is not None and score <= kept):
             return Verdict(nomination, None, True, played)
-        self.waiting = [n for n in self.waiting if n.score > score]
+        self.waiting = [n for n in self.waiting
+                        if n.score > score and (self.by == "mean" or self.bound(n) > score)]
         return Verdict(nomination, score, True, played)

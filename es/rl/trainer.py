@@ -506,12 +506,16 @@ class Trainer:
                      f"{policy_score(returns, by):.2f}")
 
     def confirm_at_stop(self) -> tuple[float | None, int | None]:
-        """Confirm the waiting nominations, best first, until one is kept or none waits (at
-        most ``run.best_pool`` x ``run.best_episodes`` episodes, spread over the ranks), and
-        write it as ``policy_best.npz``. The run's own state is left as it was, so a resumed
-        run goes on exactly as one that never stopped. Returns the kept policy's score and
-        generation."""
+        """Confirm the waiting nominations, the one that may still score highest first, and
+        write the best confirmed as ``policy_best.npz``. Judged by the mean, the first that
+        holds is kept; judged by the worst episode, the others go on while they may still
+        beat it (a round with an episode at or below it ends one), since the first to hold
+        may be a policy that fails from some starts, kept only for want of a better one. At
+        most ``run.best_pool`` x ``run.best_episodes`` episodes, spread over the ranks. The
+        run's own state is left as it was, so a resumed run goes on exactly as one that never
+        stopped. Returns the kept policy's score and generation."""
         pool, kept = self.nominations.copy(), self.best_return
+        best: tuple[float | None, int | None] = (self.best_return, self.best_generation)
         started = time.perf_counter()
         if pool and self.comm.rank == 0:
             log.info(f"confirming {len(pool.waiting)} waiting nomination(s) before stopping")
@@ -520,13 +524,16 @@ class Trainer:
             returns, _ = self.play(nomination.params, nomination.norm, seeds)
             verdict = pool.record(nomination, returns, kept)
             self._report(verdict, "stop: ")
-            if verdict.confirmed is not None:
-                if self.comm.rank == 0 and self.run_dir is not None:
-                    self._save_policy("policy_best.npz", nomination)
-                self.stop_confirm_s = time.perf_counter() - started
-                return verdict.confirmed, nomination.generation
+            if verdict.confirmed is None:
+                continue
+            kept = verdict.confirmed
+            best = (kept, nomination.generation)
+            if self.comm.rank == 0 and self.run_dir is not None:
+                self._save_policy("policy_best.npz", nomination)
+            if self.config.run.best_by == "mean":
+                break
         self.stop_confirm_s = time.perf_counter() - started
-        return self.best_return, self.best_generation
+        return best
 
     def state(self) -> TrainingState:
         return TrainingState(

@@ -85,3 +85,18 @@ def test_a_better_nomination_goes_ahead_of_a_begun_confirmation():
     verdict = pool.record(better, np.full(CONFIRM_ROUND, 39.0), kept=None)
     assert verdict.confirmed == 20.0
     assert not pool  # generation 2's (10.0) cannot beat the new kept score
+
+
+def test_judged_by_the_worst_the_one_that_may_still_score_highest_goes_next():
+    pool = NominationPool(size=3, episodes=20, by="worst", seed=0)
+    pool.nominate(nomination(6, 50.0), kept=None)
+    pool.nominate(nomination(3, 40.0), kept=None)
+    head, _ = pool.next_round()
+    assert head.generation == 6
+    pool.record(head, np.array([48.0] * 9 + [-5.0]), kept=None)  # it fell once: at most -5
+    assert pool.next_round()[0].generation == 3
+    other, _ = pool.next_round()
+    pool.record(other, np.full(CONFIRM_ROUND, 39.0), kept=None)
+    verdict = pool.record(other, np.full(CONFIRM_ROUND, 38.0), kept=None)
+    assert verdict.confirmed == 38.0
+    assert not pool  # generation 6's worst so far, -5, cannot beat 38 any more
