@@ -40,7 +40,6 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -106,9 +105,9 @@ def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str) -> tuple[f
     return float(line.split()[1]), int(line.split()[2])
 
 
-def column_total(progress: list[dict]) -> Callable[[str], float]:
+def column_sum(progress: list[dict], column: str) -> float:
     """A progress.csv column's sum over the run (empty cells count 0)."""
-    return lambda column: sum(float(row[column] or 0) for row in progress)
+    return sum(float(row[column] or 0) for row in progress)
 
 
 def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
@@ -137,7 +136,6 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
                     raise SystemExit(f"bench_throughput: {run.name}: es-train exited with "
                                      f"{done.returncode}: {' | '.join(lines)}")
                 progress = read_progress(run_dir)
-                total = column_total(progress)
                 stop = re.search(r"([\d.]+) s confirming at the stop", done.stdout)
                 stop_s = float(stop.group(1)) if stop else 0.0
                 wall = float(progress[-1]["time_s"]) + stop_s
@@ -149,12 +147,12 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
                 "train_steps": steps, "train_steps_per_s": steps / wall,
                 "bare_steps_per_s": bare, "bare_steps": bare_steps,
                 "ratio": steps / wall / bare,
-                "rollout_share": total("rollout_s") / wall,
-                "eval_share": total("eval_s") / wall,
-                "confirm_share": (total("confirm_s") + stop_s) / wall,
-                "wait_share": total("wait_s") / wall,
-                "update_share": total("update_s") / wall,
-                "io_share": total("io_s") / wall,
+                "rollout_share": column_sum(progress, "rollout_s") / wall,
+                "eval_share": column_sum(progress, "eval_s") / wall,
+                "confirm_share": (column_sum(progress, "confirm_s") + stop_s) / wall,
+                "wait_share": column_sum(progress, "wait_s") / wall,
+                "update_share": column_sum(progress, "update_s") / wall,
+                "io_share": column_sum(progress, "io_s") / wall,
             })
             print("  ".join(f"{key}={value:.3g}" if isinstance(value, float) else
                             f"{key}={value}" for key, value in rows[-1].items()), flush=True)

@@ -75,7 +75,8 @@ class GenerationResults:
     returns: np.ndarray
     steps: int
     obs_increment: np.ndarray
-    side_returns: np.ndarray = field(default_factory=lambda: np.zeros(0))  # extra episodes'
+    # The extra episodes played beside the members (a confirmation round), in order.
+    side_returns: np.ndarray = field(default_factory=lambda: np.zeros(0))
     side_steps: int = 0
 
 

@@ -293,9 +293,7 @@ class Trainer:
 
         def play_side(unit: int) -> int:
             side_started = time.perf_counter()
-            params, side_norm, seed = side[unit]
-            episode = safe_episode(self.env, self.policy.bind(params, side_norm), seed,
-                                   f"rank {self.comm.rank}: extra episode {unit}")
+            episode = self._noise_free_episode(*side[unit], f"extra episode {unit}")
             side_returns[unit] = episode.total_return
             self.side_s += time.perf_counter() - side_started
             return episode.length
@@ -454,12 +452,18 @@ class Trainer:
 
         def play(j: int) -> float:
             nonlocal steps
-            episode = safe_episode(self.env, self.policy.bind(params, norm), seeds[j],  # fresh
-                                   f"rank {self.comm.rank}: evaluation episode {j}")
+            episode = self._noise_free_episode(params, norm, seeds[j], f"evaluation episode {j}")
             steps += episode.length
             return episode.total_return
 
         return spread(self.comm, len(seeds), play), steps
+
+    def _noise_free_episode(self, params: np.ndarray, norm: ObsNorm, seed: int,
+                            label: str) -> Episode:
+        """One episode of a policy as evaluations play it: a fresh binding (a recurrent
+        policy starts clean), no action noise, no recording, no step cap."""
+        return safe_episode(self.env, self.policy.bind(params, norm), seed,
+                            f"rank {self.comm.rank}: {label}")
 
     def nominate(self, index: int, eval_returns: np.ndarray) -> None:
         """Nominate the mean policy if its evaluation's score (``run.best_by`` over the
@@ -467,10 +471,9 @@ class Trainer:
         finished = eval_returns[np.isfinite(eval_returns)]
         if not finished.size:
             return
-        norm = self.norm
+        # ``self.norm`` is computed afresh at each call: the nomination owns its arrays.
         nomination = Nomination(index, policy_score(finished, self.config.run.best_by),
-                                self.strategy.mean.copy(),
-                                ObsNorm(norm.mean.copy(), norm.std.copy(), norm.clip))
+                                self.strategy.mean.copy(), self.norm)
         self.nominations.nominate(nomination, self.best_return)
 
     def side_round(self) -> tuple[Nomination, list[int]] | None:
@@ -706,7 +709,7 @@ class Trainer:
         started = time.perf_counter()
         bytes_before, wait_before = self.comm.world_bytes_sent, self.comm.wait_s
         generation = self.strategy.ask()
-        planned = self.side_round() if self.nominations else None
+        planned = self.side_round()
         side = [(planned[0].params, planned[0].norm, seed) for seed in planned[1]] \
             if planned else []
         results = self.evaluate_population(generation, side)
