@@ -58,7 +58,8 @@ class RunConfig:
     )
     best_pool: int = _doc(
         "nominations that wait for their confirmation, the best evaluations (a better one "
-        "goes ahead of earlier ones and drops the worst of a full pool)", 3,
+        "goes ahead of earlier ones and drops the worst of a full pool); fewer where their "
+        "parameters would take more than 64 MiB (at least one)", 16,
     )
     best_share: float = _doc(
         "what confirmations may cost while the run trains, as a share of the env steps "

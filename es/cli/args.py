@@ -244,6 +244,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--env": {"metavar": "ID", "help": "Gymnasium environment id, e.g. CartPole-v1"},
     "--jobs": {"type": positive_int, "default": 1, "metavar": "N",
                "help": "runs side by side, each in its own process"},
+    "--episodes": {"type": positive_int, "metavar": "N", "help": "episodes to play"},
     "--repeats": {"type": positive_int, "metavar": "N",
                   "help": "repetitions of each measurement (medians reported)"},
     "--generations": {"type": positive_int, "metavar": "N",

@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
                         help="final: the run's last mean policy (policy.npz); best: the one "
                              "whose best evaluation was confirmed on run.best_episodes fresh "
                              "episodes (policy_best.npz)")
-    parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
+    add_flag(parser, "--episodes", default=10)
     add_flag(parser, "--seed", "the seed of the first episode; episode i plays seed N + i",
              default=12345)
     parser.add_argument("--video", metavar="PATH",
@@ -48,8 +48,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.episodes < 1:
-        return fail("es-eval", f"--episodes {args.episodes}: must be >= 1")
 
     import numpy as np
 

@@ -414,8 +414,9 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         kept = "" if result.best_return is None else (
             f", kept policy_best.npz {result.best_return:.2f} "
             f"(generation {result.best_generation})")
-        if result.stop_confirm_s:
-            kept += f", {result.stop_confirm_s:.1f} s confirming at the stop"
+        if result.stop_confirm_episodes:
+            kept += (f", {result.stop_confirm_episodes} episodes in "
+                     f"{result.stop_confirm_s:.1f} s confirming at the stop")
         print(
             f"done: {result.generations} generations, {result.timesteps} steps (ended by "
             f"{result.ended_by}), eval return {final}{kept}; run folder {run_dir}",

@@ -79,6 +79,7 @@ class TrainResult:
     best_generation: int | None
     ended_by: str  # the budget that ended the run ("run.max_seconds = 60") or "the callback"
     stop_confirm_s: float = 0.0  # what confirming the waiting nominations at the stop took
+    stop_confirm_episodes: int = 0  # and how many episodes it played
 
 
 class TrainingError(RuntimeError):
@@ -158,6 +159,10 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
     raise ValueError(f"es.strategy = {es_cfg.strategy!r}: not available in es-train")
 
 
+#: What the waiting nominations' parameters may take (``run.best_pool``).
+POOL_BYTES = 64 * 2**20
+
+
 def checksum(array: np.ndarray) -> int:
     """CRC-32 of an array's bytes: equal on two ranks only if the arrays are bit-identical."""
     return zlib.crc32(np.ascontiguousarray(array).view(np.uint8))
@@ -214,10 +219,18 @@ class Trainer:
         self.best_generation: int | None = None
         self.confirm_steps = 0  # env steps played by confirmations (run.best_share)
         run_cfg = config.run
-        self.nominations = NominationPool(run_cfg.best_pool, run_cfg.best_episodes,
+        self.nominations = NominationPool(self._pool_size(), run_cfg.best_episodes,
                                           run_cfg.best_by, seed)
         self.confirmed: Nomination | None = None  # kept in this generation: rank 0 saves it
         self.stop_confirm_s = 0.0
+        self.stop_confirm_episodes = 0
+
+    def _pool_size(self) -> int:
+        """``run.best_pool``, or fewer where the waiting parameters (kept in memory and in
+        every checkpoint) would pass ``POOL_BYTES``: a pool of 16 large networks is not worth
+        gigabytes."""
+        per_nomination = self.strategy.mean.nbytes + 2 * 8 * self.policy.obs_dim
+        return max(1, min(self.config.run.best_pool, POOL_BYTES // per_nomination))
 
     def close(self) -> None:
         """Free the noise table (an MPI shared window, not freed by garbage collection) and
@@ -525,6 +538,7 @@ class Trainer:
         while (planned := pool.next_round()) is not None:
             nomination, seeds = planned
             returns, _ = self.play(nomination.params, nomination.norm, seeds)
+            self.stop_confirm_episodes += len(seeds)
             verdict = pool.record(nomination, returns, kept)
             self._report(verdict, "stop: ")
             if verdict.confirmed is None:
@@ -638,7 +652,8 @@ class Trainer:
             raise stop
         return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,
                            eval_return, best_return, best_generation,
-                           ended_by or "the callback", self.stop_confirm_s)
+                           ended_by or "the callback", self.stop_confirm_s,
+                           self.stop_confirm_episodes)
 
     def _agree(self) -> int:
         """One row per rank: the signal it received (0: none), whether its clock says

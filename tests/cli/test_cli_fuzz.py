@@ -238,6 +238,14 @@ CHEAP_SCRIPTS = {
         base=("--score-only",)),
 }
 REFUSING_SCRIPTS = {
+    "bench_kept": script_line(
+        (flag("--seeds", small("0")), flag("--max-timesteps", small("1")),
+         flag("--episodes", small("1")), flag("--set", mixed("es.sigma=0.1")),
+         st.just(["CONFIG"])),
+        (refused("--seeds", NOT_SEEDS), refused("--ranks", [*NOT_RANKS, "1,2"]),
+         refused("--max-timesteps", NOT_POSITIVE), refused("--episodes", NOT_POSITIVE),
+         refused("--set", NOT_OVERRIDE), refused("--out", NOT_OUT),
+         st.sampled_from(NOT_CONFIG).map(lambda c: [c]))),
     "bench_cnn": script_line(
         (flag("--calls", small("1")), flag("--env-steps", small("2")), flag("--seed", small("0")),
          flag("--out", mixed("out"))),
@@ -498,7 +506,7 @@ def test_every_program_reports_a_parse_error_in_one_line(world, program):
 @pytest.mark.parametrize(
     ("program", "argv", "fragment"),
     [
-        ("es-eval", ["RUN", "--episodes", "x\ny"], "invalid int value: 'x\\ny'"),
+        ("es-eval", ["RUN", "--episodes", "x\ny"], "'x\\ny': expected an integer >= 1"),
         ("es-train", ["CONFIG", "--set", "es.a\nb=1"], "unknown key es.a\\nb"),
         ("es-plot", ["MISSING\u2028x", "--figure", "p.png"], "\\u2028"),
     ],

@@ -150,6 +150,15 @@ def test_best_share_caps_what_the_confirmations_cost_while_training(tmp_path):
         assert run.best is not None and run.best_return is not None
 
 
+def test_the_last_line_says_what_the_stops_confirmations_played(tmp_path):
+    """Exact evaluations, judged by the mean: the stop confirms the best waiting nomination in
+    run.best_episodes episodes, it holds, and nothing else is played."""
+    done = train(tmp_path / "run", "--set", "run.generations=6", "--set", "run.best_share=0",
+                 "--set", "env.kwargs.luck=0", "--set", "run.best_episodes=20")
+    assert re.search(r"kept policy_best.npz .*, 20 episodes in [\d.]+ s confirming at the "
+                     r"stop;", done.stdout), done.stdout
+
+
 def test_a_later_better_nomination_is_kept_although_earlier_ones_spent_the_share(tmp_path):
     """The starvation case of a capped share, without luck: every evaluation is exact, so
     the kept policy must be the best-evaluated one. Improving evaluations nominate at almost

@@ -3,8 +3,11 @@
 import numpy as np
 import pytest
 
+from es.config import from_dict
+from es.parallel.comm import LocalComm
 from es.rl.kept import CONFIRM_ROUND, Nomination, NominationPool, policy_score
 from es.rl.policies import ObsNorm
+from es.rl.trainer import POOL_BYTES, Trainer
 
 
 def nomination(generation: int, score: float) -> Nomination:
@@ -100,3 +103,19 @@ def test_judged_by_the_worst_the_one_that_may_still_score_highest_goes_next():
     verdict = pool.record(other, np.full(CONFIRM_ROUND, 38.0), kept=None)
     assert verdict.confirmed == 38.0
     assert not pool  # generation 6's worst so far, -5, cannot beat 38 any more
+
+
+def trainer_with(hidden: tuple, best_pool: int) -> Trainer:
+    return Trainer(from_dict({"run": {"generations": 1, "best_pool": best_pool},
+                              "env": {"id": "Pendulum-v1"},
+                              "policy": {"kind": "mlp", "hidden": hidden},
+                              "es": {"population": 4, "noise": "seed"}}), LocalComm(), None)
+
+
+def test_the_pool_holds_run_best_pool_nominations_unless_their_parameters_pass_64_mib():
+    small = trainer_with((16,), best_pool=16)
+    assert small.nominations.size == 16
+    large = trainer_with((3000, 3000), best_pool=16)  # ~9M float32 parameters: 36 MiB each
+    per_nomination = large.strategy.mean.nbytes + 16 * large.policy.obs_dim
+    assert large.nominations.size == 1 == POOL_BYTES // per_nomination
+    assert trainer_with((1000, 1000), best_pool=16).nominations.size == 16  # 4 MiB each

@@ -1,0 +1,141 @@
+"""Which evaluated policies are steady: every evaluation's mean policy of one run, played on
+many fresh episodes.
+
+    python scripts/bench_kept.py configs/halfcheetah_ars.toml --seeds 4 \
+        --max-timesteps 5800000 --episodes 100 --set run.eval_every=3 --set run.eval_episodes=5
+
+Trains ``mpiexec -n RANKS es-train CONFIG`` to the step budget with every evaluation
+nominated and none confirmed while training (``run.best_share = 0``, a pool that holds them
+all), reads the nominations from the final checkpoint (written before the stop's
+confirmations), and plays each policy ``--episodes`` times on the same fresh reset seeds
+(none of them a training, evaluation or confirmation seed), one process per rank. A *fall* is
+an episode below 0.8 x the policy's median return: for HalfCheetah, a flip onto its back.
+The table shows which policies a kept-policy rule can choose from and how often each fails;
+``returns.csv`` holds every episode. A run folder that reached the step budget is not trained
+again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from report import BIN, check_config, emit, mpiexec, script_parser
+
+from es.cli.args import add_flag, add_out, add_ranks, positive_int
+
+#: The study's reset seeds: one shared list (every policy meets the same starts), far from
+#: the seeds es-train derives for its episodes.
+STUDY_SEED = 2_000_000_000
+FALL = 0.8  # an episode below this share of the policy's median return
+
+
+def train(config: str, run_dir: Path, ranks: int, seed: int, max_timesteps: int,
+          overrides: list[str]) -> None:
+    """The run, every evaluation nominated (a finished one is reused); exits in one line if
+    es-train fails."""
+    if trained(run_dir) >= max_timesteps:
+        return
+    sets = [*overrides, f"run.seed={seed}", f"run.max_timesteps={max_timesteps}",
+            "run.max_seconds=0", "run.best_share=0", "run.best_pool=1000000",
+            "run.best_episodes=1"]
+    command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", str(run_dir),
+                      "--force", "--quiet", *[part for item in sets for part in ("--set", item)])
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+        sys.exit(f"bench_kept.py: es-train {config} (seed {seed}) exited with "
+                 f"{done.returncode}: {tail}")
+
+
+def trained(run_dir: Path) -> int:
+    """The env steps a run folder's progress.csv reached (0: none)."""
+    try:
+        with (run_dir / "progress.csv").open() as handle:
+            return max((int(row["timesteps"]) for row in csv.DictReader(handle)), default=0)
+    except FileNotFoundError:
+        return 0
+
+
+def play(run_dir: str, index: int, seeds: list[int]) -> list[float]:
+    """Nomination ``index``'s noise-free returns on these reset seeds."""
+    from es.config import load_config
+    from es.rl.checkpoint import load_latest_checkpoint
+    from es.rl.envs import env_from_config
+    from es.rl.policy import make_policy
+    from es.rl.rollout import run_episode
+
+    config = load_config(Path(run_dir) / "config.toml")
+    nomination = load_latest_checkpoint(Path(run_dir) / "checkpoints")[0].nominations[index]
+    env = env_from_config(config)
+    policy = make_policy(config, env).bind(nomination.params, nomination.norm)
+    return [run_episode(env, policy, seed).total_return for seed in seeds]
+
+
+def study(run_dir: Path, episodes: int, workers: int) -> tuple[list[dict], list[dict]]:
+    """One row per nominated policy, and one per episode."""
+    from es.rl.checkpoint import load_latest_checkpoint
+
+    nominations = load_latest_checkpoint(run_dir / "checkpoints")[0].nominations
+    seeds = [STUDY_SEED + i for i in range(episodes)]
+    chunks = [seeds[w::workers] for w in range(workers)]
+    with ProcessPoolExecutor(workers) as pool:
+        futures = [[pool.submit(play, str(run_dir), i, chunk) for chunk in chunks]
+                   for i in range(len(nominations))]
+        played = [[r for future in row for r in future.result()] for row in futures]
+    rows, episode_rows = [], []
+    for nomination, returns in sorted(zip(nominations, played, strict=True),
+                                      key=lambda pair: pair[0].generation):
+        values = np.array(returns)
+        median = float(np.median(values))
+        rows.append({"generation": nomination.generation, "eval_score": nomination.score,
+                     "mean": float(values.mean()), "median": median,
+                     "worst": float(values.min()),
+                     "falls": int((values < FALL * median).sum()), "episodes": values.size})
+        episode_rows += [{"generation": nomination.generation, "reset_seed": seed,
+                          "return": r} for seed, r in zip(
+                              [s for chunk in chunks for s in chunk], returns, strict=True)]
+    return rows, episode_rows
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/bench_kept.py configs/halfcheetah_ars.toml --seeds 4 "
+        "--max-timesteps 5800000 --episodes 100 --set run.eval_every=3"])
+    parse.add_argument("config", help="es-train config file")
+    add_flag(parse, "--seeds", "run.seed of the runs (default: 0)")
+    parse.add_argument("--max-timesteps", type=positive_int, required=True, metavar="N",
+                       help="env steps each run trains (run.max_timesteps)")
+    add_flag(parse, "--episodes", "fresh ones per policy", default=100)
+    add_ranks(parse, "2", several=False, detail="also the processes that play the episodes")
+    add_flag(parse, "--set", "for every run")
+    add_out(parse, "bench_kept")
+    return parse
+
+
+def main() -> None:
+    parse = parser()
+    args = parse.parse_args()
+    check_config(parse, args.config, args.overrides)
+    ranks, rows = args.ranks[0], []
+    out = Path(args.out)
+    for seed in args.seeds or [0]:
+        run_dir = out / f"seed{seed}"
+        train(args.config, run_dir, ranks, seed, args.max_timesteps, args.overrides)
+        policies, episodes = study(run_dir, args.episodes, ranks)
+        rows += [{"seed": seed, **row} for row in policies]
+        with (run_dir / "returns.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(episodes[0]))
+            writer.writeheader()
+            writer.writerows(episodes)
+    emit(rows, out, f"Evaluated mean policies over {args.episodes} fresh episodes "
+         f"({Path(args.config).name}, {args.max_timesteps:,} steps, mpiexec -n {ranks})")
+
+
+if __name__ == "__main__":
+    main()

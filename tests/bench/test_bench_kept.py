@@ -1,0 +1,47 @@
+"""scripts/bench_kept.py: every evaluation's mean policy of a run, played on fresh episodes."""
+
+import csv
+import subprocess
+import sys
+
+from conftest import REPO
+
+SCRIPT = [sys.executable, "scripts/bench_kept.py", "configs/pendulum.toml", "--max-timesteps",
+          "4000", "--episodes", "4", "--set", "run.eval_every=2", "--set", "es.population=4"]
+
+
+def read(path):
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_one_row_per_evaluation_and_every_episode_in_returns_csv(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([*SCRIPT, "--out", str(out)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = read(out / "results.csv")
+    progress = read(out / "seed0" / "progress.csv")
+    evaluated = [int(r["generation"]) for r in progress if r["eval_return"]]
+    assert [int(r["generation"]) for r in rows] == evaluated  # every evaluation nominated
+    episodes = read(out / "seed0" / "returns.csv")
+    assert len(episodes) == 4 * len(rows)
+    for row in rows:
+        returns = [float(e["return"]) for e in episodes
+                   if e["generation"] == row["generation"]]
+        assert float(row["worst"]) == min(returns) and 0 <= int(row["falls"]) <= 4
+    # every policy meets the same starts
+    assert len({e["reset_seed"] for e in episodes}) == 4
+    again = subprocess.run([*SCRIPT, "--out", str(out)], cwd=REPO, capture_output=True,
+                           text=True, timeout=300)  # the finished run is reused: same table
+    assert again.returncode == 0 and read(out / "results.csv") == rows
+
+
+def test_a_run_that_dies_is_one_line_naming_it_and_its_exit_code(tmp_path):
+    done = subprocess.run([*SCRIPT, "--set", "env.id=NoSuchEnv-v0", "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    line, = done.stderr.strip().splitlines()
+    assert "es-train configs/pendulum.toml (seed 0) exited with 2" in line
+    assert "NoSuchEnv-v0" in line
