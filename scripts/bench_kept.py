@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from report import BIN, check_config, emit, mpiexec, script_parser
 
+from es.bench.suite import read_progress
 from es.cli.args import add_flag, add_out, add_ranks, positive_int
 
 #: The study's reset seeds: one shared list (every policy meets the same starts), far from
@@ -55,15 +56,14 @@ def train(config: str, run_dir: Path, ranks: int, seed: int, max_timesteps: int,
 
 def trained(run_dir: Path) -> int:
     """The env steps a run folder's progress.csv reached (0: none)."""
-    try:
-        with (run_dir / "progress.csv").open() as handle:
-            return max((int(row["timesteps"]) for row in csv.DictReader(handle)), default=0)
-    except FileNotFoundError:
+    if not (run_dir / "progress.csv").is_file():
         return 0
+    return max((int(row["timesteps"]) for row in read_progress(run_dir)), default=0)
 
 
-def play(run_dir: str, index: int, seeds: list[int]) -> list[float]:
-    """Nomination ``index``'s noise-free returns on these reset seeds."""
+def play(run_dir: str, seeds: list[int]) -> list[list[float]]:
+    """Every nomination's noise-free returns on these reset seeds (one process: the
+    checkpoint read and the environment made once)."""
     from es.config import load_config
     from es.rl.checkpoint import load_latest_checkpoint
     from es.rl.envs import env_from_config
@@ -71,10 +71,11 @@ def play(run_dir: str, index: int, seeds: list[int]) -> list[float]:
     from es.rl.rollout import run_episode
 
     config = load_config(Path(run_dir) / "config.toml")
-    nomination = load_latest_checkpoint(Path(run_dir) / "checkpoints")[0].nominations[index]
+    nominations = load_latest_checkpoint(Path(run_dir) / "checkpoints")[0].nominations
     env = env_from_config(config)
-    policy = make_policy(config, env).bind(nomination.params, nomination.norm)
-    return [run_episode(env, policy, seed).total_return for seed in seeds]
+    policy = make_policy(config, env)
+    return [[run_episode(env, policy.bind(n.params, n.norm), seed).total_return
+             for seed in seeds] for n in nominations]
 
 
 def study(run_dir: Path, episodes: int, workers: int) -> tuple[list[dict], list[dict]]:
@@ -82,12 +83,12 @@ def study(run_dir: Path, episodes: int, workers: int) -> tuple[list[dict], list[
     from es.rl.checkpoint import load_latest_checkpoint
 
     nominations = load_latest_checkpoint(run_dir / "checkpoints")[0].nominations
-    seeds = [STUDY_SEED + i for i in range(episodes)]
-    chunks = [seeds[w::workers] for w in range(workers)]
+    chunks = [list(range(STUDY_SEED + w, STUDY_SEED + episodes, workers))
+              for w in range(workers)]
     with ProcessPoolExecutor(workers) as pool:
-        futures = [[pool.submit(play, str(run_dir), i, chunk) for chunk in chunks]
-                   for i in range(len(nominations))]
-        played = [[r for future in row for r in future.result()] for row in futures]
+        by_chunk = list(pool.map(play, [str(run_dir)] * workers, chunks))
+    seeds = [seed for chunk in chunks for seed in chunk]  # the order of each policy's returns
+    played = [[r for chunk in by_chunk for r in chunk[i]] for i in range(len(nominations))]
     rows, episode_rows = [], []
     for nomination, returns in sorted(zip(nominations, played, strict=True),
                                       key=lambda pair: pair[0].generation):
@@ -98,8 +99,7 @@ def study(run_dir: Path, episodes: int, workers: int) -> tuple[list[dict], list[
                      "worst": float(values.min()),
                      "falls": int((values < FALL * median).sum()), "episodes": values.size})
         episode_rows += [{"generation": nomination.generation, "reset_seed": seed,
-                          "return": r} for seed, r in zip(
-                              [s for chunk in chunks for s in chunk], returns, strict=True)]
+                          "return": r} for seed, r in zip(seeds, returns, strict=True)]
     return rows, episode_rows
 
 

@@ -229,7 +229,8 @@ class Trainer:
         """``run.best_pool``, or fewer where the waiting parameters (kept in memory and in
         every checkpoint) would pass ``POOL_BYTES``: a pool of 16 large networks is not worth
         gigabytes."""
-        per_nomination = self.strategy.mean.nbytes + 2 * 8 * self.policy.obs_dim
+        norm = self.norm
+        per_nomination = self.strategy.mean.nbytes + norm.mean.nbytes + norm.std.nbytes
         return max(1, min(self.config.run.best_pool, POOL_BYTES // per_nomination))
 
     def close(self) -> None:

@@ -116,6 +116,6 @@ def test_the_pool_holds_run_best_pool_nominations_unless_their_parameters_pass_6
     small = trainer_with((16,), best_pool=16)
     assert small.nominations.size == 16
     large = trainer_with((3000, 3000), best_pool=16)  # ~9M float32 parameters: 36 MiB each
-    per_nomination = large.strategy.mean.nbytes + 16 * large.policy.obs_dim
+    per_nomination = large.strategy.mean.nbytes + 2 * large.norm.mean.nbytes
     assert large.nominations.size == 1 == POOL_BYTES // per_nomination
     assert trainer_with((1000, 1000), best_pool=16).nominations.size == 16  # 4 MiB each
