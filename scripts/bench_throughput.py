@@ -4,6 +4,7 @@
     python scripts/bench_throughput.py --config configs/pong.toml --bare-policy random \
         --generations 6 --budget-s 30
     python scripts/bench_throughput.py --suite configs/suites/mujoco.toml --max-train-s 1800
+    python scripts/bench_throughput.py --config configs/hopper_ars.toml --schedules static,dynamic
 
 With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``) trains as
 the suite runs it (its evaluations and confirmations on), for the task's wall budget capped
@@ -22,7 +23,10 @@ run must use the trained policy). First ``mpiexec -n RANKS es-train CONFIG`` run
 steps the environment with the run's final policy perturbed by sigma noise, as population
 members are, and nothing else: no training, no communication. With ``--bare-policy random``
 the bare run takes uniformly random actions instead (the Atari yardstick: how close training
-comes to the preprocessed environment's own rate).
+comes to the preprocessed environment's own rate). With ``--schedules`` each repeat trains
+once per schedule, back to back (the parameters, and so the steps and the final policy, are
+the same under any schedule), against one bare run: the way to compare them on a machine
+whose speed drifts.
 """
 
 from __future__ import annotations
@@ -83,7 +87,9 @@ def bare_worker(run_dir: str, seconds: float, random_actions: bool) -> None:
 
 
 def training_rate(config: str, ranks: int, generations: int, run_dir: str,
-                  overrides: list[str]) -> tuple[float, int]:
+                  overrides: list[str]) -> tuple[float, int, float]:
+    """Training steps/s over the run's second half, its steps, and the share of that time
+    rank 0 spent waiting in the exchanges."""
     command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", run_dir, "--quiet",
                       *set_flags([f"run.generations={generations}", *overrides]))
     subprocess.run(command, check=True, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
@@ -91,7 +97,8 @@ def training_rate(config: str, ranks: int, generations: int, run_dir: str,
         rows = list(csv.DictReader(handle))
     first, last = rows[len(rows) // 2], rows[-1]
     steps = int(last["timesteps"]) - int(first["timesteps"])
-    return steps / (float(last["time_s"]) - float(first["time_s"])), steps
+    wall = float(last["time_s"]) - float(first["time_s"])
+    return steps / wall, steps, column_sum(rows[len(rows) // 2 + 1:], "wait_s") / wall
 
 
 def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str) -> tuple[float, int]:
@@ -171,6 +178,9 @@ def parser() -> argparse.ArgumentParser:
     add_flag(parse, "--repeats", "training then bare stepping, each time", default=3)
     parse.add_argument("--bare-policy", choices=("trained", "random"), default="trained")
     add_flag(parse, "--set", "for the training run")
+    parse.add_argument("--schedules", metavar="LIST", help="comma-separated run.schedule "
+                       "values (static, dynamic) to train with back to back in each repeat "
+                       "(default: the config's own)")
     parse.add_argument("--suite", metavar="FILE", help="every config of this suite file "
                        "(e.g. configs/suites/mujoco.toml), as the suite runs it; --config, "
                        "--generations, --repeats and --set are then not used")
@@ -199,21 +209,34 @@ def main() -> None:
              f"{args.max_train_s:g} s each) vs bare stepping with the final policy, same ranks")
         return
     check_config(parse, args.config, args.overrides)
+    schedules = args.schedules.split(",") if args.schedules is not None else [None]
+    if args.schedules is not None and (len(set(schedules)) < len(schedules)
+                                       or not set(schedules) <= {"static", "dynamic"}):
+        parse.error(f"--schedules {args.schedules!r}: allowed: static, dynamic, each at most "
+                    "once, comma-separated")
     rows = []
     for repeat in range(1, args.repeats + 1):
         with tempfile.TemporaryDirectory() as tmp:
-            run_dir = f"{tmp}/run"
-            train_rate, train_steps = training_rate(args.config, ranks, args.generations,
-                                                    run_dir, args.overrides)
-            bare, bare_steps = bare_rate(run_dir, ranks, args.budget_s, args.bare_policy)
-        rows.append({"config": " ".join([args.config, *args.overrides]), "ranks": ranks,
-                     "repeat": repeat,
-                     "bare_policy": args.bare_policy,
-                     "bare_steps_per_s": bare, "bare_steps": bare_steps,
-                     "train_steps_per_s": train_rate, "train_steps": train_steps,
-                     "ratio": train_rate / bare})
+            trained = {}
+            for schedule in schedules:
+                chosen = [f"run.schedule={schedule}"] if schedule else []
+                trained[schedule] = training_rate(args.config, ranks, args.generations,
+                                                  f"{tmp}/{schedule}",
+                                                  [*args.overrides, *chosen])
+            bare, bare_steps = bare_rate(f"{tmp}/{schedules[0]}", ranks, args.budget_s,
+                                         args.bare_policy)
+        for schedule, (train_rate, train_steps, wait_share) in trained.items():
+            rows.append({"config": " ".join([args.config, *args.overrides]), "ranks": ranks,
+                         "schedule": schedule or "as configured", "repeat": repeat,
+                         "bare_policy": args.bare_policy,
+                         "bare_steps_per_s": bare, "bare_steps": bare_steps,
+                         "train_steps_per_s": train_rate, "train_steps": train_steps,
+                         "ratio": train_rate / bare, "wait_share": wait_share})
     emit(rows, args.out, "Training throughput vs bare environment stepping, same policy and ranks")
-    print(f"median ratio {np.median([r['ratio'] for r in rows]):.3f} over {len(rows)} repeats")
+    for schedule in schedules:
+        ratios = [r["ratio"] for r in rows if r["schedule"] == (schedule or "as configured")]
+        print(f"{schedule or 'as configured'}: median ratio {np.median(ratios):.3f} over "
+              f"{len(ratios)} repeats")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """A deadline on silence: every rank of a job hears from its peers at least once a second, so
 a rank that stops answering (a stopped process, a hung or cut-off node) is noticed within
 ``timeout_s``, while one that is merely busy (a long episode, a loaded machine, an uneven
-schedule) is not: its heartbeat thread keeps beating while its main thread works.
+schedule) is not: its heartbeat thread keeps beating while its main thread works. A whole job
+stopped and continued (Slurm's suspend and resume, SIGSTOP then SIGCONT to every rank) goes
+on: a rank that finds it was itself stopped counts its peers' silence from its waking.
 
 Heartbeats run in a star on a private communicator: rank 0 beats to every rank and every
 rank beats to rank 0, two messages per rank and period however large the job. Rank 0 thus
@@ -73,9 +75,15 @@ class Heartbeat:
         beat = np.zeros(1, dtype=np.int64)
         inbox = np.empty(1, dtype=np.int64)
         status = self._mpi.Status()
-        next_beat = time.monotonic()
+        next_beat = last_look = time.monotonic()
         while not self._stop.is_set():
             now = time.monotonic()
+            if now - last_look > self.timeout_s / 2:
+                # This process itself was stopped (SIGSTOP to the whole job: Slurm's suspend,
+                # a user pausing a run) and its peers most likely with it: their beats are
+                # only now resuming, so count their silence from here, not from before.
+                self._last_heard = dict.fromkeys(self.peers, now)
+            last_look = now
             if now >= next_beat:
                 self.sent += 1
                 beat[0] = self.sent

@@ -303,7 +303,7 @@ class Trainer:
         side_returns: dict[int, float] = {}
         self.side_s = 0.0
         cap, shift = self.episode_cap(), self.config.es.reward_shift
-        started = time.perf_counter()
+        started, wait_before = time.perf_counter(), self.comm.wait_s
 
         def play_side(unit: int) -> int:
             side_started = time.perf_counter()
@@ -334,7 +334,9 @@ class Trainer:
             members.append(member)
             returns.append(episode.total_return - shift * episode.length)
             steps += episode.length
-        self.rollout_s = time.perf_counter() - started - self.side_s
+        # Rank 0's wait for the dynamic schedule's last units counts as waiting, not playing.
+        self.rollout_s = (time.perf_counter() - started - self.side_s
+                          - (self.comm.wait_s - wait_before))
         results = share_results(
             self.comm, generation.population, generation.mirrored, members, returns, steps,
             increment, dynamic=self.config.run.schedule == "dynamic",
@@ -398,6 +400,7 @@ class Trainer:
         observations = np.zeros((lockstep.slots, self.policy.obs_dim))
         model_inputs = self.policy.model_inputs(norm)
         while playing:
+            self.comm.serve()
             for slot, episode in playing.items():
                 observations[slot] = np.ravel(episode.observation)
             actions = self.policy.lockstep_actions(lockstep.outputs(model_inputs(observations)))
@@ -417,7 +420,21 @@ class Trainer:
             space = self.env.action_space
             act = with_action_noise(act, space.low, space.high, std,
                                     generator(seed, TAG_ACTION_NOISE))
-        return act
+        return self._serving(act)
+
+    def _serving(self, act: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``act``, which on rank 0 under the dynamic schedule also answers the other ranks'
+        requests for units between its env steps (``Comm.serve``): rank 0 plays episodes
+        too, and a thread serving beside them slowed them by a tenth."""
+        if self.config.run.schedule != "dynamic" or self.comm.rank != 0 or self.comm.size == 1:
+            return act
+        serve = self.comm.serve
+
+        def act_and_serve(observation: Any) -> Any:
+            serve()
+            return act(observation)
+
+        return act_and_serve
 
     def _reference_batch(self) -> np.ndarray:
         """The VBN reference batch: observations of a seeded random policy, collected by every
@@ -476,7 +493,7 @@ class Trainer:
                             label: str) -> Episode:
         """One episode of a policy as evaluations play it: a fresh binding (a recurrent
         policy starts clean), no action noise, no recording, no step cap."""
-        return safe_episode(self.env, self.policy.bind(params, norm), seed,
+        return safe_episode(self.env, self._serving(self.policy.bind(params, norm)), seed,
                             f"rank {self.comm.rank}: {label}")
 
     def nominate(self, index: int, eval_returns: np.ndarray) -> None:

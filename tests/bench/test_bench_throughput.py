@@ -34,3 +34,23 @@ def test_suite_mode_writes_one_row_per_config_with_rates_and_shares(tmp_path):
     assert abs(float(row["ratio"]) - ratio) < 1e-3 * ratio
     assert 0 < float(row["eval_share"]) < 1 and 0 <= float(row["wait_share"]) < 1
     assert 0 < float(row["confirm_share"]) < 1  # cartpole nominates: the stop confirms
+
+
+def test_schedules_train_back_to_back_against_one_bare_run(tmp_path):
+    """Both schedules train the same steps (identical parameters) and share the bare rate."""
+    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--config",
+                           "configs/cartpole.toml", "--generations", "4", "--repeats", "1",
+                           "--budget-s", "1", "--schedules", "static,dynamic", "--out",
+                           str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with (tmp_path / "out" / "results.csv").open() as handle:
+        static, dynamic = list(csv.DictReader(handle))
+    assert (static["schedule"], dynamic["schedule"]) == ("static", "dynamic")
+    assert static["train_steps"] == dynamic["train_steps"]
+    assert static["bare_steps_per_s"] == dynamic["bare_steps_per_s"]
+    for row in (static, dynamic):
+        ratio = float(row["train_steps_per_s"]) / float(row["bare_steps_per_s"])
+        assert abs(float(row["ratio"]) - ratio) < 1e-3 * ratio
+        assert 0 <= float(row["wait_share"]) < 1
+    assert "static: median ratio" in done.stdout and "dynamic: median ratio" in done.stdout

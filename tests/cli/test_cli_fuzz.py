@@ -276,10 +276,12 @@ REFUSING_SCRIPTS = {
     "bench_throughput": script_line(
         (flag("--config", mixed("CONFIG")), flag("--ranks", small("1")),
          flag("--generations", small("1")), flag("--budget-s", small("1")),
-         flag("--repeats", small("1")), flag("--bare-policy", mixed("random"))),
+         flag("--repeats", small("1")), flag("--bare-policy", mixed("random")),
+         flag("--schedules", mixed("static,dynamic"))),
         (refused("--config", NOT_CONFIG), refused("--ranks", [*NOT_RANKS, "1,2"]),
          refused("--generations", NOT_POSITIVE), refused("--budget-s", NOT_SECONDS),
          refused("--repeats", NOT_POSITIVE), refused("--bare-policy", ["", "nosuch"]),
+         refused("--schedules", ["", "nosuch", "static,", "static,static"]),
          refused("--set", NOT_OVERRIDE), refused("--out", NOT_OUT))),
     "bench_torch_policy": script_line(
         (flag("--config", mixed("CONFIG")), flag("--hidden", small("4")),

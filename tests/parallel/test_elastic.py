@@ -211,17 +211,37 @@ def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it_and_the_run_r
     assert np.array_equal(load_params(run_dir), reference)
 
 
+def test_a_whole_job_stopped_for_longer_than_the_deadline_goes_on_when_continued(
+        tmp_path, reference):
+    """Every rank stopped (SIGSTOP, as Slurm's suspend or a user pausing a run does) for
+    twice the deadline, then continued: nobody is lost and the run ends as if never paused."""
+    run_dir = tmp_path / "run"
+    job = Supervised([tool("mpiexec"), "-n", "2", tool("es-train"), *RUN, "--run-dir",
+                      str(run_dir)])
+    job.wait_for_checkpoint(run_dir, 3)
+    (listed,) = [line for _, line in job.lines if line.startswith("es-train: 2 ranks:")]
+    pids = [int(pid) for pid in re.findall(r"pid (\d+)@", listed)]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    time.sleep(2 * 3)
+    for pid in pids:
+        os.kill(pid, signal.SIGCONT)
+    assert job.wait(timeout=120) == 0, job.stderr[-3000:]
+    assert not [line for _, line in job.lines if "peer lost" in line]
+    assert np.array_equal(load_params(run_dir), reference)
+
+
 def test_a_rank_busy_for_longer_than_the_deadline_is_not_lost(tmp_path):
-    """Three members, two ranks: rank 0 plays two 2.5-s episodes a generation, rank 1 one,
-    then waits in the exchange for 2.5 s, generation after generation, with a 2-s deadline.
-    Its heartbeats keep coming, so nobody is lost."""
+    """Three members, two ranks, static schedule: rank 0 plays two 2.5-s episodes a
+    generation, rank 1 one, then waits in the exchange for 2.5 s, generation after
+    generation, with a 2-s deadline. Its heartbeats keep coming, so nobody is lost."""
     run_dir = tmp_path / "run"
     done = run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=es/Sleep-v0",
                     "--set", "env.kwargs.step_ms=25", "--set", "env.kwargs.mean_length=100",
                     "--set", "es.population=3", "--set", "es.mirrored=false", "--set",
                     "run.generations=2", "--set", "run.eval_every=1000", "--set",
-                    "run.best_episodes=0", "--set", "run.peer_timeout_s=2", "--quiet",
-                    "--run-dir", str(run_dir)], ranks=2)
+                    "run.best_episodes=0", "--set", "run.peer_timeout_s=2", "--set",
+                    "run.schedule=static", "--quiet", "--run-dir", str(run_dir)], ranks=2)
     assert done.returncode == 0, done.stderr
     rows = read_progress(run_dir)
     # Rank 0 played for more than twice the deadline each generation, rank 1 waited half.

@@ -51,10 +51,13 @@ def test_parameters_are_bit_identical_for_any_rank_count(tmp_path, case):
 
 
 def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
-    """With 3 ranks and ~9k MLP parameters, a generation sends far less than one vector."""
+    """With 3 ranks and ~9k MLP parameters, a generation sends far less than one vector;
+    under the static schedule, exactly what the bound below counts (the dynamic schedule's
+    extra bytes: test_dynamic_schedule_gives_the_static_schedules_parameters)."""
     run_dir = tmp_path / "bytes"
     population, ranks, obs_dim, eval_episodes = 12, 3, 3, 4
     done = run_cli(["es-train", "configs/pendulum.toml", "--run-dir", str(run_dir), "--quiet",
+                    "--set", "run.schedule=static",
                     "--set", f"es.population={population}", "--set", "policy.kind=mlp",
                     "--set", "policy.hidden=[64, 128]", "--set", "run.generations=3",
                     "--set", "run.eval_every=1", "--set", f"run.eval_episodes={eval_episodes}",
