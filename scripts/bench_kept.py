@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import subprocess
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from report import BIN, check_config, emit, mpiexec, script_parser
+from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser
 
 from es.bench.suite import read_progress
 from es.cli.args import add_flag, add_out, add_ranks, positive_int
@@ -47,11 +45,7 @@ def train(config: str, run_dir: Path, ranks: int, seed: int, max_timesteps: int,
             "run.best_episodes=1"]
     command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", str(run_dir),
                       "--force", "--quiet", *[part for item in sets for part in ("--set", item)])
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        sys.exit(f"bench_kept.py: es-train {config} (seed {seed}) exited with "
-                 f"{done.returncode}: {tail}")
+    run_or_die(__file__, f"es-train {config} (seed {seed})", command)
 
 
 def trained(run_dir: Path) -> int:

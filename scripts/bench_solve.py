@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import BIN, check_config, emit, mpiexec, script_parser
+from report import BIN, check_config, died, emit, mpiexec, script_parser
 
 from es.cli.args import SpecError, add_flag, add_out, add_ranks, finite_float
 
@@ -47,19 +47,26 @@ def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: l
     for override in overrides:
         command += ["--set", override]
     started = time.time()
-    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    while process.poll() is None and time.time() - started < seconds:
-        if reached(run_dir, stop_at):
-            break
-        time.sleep(0.5)
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    wall = time.time() - started
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(command, stderr=errors, stdout=subprocess.DEVNULL)
+        while process.poll() is None and time.time() - started < seconds:
+            if reached(run_dir, stop_at):
+                break
+            time.sleep(0.5)
+        interrupted = process.poll() is None
+        if interrupted:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        wall = time.time() - started
+        # Stopped by us, es-train exits 130 (SIGINT) after writing its checkpoint.
+        if process.returncode not in ((0, 130) if interrupted else (0,)) \
+                or not (run_dir / "progress.csv").exists():
+            errors.seek(0)
+            died(__file__, f"es-train {config}", process.returncode, errors.read())
     with (run_dir / "progress.csv").open() as handle:
         return list(csv.DictReader(handle)), wall
 

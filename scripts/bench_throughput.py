@@ -40,14 +40,13 @@ import csv  # noqa: E402
 import dataclasses  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import BIN, check_config, emit, mpiexec, script_parser  # noqa: E402
+from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser  # noqa: E402
 
 from es.bench.launch import set_flags  # noqa: E402
 from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
@@ -92,7 +91,7 @@ def training_rate(config: str, ranks: int, generations: int, run_dir: str,
     rank 0 spent waiting in the exchanges."""
     command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", run_dir, "--quiet",
                       *set_flags([f"run.generations={generations}", *overrides]))
-    subprocess.run(command, check=True, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    run_or_die(__file__, f"es-train {' '.join([config, *overrides])}", command)
     with open(f"{run_dir}/progress.csv") as handle:
         rows = list(csv.DictReader(handle))
     first, last = rows[len(rows) // 2], rows[-1]
@@ -103,12 +102,10 @@ def training_rate(config: str, ranks: int, generations: int, run_dir: str,
 
 def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str) -> tuple[float, int]:
     """Every rank stepping with the run's final policy (perturbed, or random actions)."""
-    bare = subprocess.run(
-        mpiexec(ranks, sys.executable, __file__, "--bare-worker", run_dir, "--budget-s",
-                str(budget_s), "--bare-policy", policy),
-        check=True, capture_output=True, text=True,
-    )
-    line = next(line for line in bare.stdout.splitlines() if line.startswith("BARE"))
+    stdout = run_or_die(__file__, "the bare stepping run", mpiexec(
+        ranks, sys.executable, __file__, "--bare-worker", run_dir, "--budget-s", str(budget_s),
+        "--bare-policy", policy))
+    line = next(line for line in stdout.splitlines() if line.startswith("BARE"))
     return float(line.split()[1]), int(line.split()[2])
 
 
@@ -137,13 +134,9 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
                 run_dir = Path(tmp) / "run"
                 command = train_command(run, suite, suite_file, run_dir, ranks,
                                         mpiexec(ranks)[:-2])
-                done = subprocess.run(command, capture_output=True, text=True)
-                if done.returncode != 0:
-                    lines = done.stderr.strip().splitlines()[-3:]
-                    raise SystemExit(f"bench_throughput: {run.name}: es-train exited with "
-                                     f"{done.returncode}: {' | '.join(lines)}")
+                stdout = run_or_die(__file__, f"{run.name}: es-train", command)
                 progress = read_progress(run_dir)
-                stop = re.search(r"([\d.]+) s confirming at the stop", done.stdout)
+                stop = re.search(r"([\d.]+) s confirming at the stop", stdout)
                 stop_s = float(stop.group(1)) if stop else 0.0
                 wall = float(progress[-1]["time_s"]) + stop_s
                 steps = int(progress[-1]["timesteps"])

@@ -1,13 +1,15 @@
-"""Shared by the benchmark scripts: their parser class, and printing a table whose rows go to
-``--out``/results.csv."""
+"""Shared by the benchmark scripts: their parser class, running the programs they launch, and
+printing a table whose rows go to ``--out``/results.csv."""
 
 from __future__ import annotations
 
 import csv
 import os
 import platform
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from es.bench.launch import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
 from es.cli.args import ArgumentParser
@@ -34,6 +36,21 @@ def check_config(parse: ArgumentParser, path: str, overrides: list[str] = ()) ->
         load_config(path, list(overrides))
     except ConfigError as error:
         parse.error(str(error))
+
+
+def died(script: str, what: str, code: int, stderr: str) -> NoReturn:
+    """Exit 1 in one line: ``what`` (a run the benchmark launched) ended with exit code
+    ``code``; the last lines of its stderr say why. Never a traceback of the script."""
+    tail = " | ".join(stderr.strip().splitlines()[-3:]) or "no output"
+    sys.exit(f"{Path(script).name}: {what} exited with {code}: {tail}")
+
+
+def run_or_die(script: str, what: str, command: list[str]) -> str:
+    """Run ``command`` to the end; its stdout, or ``died`` if it failed."""
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        died(script, what, done.returncode, done.stderr)
+    return done.stdout
 
 
 def emit(rows: list[dict[str, Any]], out: str | Path, title: str) -> None:
