@@ -1,0 +1,70 @@
+"""Published figures trace to committed data: each README results row and docs/benchmarks.md
+table checked here comes from the suite CSVs under ``docs/results/`` (``es-bench suite``'s
+runs.csv and summary.csv, copied as they were written), and every figure it prints from them
+is what the CSV holds, rounded as printed. A figure typed by hand that drifts from its data
+fails here."""
+
+import csv
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+RESULTS = REPO / "docs/results"
+README = (REPO / "README.md").read_text()
+BENCHMARKS = (REPO / "docs/benchmarks.md").read_text()
+
+#: README row (its first cell) -> the suite's CSVs (name prefix) and its thresholds.
+ROWS = {
+    "HalfCheetah-v5": ("suite_steps_halfcheetah_ars", (3430, 5000)),
+    "Hopper-v5": ("suite_steps_hopper_ars", (3120,)),
+}
+
+
+def read(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def thousands(value: str) -> str:
+    return f"{round(float(value)):,}"
+
+
+def millions(steps: str) -> str:
+    return f"{int(steps) / 1e6:.2f}M"
+
+
+def readme_row(task: str) -> str:
+    (row,) = [line for line in README.splitlines() if line.startswith(f"| {task} |")]
+    return row
+
+
+@pytest.mark.parametrize("task", ROWS)
+def test_readme_row_prints_what_its_csvs_hold(task):
+    prefix, thresholds = ROWS[task]
+    runs = sorted(read(RESULTS / f"{prefix}_runs.csv"), key=lambda run: int(run["seed"]))
+    (summary,) = read(RESULTS / f"{prefix}_summary.csv")
+    row = readme_row(task)
+    kept = " · ".join(f"{thousands(run['kept_mean'])}/{thousands(run['kept_min'])}"
+                      for run in runs)
+    assert kept in row, (kept, row)
+    final = " / ".join(thousands(summary[f"final_{which}"]) for which in ("median", "worst",
+                                                                            "best"))
+    assert final in row, (final, row)
+    for threshold in thresholds:
+        assert f"**{threshold}: {summary[f'reached_{threshold}']}**" in row
+        steps = (f"{millions(summary[f'median_steps_{threshold}'])} / "
+                 f"{millions(summary[f'worst_steps_{threshold}'])}")
+        assert steps in row, (steps, row)
+    (budget,) = {run["budget_steps"] for run in runs}  # every seed at the row's budget
+    assert f"| {int(float(budget)) / 1e6:g}M steps |" in row
+
+
+def test_benchmarks_kept_policy_table_prints_what_its_csv_holds():
+    runs = sorted(read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv"),
+                  key=lambda run: int(run["seed"]))
+    (row,) = [line for line in BENCHMARKS.splitlines()
+              if line.startswith("| now (generation kept) |")]
+    cells = [cell.replace("**", "").strip() for cell in row.strip("|").split("|")[1:]]
+    assert cells == [f"{thousands(run['kept_mean'])} / {thousands(run['kept_min'])} "
+                     f"({run['kept_generation']})" for run in runs]
