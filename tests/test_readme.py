@@ -37,10 +37,10 @@ except ClusterError:
 #: pair (the replacement under a real Slurm, the one without: None leaves it to
 #: tests/parallel/test_slurm.py).
 CHECKS = {
-    'python3.11 -m venv .venv && . .venv/bin/activate && pip install -e ".[video,plot,'
+    'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[video,plot,'
     'tensorboard]" && mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart '
     '--force': "mpiexec -n 2 es-train configs/cartpole.toml --run-dir runs/quickstart --force",
-    'python3.11 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[test]" && ruff '
+    'python3 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[test]" && ruff '
     'check es tests scripts examples && lint-imports && python -m pytest -q': "ci",
     "es-train configs/pendulum.toml --set run.generations=20 --run-dir runs/pendulum":
         "es-train configs/pendulum.toml --set run.generations=5 --run-dir runs/pendulum",
@@ -105,6 +105,20 @@ def test_every_readme_command_has_a_check():
     # The test command is exactly what CI runs.
     (test_command,) = [c for c, how in CHECKS.items() if how == "ci"]
     assert test_command in CI_RUN
+
+
+def test_the_quick_start_takes_the_users_python_and_ci_also_tries_the_newest():
+    """A machine with Python 3.12 or 3.13 and no 3.11 can paste the quick start: it names
+    ``python3``, not a minor version; ``requires-python`` says which versions work, and CI
+    runs the quick start's training on the newest Python it finds, so a break there shows."""
+    for command in CHECKS:
+        assert not re.search(r"python3\.\d+", command), command
+        if "-m venv" in command:
+            assert command.startswith("python3 -m venv .venv")
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert 'requires-python = ">=3.11"' in pyproject
+    assert "Python (3.11 or newer" in README
+    assert "for minor in 14 13 12" in CI_RUN and "es-train configs/cartpole.toml" in CI_RUN
 
 
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
