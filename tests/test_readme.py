@@ -203,3 +203,19 @@ def test_readme_stays_short_and_its_links_resolve():
     for doc in (REPO / "docs").glob("*.md"):
         for target in re.findall(r"\]\(([^)#:]+)\)", doc.read_text()):
             assert (doc.parent / target).exists(), f"{doc.name}: {target}"
+
+
+def test_the_distribution_has_a_name_of_its_own_and_every_hint_uses_it():
+    """PyPI's ``es`` is an unrelated event-sourcing package: ``pip install es`` must never be
+    what a hint tells a user. The import name stays ``es``, the programs ``es-*``."""
+    pyproject = (REPO / "pyproject.toml").read_text()
+    (name,) = re.findall(r'^name = "(.+)"$', pyproject, re.M)
+    assert name == "mpi-es"
+    assert f"The distribution is `{name}`" in README
+    hints = [hint for path in [*REPO.glob("es/**/*.py"), *REPO.glob("docs/*.md"),
+                               *REPO.glob("scripts/*.py"), REPO / "README.md",
+                               REPO / "pyproject.toml"]
+             for hint in re.findall(r"""pip install (?:-\w+ )*['"`]?([\w-]+)\[""",
+                                    path.read_text())]
+    assert hints and set(hints) == {name}, hints
+    assert re.search(rf'^test = \[.*"{name}\[', pyproject, re.M)  # the extras' own name

@@ -5,7 +5,7 @@
     es-bench highdim --dims 1000,10000 --methods auto,sepcma,pycma,pycma-diag
 
 **bbob** runs the 24 noiseless BBOB functions (Hansen et al. 2009) through the ``ioh`` package
-(``pip install 'es[bbob]'``), which exposes each instance's optimum f_opt. Every run starts at
+(``pip install 'mpi-es[bbob]'``), which exposes each instance's optimum f_opt. Every run starts at
 the origin with sigma0 = 2 (a fifth of the [-5, 5] search box, as COCO's own example
 experiment does) and a seed fixed per (function, instance), the same for every method and
 dimension. The function an optimiser sees returns the precision f - f_opt; it counts the
@@ -375,7 +375,7 @@ def bbob(args: argparse.Namespace) -> int:
     try:
         import ioh  # noqa: F401
     except ImportError:
-        raise ValueError("the BBOB suite needs ioh: pip install 'es[bbob]'") from None
+        raise ValueError("the BBOB suite needs ioh: pip install 'mpi-es[bbob]'") from None
     functions, instances, dims, methods = args.functions, args.instances, args.dims, args.methods
     need_pycma(methods)
     jobs = [(m, f, i, d, args.budget_per_dim * d, args.restarts, args.bipop, args.seed_offset)

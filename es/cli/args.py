@@ -240,7 +240,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--quiet": {"action": "store_true", "default": False, "help": "no progress lines"},
     "--tensorboard": {"action": "store_true", "default": False,
                       "help": "also write TensorBoard event files under RUN_DIR/tb/ "
-                      "(run.tensorboard = true; needs pip install 'es[tensorboard]')"},
+                      "(run.tensorboard = true; needs pip install 'mpi-es[tensorboard]')"},
     "--env": {"metavar": "ID", "help": "Gymnasium environment id, e.g. CartPole-v1"},
     "--jobs": {"type": positive_int, "default": 1, "metavar": "N",
                "help": "runs side by side, each in its own process"},

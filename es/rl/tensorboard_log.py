@@ -23,7 +23,7 @@ def require_tensorboard() -> None:
         import tensorboardX  # noqa: F401
     except ImportError:
         raise ConfigError("run.tensorboard = true: needs the tensorboard extra "
-                          "(pip install 'es[tensorboard]')") from None
+                          "(pip install 'mpi-es[tensorboard]')") from None
 
 
 class TensorBoardLog:

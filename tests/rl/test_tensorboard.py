@@ -134,5 +134,5 @@ def test_without_the_extra_a_one_line_error_before_training(tmp_path):
                           cwd=REPO, timeout=120)
     assert done.returncode == 2
     assert done.stderr == ("es-train: error: run.tensorboard = true: needs the tensorboard "
-                           "extra (pip install 'es[tensorboard]')\n")
+                           "extra (pip install 'mpi-es[tensorboard]')\n")
     assert not (tmp_path / "no").exists()
