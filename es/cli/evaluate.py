@@ -39,6 +39,10 @@ def parser() -> argparse.ArgumentParser:
                         help="also record one episode of the policy to PATH (.mp4 or .gif)")
     parser.add_argument("--video-steps", type=int, default=None,
                         help="stop the video after this many steps (default: the episode)")
+    parser.add_argument("--camera", metavar="NAME",
+                        help="with --video, a MuJoCo env: the model's camera to film through, "
+                             "or 'free' for Gymnasium's default (default: the model's 'track' "
+                             "camera, which follows the body, where it has one)")
     parser.add_argument("--random", action="store_true",
                         help="evaluate a uniformly random policy on the same episodes instead")
     parser.add_argument("--json", metavar="PATH",
@@ -80,11 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         # A truncated or foreign file: the reading fails in any of numpy's or zipfile's ways.
         return fail("es-eval", f"{str(policy_path)!r}: unreadable policy "
                      f"({getattr(error, 'strerror', None) or error})")
+    if args.camera is not None and not args.video:
+        return fail("es-eval", f"--camera {args.camera!r}: only with --video")
     if args.video:
-        from es.rl.video import check_video_path
+        from es.rl.video import check_camera, check_video_path
 
         try:
             check_video_path(args.video)
+            check_camera(env, args.camera)  # before any episode: no work lost to a typo
         except ValueError as error:
             return fail("es-eval", str(error))
     if args.random:
@@ -143,8 +150,10 @@ def _write_video(config, actor: Callable[[Any], Callable[[Any], Any]],
     try:
         env = env_from_config(config, render_mode="rgb_array")
         written = record_video(env, actor(env), Path(args.video), seed=args.seed,
-                               max_steps=args.video_steps)
+                               max_steps=args.video_steps, camera=args.camera)
     except (ImportError, RuntimeError, ValueError, DependencyNotInstalled) as error:
         return fail("es-eval", str(error))
-    print(f"wrote {args.video}: {written['frames']} frames, return {written['return']:.2f}")
+    camera = f", camera {written['camera']!r}" if written["camera"] else ""
+    print(f"wrote {args.video}: {written['frames']} frames, return {written['return']:.2f}"
+          f"{camera}")
     return 0

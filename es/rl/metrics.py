@@ -33,6 +33,7 @@ COLUMNS = (
     "io_s",
     "grad_norm",
     "peak_rss_mb",
+    "resumed_from",
     "best_return",
     "confirm_steps",
     "confirm_s",

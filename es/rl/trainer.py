@@ -801,6 +801,8 @@ class Trainer:
             "io_s": self.io_s,
             "grad_norm": stats.get("grad_norm"),
             "peak_rss_mb": self.peak_rss_mb,
+            # Which process wrote the row (peak_rss_mb is per process): 0 for the first.
+            "resumed_from": self.resumed_at or 0,
             "stop_signal": stop_signal,
         }
 

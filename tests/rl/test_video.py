@@ -28,7 +28,7 @@ def gif_durations_ms(path) -> list[int]:
 def test_mp4_has_one_frame_per_step_plus_reset(tmp_path):
     path = tmp_path / "pong.mp4"
     result = record_video(pong(), lambda obs: 2, path, seed=0, max_steps=10)
-    assert result == {"frames": 11, "steps": 10, "return": 0.0}
+    assert result == {"frames": 11, "steps": 10, "return": 0.0, "camera": None}
     frames = imageio.mimread(path, memtest=False)
     assert len(frames) == 11
     assert frames[0].shape == (210, 160, 3)
@@ -121,3 +121,51 @@ def test_mujoco_renders_headless_with_egl(tmp_path, monkeypatch):
 def test_fps_must_be_positive(tmp_path, fps):
     with pytest.raises(ValueError, match=f"fps {fps}: must be > 0"):
         record_video(pong(), lambda obs: 0, tmp_path / "a.gif", seed=0, fps=fps)
+
+
+def in_frame(model, data, camera: int, point: np.ndarray, width: int, height: int) -> bool:
+    """Whether ``point`` (world coordinates) projects inside a fixed camera's image: MuJoCo
+    cameras look along their -z axis, ``cam_fovy`` is the vertical field of view."""
+    rotation = data.cam_xmat[camera].reshape(3, 3)
+    x, y, z = rotation.T @ (point - data.cam_xpos[camera])
+    if z >= 0:
+        return False  # behind the camera
+    focal = (height / 2) / np.tan(np.radians(model.cam_fovy[camera]) / 2)
+    u, v = width / 2 + focal * x / -z, height / 2 - focal * y / -z
+    return 0 <= u < width and 0 <= v < height
+
+
+def test_mujoco_videos_follow_the_body_over_a_whole_episode():
+    """Ant pushed along x travels ~45 m in its 1,000 steps; the camera a video films through
+    keeps its torso in the frame at every step (Gymnasium's default free camera stays where
+    the episode began, 4 m away)."""
+    from es.rl.video import use_camera
+
+    env = gym.make("Ant-v5", render_mode="rgb_array")
+    assert use_camera(env, None) == "track"
+    renderer = env.unwrapped.mujoco_renderer
+    camera = renderer.camera_id
+    assert camera >= 0  # a model camera, not the free one
+    env.reset(seed=0)
+    model, data = env.unwrapped.model, env.unwrapped.data
+    torso = model.body("torso").id
+    start, steps, done = data.xpos[torso].copy(), 0, False
+    while not done:
+        data.xfrc_applied[torso, 0] = 8.0  # newtons along x
+        _, _, terminated, truncated, _ = env.step(np.zeros(model.nu))
+        steps, done = steps + 1, terminated or truncated
+        assert in_frame(model, data, camera, data.xpos[torso], renderer.width,
+                        renderer.height), steps
+    assert steps == 1000 and data.xpos[torso][0] - start[0] > 20
+
+
+def test_a_camera_the_model_lacks_is_one_line_naming_those_it_has():
+    from es.rl.video import check_camera
+
+    env = gym.make("Ant-v5", render_mode="rgb_array")
+    assert check_camera(env, "free") == "free"
+    with pytest.raises(ValueError, match=r"^camera 'side': allowed: free, track$"):
+        check_camera(env, "side")
+    with pytest.raises(ValueError, match="is not a MuJoCo env"):
+        check_camera(pong(), "track")
+    assert check_camera(pong(), None) is None
