@@ -68,3 +68,41 @@ def test_benchmarks_kept_policy_table_prints_what_its_csv_holds():
     cells = [cell.replace("**", "").strip() for cell in row.strip("|").split("|")[1:]]
     assert cells == [f"{thousands(run['kept_mean'])} / {thousands(run['kept_min'])} "
                      f"({run['kept_generation']})" for run in runs]
+
+
+def test_readme_fresh_seed_figures_are_their_csvs():
+    (summary,) = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_summary.csv")
+    row = readme_row("HalfCheetah-v5")
+    assert summary["seeds"] == "5" and "**Fresh seeds 10-14**" in row
+    assert (f"3430 and 5000 on {summary['reached_3430']}" in row
+            and summary["reached_3430"] == summary["reached_5000"])
+    assert (f"(worst {millions(summary['worst_steps_3430'])} / "
+            f"{millions(summary['worst_steps_5000'])} steps)") in row
+    runs = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
+    steady = [run["seed"] for run in runs
+              if float(run["kept_mean"]) >= 3430 and float(run["kept_min"]) >= 0.8 * 3430]
+    falling = [run["seed"] for run in runs if run["seed"] not in steady]
+    assert f"steady on only {len(steady)}/{len(runs)}" in row
+    assert f"(seeds {' and '.join(falling)} fall" in row
+
+
+def test_benchmarks_fresh_seed_table_prints_what_its_csv_holds():
+    runs = sorted(read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv"),
+                  key=lambda run: int(run["seed"]))
+
+    lines = BENCHMARKS.splitlines()
+    (kept,) = [i for i, line in enumerate(lines) if line.startswith("| kept (generation) |")]
+    table = lines[kept - 2:kept + 3]  # the header, its rule, and the three rows
+
+    def cells(first: str) -> list[str]:
+        (row,) = [line for line in table if line.startswith(f"| {first} |")]
+        return [cell.replace("−", "-").strip() for cell in row.strip("|").split("|")[1:]]
+
+    assert cells("seed") == [run["seed"] for run in runs]
+    assert cells("kept (generation)") == [
+        f"{thousands(run['kept_mean'])} / {thousands(run['kept_min'])} "
+        f"({run['kept_generation']})" for run in runs]
+    assert cells("final") == [f"{thousands(run['final_mean'])} / {thousands(run['final_min'])}"
+                              for run in runs]
+    assert cells("steps to 3430 / 5000") == [
+        f"{millions(run['steps_to_3430'])} / {millions(run['steps_to_5000'])}" for run in runs]
