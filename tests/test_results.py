@@ -70,6 +70,14 @@ def test_benchmarks_kept_policy_table_prints_what_its_csv_holds():
                      f"({run['kept_generation']})" for run in runs]
 
 
+def test_readme_hopper_fresh_seed_figures_are_their_csvs():
+    (summary,) = read(RESULTS / "suite_steps_hopper_ars_fresh_summary.csv")
+    row = readme_row("Hopper-v5")
+    assert (f"**Fresh seeds 10-14**: 3120 on {summary['reached_3120']} (worst "
+            f"{millions(summary['worst_steps_3120'])} steps), kept policy steady on "
+            f"{summary['steady_3120']}") in row
+
+
 def test_readme_fresh_seed_figures_are_their_csvs():
     (summary,) = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_summary.csv")
     row = readme_row("HalfCheetah-v5")
