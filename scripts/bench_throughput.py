@@ -51,6 +51,9 @@ from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser  
 from es.bench.launch import set_flags  # noqa: E402
 from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
 
+#: The schedule column of a row trained with the config's own ``run.schedule``.
+AS_CONFIGURED = "as configured"
+
 
 def bare_worker(run_dir: str, seconds: float, random_actions: bool) -> None:
     """Under mpiexec: step episodes with the run's perturbed final policy (or random actions);
@@ -211,25 +214,23 @@ def main() -> None:
     for repeat in range(1, args.repeats + 1):
         with tempfile.TemporaryDirectory() as tmp:
             trained = {}
-            for schedule in schedules:
+            for index, schedule in enumerate(schedules):
                 chosen = [f"run.schedule={schedule}"] if schedule else []
-                trained[schedule] = training_rate(args.config, ranks, args.generations,
-                                                  f"{tmp}/{schedule}",
-                                                  [*args.overrides, *chosen])
-            bare, bare_steps = bare_rate(f"{tmp}/{schedules[0]}", ranks, args.budget_s,
-                                         args.bare_policy)
+                trained[schedule or AS_CONFIGURED] = training_rate(
+                    args.config, ranks, args.generations, f"{tmp}/{index}",
+                    [*args.overrides, *chosen])
+            bare, bare_steps = bare_rate(f"{tmp}/0", ranks, args.budget_s, args.bare_policy)
         for schedule, (train_rate, train_steps, wait_share) in trained.items():
             rows.append({"config": " ".join([args.config, *args.overrides]), "ranks": ranks,
-                         "schedule": schedule or "as configured", "repeat": repeat,
+                         "schedule": schedule, "repeat": repeat,
                          "bare_policy": args.bare_policy,
                          "bare_steps_per_s": bare, "bare_steps": bare_steps,
                          "train_steps_per_s": train_rate, "train_steps": train_steps,
                          "ratio": train_rate / bare, "wait_share": wait_share})
     emit(rows, args.out, "Training throughput vs bare environment stepping, same policy and ranks")
-    for schedule in schedules:
-        ratios = [r["ratio"] for r in rows if r["schedule"] == (schedule or "as configured")]
-        print(f"{schedule or 'as configured'}: median ratio {np.median(ratios):.3f} over "
-              f"{len(ratios)} repeats")
+    for schedule in dict.fromkeys(row["schedule"] for row in rows):
+        ratios = [r["ratio"] for r in rows if r["schedule"] == schedule]
+        print(f"{schedule}: median ratio {np.median(ratios):.3f} over {len(ratios)} repeats")
 
 
 if __name__ == "__main__":
