@@ -8,9 +8,11 @@
 
 With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``) trains as
 the suite runs it (its evaluations and confirmations on), for the task's wall budget capped
-at ``--max-train-s``, then steps bare with its final policy: one row per config with the
-training and bare rates over the whole run (the confirmations at its stop included), and
-where rank 0's wall time went: its own members' episodes (``rollout_s``), evaluations
+at ``--max-train-s``, then steps bare with the policies it played (the mean policies of five
+of its checkpoints, spread over its steps, ``--budget-s`` split between them) and with its
+final policy: one row per config with the training rate over the whole run (the
+confirmations at its stop included), the two bare rates and their ratios, and where rank 0's
+wall time went: its own members' episodes (``rollout_s``), evaluations
 (``eval_s``), confirmations of the kept policy (``confirm_s`` and the stop's), waiting in
 the exchanges (``wait_s``), updates (``update_s``) and file writes (``io_s``); the rest is
 per-generation overhead (asking for members, rebuilding them, the checks).
@@ -38,12 +40,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import dataclasses  # noqa: E402
+import json  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser  # noqa: E402
@@ -53,11 +57,16 @@ from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
 
 #: The schedule column of a row trained with the config's own ``run.schedule``.
 AS_CONFIGURED = "as configured"
+#: With --suite: how many of a run's policies, spread over its steps, bare stepping plays.
+PLAYED_POLICIES = 5
+#: ``run.keep_checkpoints`` of a suite run: every one stays, for ``played_checkpoints``.
+NO_CHECKPOINT_LIMIT = 1_000_000
 
 
-def bare_worker(run_dir: str, seconds: float, random_actions: bool) -> None:
-    """Under mpiexec: step episodes with the run's perturbed final policy (or random actions);
-    rank 0 prints."""
+def bare_worker(run_dir: str, seconds: float, random_actions: bool,
+                checkpoint: str | None) -> None:
+    """Under mpiexec: step episodes with the run's perturbed final policy, or the mean policy
+    of one of its checkpoints (or random actions); rank 0 prints."""
     from es.config import load_config
     from es.parallel.comm import MPIComm
     from es.rl.checkpoint import load_policy
@@ -69,6 +78,8 @@ def bare_worker(run_dir: str, seconds: float, random_actions: bool) -> None:
     config = load_config(f"{run_dir}/config.toml")
     saved = load_policy(f"{run_dir}/policy.npz")
     spec, params, norm = saved.spec, saved.params, saved.norm
+    if checkpoint:
+        params, norm = checkpoint_policy(config, Path(checkpoint), params.dtype)
     env = env_from_config(config)
     rng = np.random.default_rng(comm.rank)
     comm.barrier()
@@ -88,6 +99,21 @@ def bare_worker(run_dir: str, seconds: float, random_actions: bool) -> None:
         print(f"BARE {rates[:, 0].sum():.1f} {int(rates[:, 1].sum())}", flush=True)
 
 
+def checkpoint_policy(config: Any, checkpoint: Path, dtype: np.dtype) -> tuple[np.ndarray, Any]:
+    """The mean policy's parameters and observation normalisation at ``checkpoint``, as the
+    trainer builds them for its members."""
+    from es.rl.checkpoint import read_checkpoint
+    from es.rl.policies import ObsNorm
+    from es.rl.rollout import ObsStats
+
+    state, _ = read_checkpoint(checkpoint)
+    stats = ObsStats(state.obs_sum.size)
+    stats.sum, stats.sumsq, stats.count = state.obs_sum, state.obs_sumsq, state.obs_count
+    clip = config.policy.obs_clip
+    norm = stats.norm(clip) if config.policy.obs_norm else ObsNorm.identity(stats.dim, clip)
+    return state.strategy["theta"].astype(dtype), norm
+
+
 def training_rate(config: str, ranks: int, generations: int, run_dir: str,
                   overrides: list[str]) -> tuple[float, int, float]:
     """Training steps/s over the run's second half, its steps, and the share of that time
@@ -103,13 +129,37 @@ def training_rate(config: str, ranks: int, generations: int, run_dir: str,
     return steps / wall, steps, column_sum(rows[len(rows) // 2 + 1:], "wait_s") / wall
 
 
-def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str) -> tuple[float, int]:
-    """Every rank stepping with the run's final policy (perturbed, or random actions)."""
+def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str,
+              checkpoint: Path | None = None) -> tuple[float, int]:
+    """Every rank stepping with the run's final policy (perturbed, or random actions), or
+    with the mean policy of ``checkpoint``."""
+    chosen = ["--bare-checkpoint", str(checkpoint)] if checkpoint else []
     stdout = run_or_die(__file__, "the bare stepping run", mpiexec(
         ranks, sys.executable, __file__, "--bare-worker", run_dir, "--budget-s", str(budget_s),
-        "--bare-policy", policy))
+        "--bare-policy", policy, *chosen))
     line = next(line for line in stdout.splitlines() if line.startswith("BARE"))
     return float(line.split()[1]), int(line.split()[2])
+
+
+def played_checkpoints(run_dir: Path, count: int) -> list[Path]:
+    """The checkpoints nearest the middles of ``count`` equal step segments of the run: the
+    policies it played, early ones included (with repeats where it wrote fewer)."""
+    found = [(json.loads(meta.read_text())["timesteps"], meta)
+             for meta in sorted((run_dir / "checkpoints").glob("ckpt-*.json"))]
+    total = max(steps for steps, _ in found)
+    return [min(found, key=lambda item: abs(item[0] - (k + 0.5) / count * total))[1]
+            for k in range(count)]
+
+
+def played_bare_rate(run_dir: Path, ranks: int, budget_s: float) -> float:
+    """Bare steps/s of the policies a run played: each of ``PLAYED_POLICIES`` checkpoints'
+    mean policies (perturbed) steps for an equal share of ``budget_s`` and stands for an equal
+    share of the run's steps, so the run's bare time is the sum of its segments' steps over
+    their rates (the harmonic mean of the rates). MuJoCo's step cost depends on the gait: a
+    run's final policy may step a third faster than its early ones."""
+    rates = [bare_rate(str(run_dir), ranks, budget_s / PLAYED_POLICIES, "trained", checkpoint)[0]
+             for checkpoint in played_checkpoints(run_dir, PLAYED_POLICIES)]
+    return len(rates) / sum(1 / rate for rate in rates)
 
 
 def column_sum(progress: list[dict], column: str) -> float:
@@ -135,21 +185,25 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
             run = Run(dataclasses.replace(task, budget_s=budget_s), strategy, args.seed)
             with tempfile.TemporaryDirectory() as tmp:
                 run_dir = Path(tmp) / "run"
-                command = train_command(run, suite, suite_file, run_dir, ranks,
-                                        mpiexec(ranks)[:-2])
+                command = [*train_command(run, suite, suite_file, run_dir, ranks,
+                                          mpiexec(ranks)[:-2]),
+                           "--set", f"run.keep_checkpoints={NO_CHECKPOINT_LIMIT}"]
                 stdout = run_or_die(__file__, f"{run.name}: es-train", command)
                 progress = read_progress(run_dir)
                 stop = re.search(r"([\d.]+) s confirming at the stop", stdout)
                 stop_s = float(stop.group(1)) if stop else 0.0
                 wall = float(progress[-1]["time_s"]) + stop_s
                 steps = int(progress[-1]["timesteps"])
-                bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s, args.bare_policy)
+                final_bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s,
+                                                   args.bare_policy)
+                played_bare = played_bare_rate(run_dir, ranks, args.budget_s)
             rows.append({
                 "task": task.name, "config": entry.config.rsplit("/", 1)[-1],
                 "seed": args.seed, "ranks": ranks, "train_s": round(wall, 1),
                 "train_steps": steps, "train_steps_per_s": steps / wall,
-                "bare_steps_per_s": bare, "bare_steps": bare_steps,
-                "ratio": steps / wall / bare,
+                "bare_steps_per_s": played_bare, "ratio": steps / wall / played_bare,
+                "bare_final_steps_per_s": final_bare, "bare_final_steps": bare_steps,
+                "ratio_final": steps / wall / final_bare,
                 "rollout_share": column_sum(progress, "rollout_s") / wall,
                 "eval_share": column_sum(progress, "eval_s") / wall,
                 "confirm_share": (column_sum(progress, "confirm_s") + stop_s) / wall,
@@ -189,6 +243,7 @@ def parser() -> argparse.ArgumentParser:
     add_flag(parse, "--seed", "with --suite: run.seed", default=0)
     add_out(parse, "bench_throughput")
     parse.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
+    parse.add_argument("--bare-checkpoint", metavar="FILE", help=argparse.SUPPRESS)
     return parse
 
 
@@ -197,7 +252,8 @@ def main() -> None:
     args = parse.parse_args()
     ranks = args.ranks[0]
     if args.bare_worker:
-        bare_worker(args.bare_worker, args.budget_s, args.bare_policy == "random")
+        bare_worker(args.bare_worker, args.budget_s, args.bare_policy == "random",
+                    args.bare_checkpoint)
         return
     if args.suite:
         rows = suite_rows(args, ranks)

@@ -272,7 +272,8 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
     return folder / f"{stem}.json"
 
 
-def _read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
+def read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
+    """One checkpoint (its ``.json``; the ``.npz`` beside it) and its config."""
     try:
         meta = json.loads(meta_path.read_text())
         payload = meta_path.with_suffix(".npz").read_bytes()
@@ -318,7 +319,7 @@ def load_latest_checkpoint(folder: Path) -> tuple[TrainingState, dict, list[str]
     warnings: list[str] = []
     for meta_path in sorted(folder.glob("ckpt-*.json"), reverse=True):
         try:
-            state, config = _read_checkpoint(meta_path)
+            state, config = read_checkpoint(meta_path)
         except CheckpointError as error:
             warnings.append(f"skipping bad checkpoint {error}")
             continue

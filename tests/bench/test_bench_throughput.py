@@ -1,12 +1,17 @@
 """scripts/bench_throughput.py --suite: each suite config trained as the suite runs it, then
-stepped bare with its final policy; one row per config with the rates and the shares of the
-run's wall time that evaluations and waits took."""
+stepped bare with the policies it played and with its final policy; one row per config with
+the rates and the shares of the run's wall time that evaluations and waits took."""
 
 import csv
+import importlib
 import subprocess
 import sys
 
-from conftest import REPO
+import numpy as np
+from conftest import BIN, REPO
+
+from es.config import load_config
+from es.rl.checkpoint import load_policy
 
 SUITE = """
 [tasks.cartpole]
@@ -29,9 +34,10 @@ def test_suite_mode_writes_one_row_per_config_with_rates_and_shares(tmp_path):
         (row,) = list(csv.DictReader(handle))  # --strategies left openai out
     assert (row["task"], row["config"], row["ranks"]) == ("cartpole", "cartpole.toml", "2")
     assert 3.5 <= float(row["train_s"]) < 30  # the task's 4-s budget, start-up aside
-    assert int(row["train_steps"]) > 0 and int(row["bare_steps"]) > 0
-    ratio = float(row["train_steps_per_s"]) / float(row["bare_steps_per_s"])
-    assert abs(float(row["ratio"]) - ratio) < 1e-3 * ratio
+    assert int(row["train_steps"]) > 0 and int(row["bare_final_steps"]) > 0
+    for bare, ratio in (("bare_steps_per_s", "ratio"), ("bare_final_steps_per_s", "ratio_final")):
+        expected = float(row["train_steps_per_s"]) / float(row[bare])
+        assert abs(float(row[ratio]) - expected) < 1e-3 * expected
     assert 0 < float(row["eval_share"]) < 1 and 0 <= float(row["wait_share"]) < 1
     assert 0 < float(row["confirm_share"]) < 1  # cartpole nominates: the stop confirms
 
@@ -54,3 +60,34 @@ def test_schedules_train_back_to_back_against_one_bare_run(tmp_path):
         assert abs(float(row["ratio"]) - ratio) < 1e-3 * ratio
         assert 0 <= float(row["wait_share"]) < 1
     assert "static: median ratio" in done.stdout and "dynamic: median ratio" in done.stdout
+
+
+def test_played_policies_are_the_checkpoints_means_spread_over_the_run(tmp_path):
+    """The bare reference steps the policies training played: the checkpoints nearest the
+    middles of equal step segments, each rebuilt as the trainer built it (the last one is the
+    final policy, ``policy.npz``, exactly)."""
+    run_dir = tmp_path / "run"
+    done = subprocess.run([str(BIN / "es-train"), "configs/pendulum.toml",
+                           "--run-dir", str(run_dir), "--quiet", "--set", "run.generations=12",
+                           "--set", "run.checkpoint_every=2", "--set", "run.keep_checkpoints=100",
+                           "--set", "policy.obs_norm=true"],
+                          cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        bench = importlib.import_module("bench_throughput")
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    # 6 checkpoints, 200-step episodes: 12,800 steps each, generations 2..12.
+    chosen = [path.name for path in bench.played_checkpoints(run_dir, 5)]
+    assert chosen == ["ckpt-00000002.json", "ckpt-00000004.json", "ckpt-00000006.json",
+                      "ckpt-00000008.json", "ckpt-00000010.json"]
+    saved = load_policy(run_dir / "policy.npz")
+    config = load_config(run_dir / "config.toml")
+    params, norm = bench.checkpoint_policy(config, run_dir / "checkpoints" / "ckpt-00000012.json",
+                                           saved.params.dtype)
+    assert np.array_equal(params, saved.params)
+    assert np.array_equal(norm.mean, saved.norm.mean) and np.array_equal(norm.std, saved.norm.std)
+    early, _ = bench.checkpoint_policy(config, run_dir / "checkpoints" / "ckpt-00000002.json",
+                                       saved.params.dtype)
+    assert not np.array_equal(early, saved.params)
