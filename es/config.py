@@ -42,7 +42,9 @@ class RunConfig:
     seed: int = _doc("run seed: every random draw is a pure function of it", 0)
     generations: int = _doc("stop after this many generations", 100)
     max_timesteps: int = _doc("stop once training used this many env steps (0: no limit)", 0)
-    eval_every: int = _doc("evaluate the mean policy (no noise) every k generations", 5)
+    eval_every: int = _doc(
+        "evaluate the mean policy (no noise) every k generations (and at the stop); its "
+        "episodes are played beside the next generation's members, so no rank idles", 5)
     eval_episodes: int = _doc("episodes per evaluation of the mean policy", 5)
     best_episodes: int = _doc(
         "fresh episodes that confirm a best policy: an evaluation that beats the kept "

@@ -6,13 +6,13 @@ many fresh episodes.
 
 Trains ``mpiexec -n RANKS es-train CONFIG`` to the step budget with every evaluation
 nominated and none confirmed while training (``run.best_share = 0``, a pool that holds them
-all), reads the nominations from the final checkpoint (written before the stop's
-confirmations), and plays each policy ``--episodes`` times on the same fresh reset seeds
-(none of them a training, evaluation or confirmation seed), one process per rank. A *fall* is
-an episode below 0.8 x the policy's median return: for HalfCheetah, a flip onto its back.
-The table shows which policies a kept-policy rule can choose from and how often each fails;
-``returns.csv`` holds every episode. A run folder that reached the step budget is not trained
-again.
+all), takes the nominations the stop's confirmations start from (the final checkpoint's,
+written before them, and the last evaluation's), and plays each policy ``--episodes`` times
+on the same fresh reset seeds (none of them a training, evaluation or confirmation seed),
+one process per rank. A *fall* is an episode below 0.8 x the policy's median return: for
+HalfCheetah, a flip onto its back. The table shows which policies a kept-policy rule can
+choose from and how often each fails; ``returns.csv`` holds every episode. A run folder that
+reached the step budget is not trained again.
 """
 
 from __future__ import annotations
@@ -55,32 +55,44 @@ def trained(run_dir: Path) -> int:
     return max((int(row["timesteps"]) for row in read_progress(run_dir)), default=0)
 
 
-def play(run_dir: str, seeds: list[int]) -> list[list[float]]:
-    """Every nomination's noise-free returns on these reset seeds (one process: the
-    checkpoint read and the environment made once)."""
+def stop_pool(run_dir: Path) -> list:
+    """The nominations the stop's confirmations start from: the final checkpoint's (written
+    before them), and the last generation's, which its evaluation at the stop nominates."""
     from es.config import load_config
+    from es.parallel.comm import LocalComm
     from es.rl.checkpoint import load_latest_checkpoint
+    from es.rl.trainer import Trainer
+
+    state = load_latest_checkpoint(run_dir / "checkpoints")[0]
+    with Trainer(load_config(run_dir / "config.toml"), LocalComm(), None) as trainer:
+        trainer.restore(state)
+        trainer.evaluate_held()
+        return trainer.nominations.waiting
+
+
+def play(run_dir: str, policies: list, seeds: list[int]) -> list[list[float]]:
+    """Each policy's (parameters, normalisation) noise-free returns on these reset seeds
+    (one process: the environment made once)."""
+    from es.config import load_config
     from es.rl.envs import env_from_config
     from es.rl.policy import make_policy
     from es.rl.rollout import run_episode
 
     config = load_config(Path(run_dir) / "config.toml")
-    nominations = load_latest_checkpoint(Path(run_dir) / "checkpoints")[0].nominations
     env = env_from_config(config)
     policy = make_policy(config, env)
-    return [[run_episode(env, policy.bind(n.params, n.norm), seed).total_return
-             for seed in seeds] for n in nominations]
+    return [[run_episode(env, policy.bind(params, norm), seed).total_return
+             for seed in seeds] for params, norm in policies]
 
 
 def study(run_dir: Path, episodes: int, workers: int) -> tuple[list[dict], list[dict]]:
     """One row per nominated policy, and one per episode."""
-    from es.rl.checkpoint import load_latest_checkpoint
-
-    nominations = load_latest_checkpoint(run_dir / "checkpoints")[0].nominations
+    nominations = stop_pool(run_dir)
+    policies = [(n.params, n.norm) for n in nominations]
     chunks = [list(range(STUDY_SEED + w, STUDY_SEED + episodes, workers))
               for w in range(workers)]
     with ProcessPoolExecutor(workers) as pool:
-        by_chunk = list(pool.map(play, [str(run_dir)] * workers, chunks))
+        by_chunk = list(pool.map(play, [str(run_dir)] * workers, [policies] * workers, chunks))
     seeds = [seed for chunk in chunks for seed in chunk]  # the order of each policy's returns
     played = [[r for chunk in by_chunk for r in chunk[i]] for i in range(len(nominations))]
     rows, episode_rows = [], []

@@ -194,6 +194,9 @@ class TrainingState:
     best_generation: int | None = None  # and the generation it comes from
     confirm_steps: int = 0  # env steps the confirmations of kept policies have played
     nominations: list[Nomination] = field(default_factory=list)  # waiting for confirmation
+    # The last generation's progress row, written once its evaluation is played (beside the
+    # next generation's members): a resumed run writes it then, as one that never stopped.
+    held_row: dict[str, Any] | None = None
 
 
 CHECKPOINT_FORMAT = 2
@@ -259,6 +262,7 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
         "best_return": state.best_return,
         "best_generation": state.best_generation,
         "confirm_steps": state.confirm_steps,
+        "held_row": state.held_row,
         "nominations": [{"generation": n.generation, "score": n.score, "played": len(n.returns),
                          "obs_clip": n.norm.clip} for n in state.nominations],
         "sha256": hashlib.sha256(payload).hexdigest(),
@@ -303,6 +307,7 @@ def read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
                 best_generation=_optional(meta.get("best_generation"), int),
                 confirm_steps=int(meta.get("confirm_steps", 0)),
                 nominations=_nominations_from(data, meta.get("nominations", [])),
+                held_row=meta.get("held_row"),
             )
     except (KeyError, TypeError, ValueError, OSError) as error:
         raise CheckpointError(f"{meta_path.name}: incomplete ({error})") from None

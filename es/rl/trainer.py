@@ -213,6 +213,7 @@ class Trainer:
         self.out_of_time = False  # run.max_seconds spent, as the ranks agreed
         self.rollout_s = 0.0  # this rank's own episode time in the current generation
         self.side_s = 0.0  # of which in confirmation episodes played beside the members
+        self.side_eval_s = 0.0  # and in the last generation's evaluation episodes
         self.io_s = 0.0  # rank 0's file writes after the previous generation
         self.peak_rss_mb = 0.0  # the largest rank's peak resident memory, as they agreed
         self.best_return: float | None = None  # the kept policy's confirmed score
@@ -224,6 +225,11 @@ class Trainer:
         self.confirmed: Nomination | None = None  # kept in this generation: rank 0 saves it
         self.stop_confirm_s = 0.0
         self.stop_confirm_episodes = 0
+        # An evaluated generation's row, waiting for its evaluation episodes: they are played
+        # beside the next generation's members (no rank idles while the others finish them),
+        # or at the stop.
+        self.held_row: dict[str, Any] | None = None
+        self.seen: tuple[dict, np.ndarray] | None = None  # finished, and the callback said stop
 
     def _pool_size(self) -> int:
         """``run.best_pool``, or fewer where the waiting parameters (kept in memory and in
@@ -286,12 +292,14 @@ class Trainer:
                 *(side + member for member in self.my_members(generation))]
 
     def evaluate_population(self, generation: Generation,
-                            side: Sequence[tuple[np.ndarray, ObsNorm, int]] = ()
-                            ) -> GenerationResults:
+                            side: Sequence[tuple[np.ndarray, ObsNorm, int]] = (),
+                            evaluations: int = 0) -> GenerationResults:
         """All members' returns (member order), the total steps and the merged obs sums; and
-        the returns and steps of the ``side`` episodes (parameters, normalisation, reset
-        seed: played without noise, recording or cap, as evaluations are) played beside
-        them, which fill the time ranks would otherwise wait for each other.
+        the returns of the ``side`` episodes (parameters, normalisation, reset seed: played
+        without noise, recording or cap, as evaluations are) played beside them, which fill
+        the time ranks would otherwise wait for each other: the first ``evaluations`` are the
+        last generation's evaluation, the others a confirmation round, whose steps are
+        counted (``side_steps``).
 
         A failed episode (an exception, a non-finite reward or observation) has return NaN;
         the strategy ranks it below every other member.
@@ -301,30 +309,36 @@ class Trainer:
         increment = self.obs_stats.empty_increment() if record else np.zeros(0, np.int64)
         members, returns, steps = [], [], 0
         side_returns: dict[int, float] = {}
-        self.side_s = 0.0
+        self.side_s = self.side_eval_s = 0.0
+        side_steps = 0  # this rank's confirmation steps
         cap, shift = self.episode_cap(), self.config.es.reward_shift
         started, wait_before = time.perf_counter(), self.comm.wait_s
 
-        def play_side(unit: int) -> int:
+        def play_side(unit: int) -> None:
+            nonlocal side_steps
             side_started = time.perf_counter()
-            episode = self._noise_free_episode(*side[unit], f"extra episode {unit}")
+            label = f"evaluation episode {unit}" if unit < evaluations else \
+                f"confirmation episode {unit - evaluations}"
+            episode = self._noise_free_episode(*side[unit], label)
             side_returns[unit] = episode.total_return
-            self.side_s += time.perf_counter() - side_started
-            return episode.length
+            if unit < evaluations:
+                self.side_eval_s += time.perf_counter() - side_started
+            else:
+                self.side_s += time.perf_counter() - side_started
+                side_steps += episode.length
 
         def members_played() -> Iterator[tuple[int, Episode]]:
             for unit in self.my_units(generation, len(side)):
                 if unit < len(side):
-                    side_steps.append(play_side(unit))
+                    play_side(unit)
                 else:
                     member = unit - len(side)
                     yield member, self._one_episode(generation, member, seeds, norm, record,
                                                     cap)
 
-        side_steps: list[int] = []
         if self.lockstep is not None:  # the extra episodes first, one at a time
-            side_steps.extend(play_side(unit)
-                              for unit in range(self.comm.rank, len(side), self.comm.size))
+            for unit in range(self.comm.rank, len(side), self.comm.size):
+                play_side(unit)
             played = self._in_lockstep(generation, seeds, norm, record, cap)
         else:
             played = members_played()
@@ -335,7 +349,7 @@ class Trainer:
             returns.append(episode.total_return - shift * episode.length)
             steps += episode.length
         # Rank 0's wait for the dynamic schedule's last units counts as waiting, not playing.
-        self.rollout_s = (time.perf_counter() - started - self.side_s
+        self.rollout_s = (time.perf_counter() - started - self.side_s - self.side_eval_s
                           - (self.comm.wait_s - wait_before))
         results = share_results(
             self.comm, generation.population, generation.mirrored, members, returns, steps,
@@ -344,7 +358,7 @@ class Trainer:
         if not side:
             return results
         side_all, side_total = share_side_results(self.comm, len(side), side_returns,
-                                                  sum(side_steps))
+                                                  side_steps)
         return dataclasses.replace(results, side_returns=side_all, side_steps=side_total)
 
     def _one_episode(self, generation: Generation, member: int, seeds: np.ndarray,
@@ -462,18 +476,15 @@ class Trainer:
             caps.append(max(1, int(np.ceil(factor * self.mean_episode_length))))
         return min(caps, default=None)
 
-    def evaluate_mean(self, index: int, seeds: list[int] | None = None) -> np.ndarray:
-        """Noise-free returns of the current mean policy, one episode per reset seed (by
-        default the evaluation's); episodes spread over the ranks."""
-        if seeds is None:
-            seeds = episode_seeds(self.config.run.seed, index, self.config.run.eval_episodes,
-                                  TAG_EVAL)
-        return self.play_mean(seeds)[0]
+    def evaluation_seeds(self, index: int) -> list[int]:
+        """The reset seeds of generation ``index``'s evaluation episodes."""
+        return episode_seeds(self.config.run.seed, index, self.config.run.eval_episodes,
+                             TAG_EVAL)
 
-    def play_mean(self, seeds: list[int]) -> tuple[np.ndarray, int]:
-        """The mean policy's returns on these reset seeds (episodes spread over the ranks),
-        and the env steps of this rank's share of them."""
-        return self.play(self.strategy.mean, self.norm, seeds)
+    def evaluate_mean(self, index: int) -> np.ndarray:
+        """Noise-free returns of the current mean policy on generation ``index``'s evaluation
+        episodes, spread over the ranks."""
+        return self.play(self.strategy.mean, self.norm, self.evaluation_seeds(index))[0]
 
     def play(self, params: np.ndarray, norm: ObsNorm, seeds: list[int]
              ) -> tuple[np.ndarray, int]:
@@ -584,6 +595,7 @@ class Trainer:
             best_generation=self.best_generation,
             confirm_steps=self.confirm_steps,
             nominations=self.nominations.copy().waiting,
+            held_row=self.held_row,
         )
 
     def restore(self, state: TrainingState) -> None:
@@ -601,6 +613,7 @@ class Trainer:
         self.best_return, self.best_generation = state.best_return, state.best_generation
         self.confirm_steps = state.confirm_steps
         self.nominations.waiting = state.nominations
+        self.held_row = state.held_row
         self.elapsed_before = state.elapsed_s
         self.resumed_at = state.generation
         # Spent in earlier sessions: known alike on every rank (it comes from the checkpoint).
@@ -617,9 +630,11 @@ class Trainer:
 
         ``callback`` is called on rank 0 with each generation's ``progress.csv`` row (a dict
         of its columns; None for an empty cell), after the row is written; the other ranks
-        follow its answer. Whatever ends the loop, the last finished generation is
-        checkpointed first; then the nominations still waiting are confirmed, so every stop
-        leaves its kept policy (``confirm_at_stop``).
+        follow its answer. An evaluated generation's row is finished by the next
+        generation's episodes, beside which its evaluation is played; if the callback stops
+        the run there, that generation's update is not applied. Whatever ends the loop, the
+        last finished generation is checkpointed first; then the nominations still waiting
+        are confirmed, so every stop leaves its kept policy (``confirm_at_stop``).
         """
         writer = self.comm.rank == 0 and self.run_dir is not None
         progress = None
@@ -627,44 +642,75 @@ class Trainer:
             config_toml = tomli_w.dumps(self.config.to_dict())
             write_atomically(self.run_dir / "config.toml",
                              lambda handle: handle.write(config_toml.encode()))
+            # A held row was not final when its checkpoint was written: it is written again.
+            kept_rows = None if self.resumed_at is None else \
+                self.resumed_at - (self.held_row is not None)
             progress = ProgressLog(
-                self.run_dir / "progress.csv", self.resumed_at,
+                self.run_dir / "progress.csv", kept_rows,
                 tensorboard_config=config_toml if self.config.run.tensorboard else None)
         eval_return, saved_at, torn = None, self.strategy.generation, False
         stop: Stopped | None = None
         best_eval, first = None, (self.strategy.generation, self.timesteps, time.perf_counter())
+
+        def write(row: dict) -> None:
+            """Log and write a finished row; save its policy if evaluated (the mean policy
+            still: a row is finished before the next update)."""
+            nonlocal eval_return, best_eval
+            if row["eval_return"] is not None:
+                eval_return = row["eval_return"]
+                best_eval = max(eval_return, best_eval if best_eval is not None else -np.inf)
+            if self.comm.rank == 0:
+                log.info(progress_line(row, best_eval, self._eta_s(*first)))
+                if progress:
+                    progress.write(row)
+            if writer and row["evaluated"]:
+                self._save_policy("policy.npz")
+
+        def go_on(row: dict) -> bool:
+            """The callback's answer (every rank gets rank 0's)."""
+            return callback is None or rank_zero_decides(
+                self.comm, callback, {key: row.get(key) for key in COLUMNS})
+
+        def finish(row: dict) -> bool:
+            """A held row, finished by the next generation's episodes: written, and the
+            callback asked whether that generation's update is applied."""
+            write_started = time.perf_counter()
+            write(row)
+            self.io_s += time.perf_counter() - write_started
+            return go_on(row)
+
         try:
-            while (ended_by := self._spent_budget()) is None:
-                row = self._generation()
-                io_started = time.perf_counter()
-                eval_return = row["eval_return"] if row["eval_return"] is not None else eval_return
-                if eval_return is not None:
-                    best_eval = max(eval_return, best_eval if best_eval is not None else -np.inf)
-                if self.comm.rank == 0:
-                    log.info(progress_line(row, best_eval, self._eta_s(*first)))
-                    if progress:
-                        progress.write(row)
-                if writer and row["evaluated"]:
-                    self._save_policy("policy.npz")
-                if writer and row["new_best"]:
-                    self._save_policy("policy_best.npz", self.confirmed)
-                if self.strategy.generation % self.config.run.checkpoint_every == 0:
-                    saved_at = self._checkpoint()
-                self.io_s = time.perf_counter() - io_started
-                if row["stop_signal"]:
-                    stop = Stopped(row["stop_signal"], self.strategy.generation)
-                    break
-                if callback is not None and not rank_zero_decides(
-                        self.comm, callback, {key: row.get(key) for key in COLUMNS}):
-                    break
-        except KeyboardInterrupt:
-            torn = True  # a second signal may land mid-update: keep the last checkpoint
-            raise
+            try:
+                while (ended_by := self._spent_budget()) is None:
+                    row = self._generation(finish)
+                    if row is None:
+                        break  # the callback stopped the run at the previous generation
+                    io_started = time.perf_counter()
+                    if self.held_row is None:
+                        write(row)
+                    if writer and row["new_best"]:
+                        self._save_policy("policy_best.npz", self.confirmed)
+                    if self.strategy.generation % self.config.run.checkpoint_every == 0:
+                        saved_at = self._checkpoint()
+                    self.io_s = time.perf_counter() - io_started
+                    if row["stop_signal"]:
+                        stop = Stopped(row["stop_signal"], self.strategy.generation)
+                        break
+                    if self.held_row is None and not go_on(row):
+                        break
+            except KeyboardInterrupt:
+                torn = True  # a second signal may land mid-update: keep the last checkpoint
+                raise
+            finally:
+                if not torn and saved_at != self.strategy.generation:
+                    self._checkpoint()
+            # After the checkpoint, which keeps the row held: a resumed run plays this
+            # evaluation beside its next generation, as a run that never stopped does.
+            if (row := self.evaluate_held()) is not None:
+                finish(row)
         finally:
             if progress:
                 progress.close()
-            if not torn and saved_at != self.strategy.generation:
-                self._checkpoint()
         best_return, best_generation = self.confirm_at_stop()
         if stop is not None:
             raise stop
@@ -738,14 +784,52 @@ class Trainer:
             return f"run.generations = {run_cfg.generations}"
         return None
 
-    def _generation(self) -> dict:
+    def evaluate_held(self) -> dict | None:
+        """At a stop, after the last checkpoint (which keeps the row held: a resumed run plays
+        its evaluation beside its next generation, as a run that never stopped does): the
+        held row's evaluation, played now unless the callback saw it and stopped the run,
+        and its nomination. Returns the row if it is still to be written."""
+        if self.held_row is None:
+            return None
+        if self.seen is not None:
+            row, eval_returns = self.seen
+            unwritten = None
+        else:
+            started, wait_before = time.perf_counter(), self.comm.wait_s
+            eval_returns = self.evaluate_mean(self.held_row["generation"])
+            eval_s = time.perf_counter() - started - (self.comm.wait_s - wait_before)
+            row = unwritten = self.held_row | evaluation_columns(eval_returns) | {"eval_s": eval_s}
+        self.held_row = self.seen = None
+        if self.config.run.best_episodes:
+            self.nominate(row["generation"], eval_returns)
+        return unwritten
+
+    def _generation(self, emit: Callable[[dict], bool] | None = None) -> dict | None:
+        """Play and apply one generation; its row (held in ``held_row`` while its evaluation
+        waits for the next generation). The held row of the previous generation is completed
+        by this one's episodes and handed to ``emit`` (none: dropped) before the update; if
+        ``emit`` says stop, the update is not applied (the run ends where that row left it)
+        and None is returned."""
         started = time.perf_counter()
         bytes_before, wait_before = self.comm.world_bytes_sent, self.comm.wait_s
         generation = self.strategy.ask()
         planned = self.side_round()
-        side = [(planned[0].params, planned[0].norm, seed) for seed in planned[1]] \
+        held, mean, norm = self.held_row, self.strategy.mean, self.norm
+        evaluation = [(mean, norm, seed) for seed in self.evaluation_seeds(held["generation"])] \
+            if held is not None else []
+        confirmation = [(planned[0].params, planned[0].norm, seed) for seed in planned[1]] \
             if planned else []
-        results = self.evaluate_population(generation, side)
+        results = self.evaluate_population(generation, [*evaluation, *confirmation],
+                                           len(evaluation))
+        if held is not None:
+            eval_returns = results.side_returns[:len(evaluation)]
+            row = held | evaluation_columns(eval_returns) | {"eval_s": self.side_eval_s}
+            if emit is not None and not emit(row):  # the run ends here: the row still held
+                self.seen = (row, eval_returns)
+                return None
+            self.held_row = None
+            if self.config.run.best_episodes:
+                self.nominate(held["generation"], eval_returns)
         returns = results.returns
         failed = int(np.isnan(returns).sum())
         allowed = self.config.run.max_failed_fraction
@@ -767,16 +851,11 @@ class Trainer:
         self.confirmed = None
         if planned:
             self.confirm_steps += results.side_steps
-            self.judge(self.nominations.record(planned[0], results.side_returns,
+            self.judge(self.nominations.record(planned[0], results.side_returns[len(evaluation):],
                                                self.best_return), index)
         evaluated = index % self.config.run.eval_every == 0 or self._spent_budget() is not None
-        eval_started, eval_wait_before = time.perf_counter(), self.comm.wait_s
-        eval_returns = self.evaluate_mean(index) if evaluated else None
-        if evaluated and self.config.run.best_episodes:
-            self.nominate(index, eval_returns)
-        eval_s = time.perf_counter() - eval_started - (self.comm.wait_s - eval_wait_before)
         elapsed = time.perf_counter() - started
-        return {
+        row = {
             "generation": index,
             "timesteps": self.timesteps,
             "time_s": self.elapsed_s,
@@ -784,7 +863,7 @@ class Trainer:
             "return_min": float(np.nanmin(returns)),
             "return_max": float(np.nanmax(returns)),
             "failed_episodes": failed,
-            **evaluation_columns(eval_returns),
+            **evaluation_columns(None),
             "evaluated": evaluated,
             "new_best": self.confirmed is not None,
             "best_return": self.best_return,
@@ -797,7 +876,7 @@ class Trainer:
             "rollout_s": self.rollout_s,
             "wait_s": self.comm.wait_s - wait_before,
             "update_s": update_s,
-            "eval_s": eval_s,
+            "eval_s": 0.0,
             "io_s": self.io_s,
             "grad_norm": stats.get("grad_norm"),
             "peak_rss_mb": self.peak_rss_mb,
@@ -805,6 +884,10 @@ class Trainer:
             "resumed_from": self.resumed_at or 0,
             "stop_signal": stop_signal,
         }
+        if evaluated:  # JSON-able: a checkpoint keeps it
+            self.held_row = {key: value.item() if isinstance(value, np.generic) else value
+                             for key, value in row.items()}
+        return row
 
     def _save_policy(self, name: str, nomination: Nomination | None = None) -> None:
         """The mean policy, or a nominated one."""

@@ -66,12 +66,13 @@ def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
     assert done.returncode == 0, done.stderr
     num_params = load_params(run_dir).size
     assert num_params > 8000
-    # A float32 return per member, a float64 one per evaluation episode, the block of step
-    # count and obs sums from each rank, a round of confirmation episodes (CONFIRM_ROUND
-    # float64 returns and their step total) from each rank in the all-reduce that gathers
-    # them, and one (rank, stop signal, checksum, out of time, peak memory) row per rank.
-    bound = (4 * population + 8 * eval_episodes + ranks * 8 * (1 + 2 * obs_dim + 1)
-             + ranks * 8 * (CONFIRM_ROUND + 1) + ranks * 40)
+    # A float32 return per member, the block of step count and obs sums from each rank, the
+    # extra episodes played beside the members (the previous generation's evaluation and a
+    # round of confirmation: float64 returns and the round's step total) from each rank in
+    # the all-reduce that gathers them, and one (rank, stop signal, checksum, out of time,
+    # peak memory) row per rank.
+    bound = (4 * population + ranks * 8 * (1 + 2 * obs_dim + 1)
+             + ranks * 8 * (eval_episodes + CONFIRM_ROUND + 1) + ranks * 40)
     for row in read_progress(run_dir):
         sent = int(row["bytes_sent"])
         assert 0 < sent <= bound, (sent, bound)

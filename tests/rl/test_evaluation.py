@@ -1,0 +1,74 @@
+"""Evaluations of the mean policy are played beside the next generation's members (no rank
+idles while the others finish them), or at the stop; each evaluated row still reports its own
+generation's mean policy, and a callback's stop or a resume leaves the rows and parameters of
+a run that never stopped."""
+
+import numpy as np
+import pytest
+from conftest import REPO, load_params, read_progress, run_cli
+
+import es
+from es.config import load_config
+from es.parallel.comm import LocalComm
+from es.rl.checkpoint import load_latest_checkpoint, read_checkpoint
+from es.rl.trainer import Trainer
+
+SETTINGS = {"es.population": 10, "env.max_episode_steps": 50, "run.eval_every": 2,
+            "run.eval_episodes": 3, "policy.kind": "linear", "policy.obs_norm": True}
+FLAGS = [item for key, value in SETTINGS.items()
+         for item in ("--set", f"{key}={str(value).lower()}")]
+
+
+def evaluations(run_dir) -> dict[int, tuple[str, str]]:
+    return {int(row["generation"]): (row["eval_return"], row["eval_std"])
+            for row in read_progress(run_dir) if row["eval_return"]}
+
+
+def test_each_evaluated_row_reports_its_own_generations_mean_policy(tmp_path):
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/pendulum.toml", *FLAGS, "--set", "run.generations=7",
+                    "--set", "run.checkpoint_every=1", "--set", "run.keep_checkpoints=100",
+                    "--quiet", "--run-dir", str(run_dir)], ranks=2)
+    assert done.returncode == 0, done.stderr
+    rows = read_progress(run_dir)
+    assert [int(row["generation"]) for row in rows] == list(range(1, 8))
+    # Every second generation's beside the next one's members, the last one's at the stop.
+    assert sorted(evaluations(run_dir)) == [2, 4, 6, 7]
+    config = load_config(run_dir / "config.toml")
+    for generation in (2, 4, 6, 7):
+        trainer = Trainer(config, LocalComm(), None)
+        state, _ = read_checkpoint(run_dir / "checkpoints" / f"ckpt-{generation:08d}.json")
+        trainer.restore(state)
+        assert state.held_row["generation"] == generation  # checkpointed before its evaluation
+        returns = trainer.evaluate_mean(generation)
+        row = rows[generation - 1]
+        assert float(row["eval_return"]) == pytest.approx(returns.mean(), rel=1e-5)
+        assert float(row["eval_std"]) == pytest.approx(returns.std(), rel=1e-5, abs=1e-6)
+        assert float(row["eval_s"]) > 0
+        trainer.close()
+
+
+def test_a_callback_stop_at_an_evaluated_row_leaves_the_run_at_that_generation(tmp_path):
+    """The row of generation 4 is finished by generation 5's episodes; stopping there does
+    not apply generation 5, and a resume goes on as the run that never stopped."""
+    config = REPO / "configs/pendulum.toml"
+    plain = es.train(config, {**SETTINGS, "run.generations": 8}, run_dir=tmp_path / "plain")
+    seen = []
+
+    def watch(row):
+        seen.append(row["generation"])
+        return row["generation"] < 4
+
+    stopped = es.train(config, {**SETTINGS, "run.generations": 8}, run_dir=tmp_path / "cb",
+                       callback=watch)
+    assert stopped.generations == 4 and seen == [1, 2, 3, 4]
+    assert stopped.eval_return is not None
+    assert [int(row["generation"]) for row in read_progress(tmp_path / "cb")] == [1, 2, 3, 4]
+    state, _, _ = load_latest_checkpoint(tmp_path / "cb/checkpoints")
+    assert state.generation == 4 and state.held_row["generation"] == 4
+    resumed = run_cli(["es-train", "--resume", str(tmp_path / "cb"), "--quiet"], ranks=2)
+    assert resumed.returncode == 0, resumed.stderr
+    assert np.array_equal(load_params(tmp_path / "cb"), load_params(plain.run_dir))
+    assert evaluations(tmp_path / "cb") == evaluations(plain.run_dir)
+    assert [int(row["generation"]) for row in read_progress(tmp_path / "cb")] == \
+        list(range(1, 9))
