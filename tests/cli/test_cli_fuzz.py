@@ -247,6 +247,15 @@ REFUSING_SCRIPTS = {
          refused("--max-timesteps", NOT_POSITIVE), refused("--episodes", NOT_POSITIVE),
          refused("--set", NOT_OVERRIDE), refused("--out", NOT_OUT),
          st.sampled_from(NOT_CONFIG).map(lambda c: [c]))),
+    "kept_tradeoff": script_line(
+        (flag("--steps", small("1000")), flag("--best-episodes", mixed("10", "20,10")),
+         flag("--every", mixed("1", "1,2")), flag("--trials", small("2")),
+         st.just(["DIR"])),
+        (refused("--steps", NOT_POSITIVE), refused("--best-episodes", ["", "0", "1,x", "-2"]),
+         refused("--every", ["", "0", "a"]), refused("--pool", NOT_POSITIVE),
+         refused("--trials", NOT_POSITIVE), refused("--by", ["", "nosuch"]),
+         refused("--seed", NOT_SEED), refused("--out", NOT_OUT),
+         st.just(["MISSING", "--steps", "10"]))),
     "bench_cnn": script_line(
         (flag("--calls", small("1")), flag("--env-steps", small("2")), flag("--seed", small("0")),
          flag("--out", mixed("out"))),
