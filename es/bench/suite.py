@@ -39,7 +39,8 @@ the folder, not only this call's selection: ``runs.csv`` (one row per run),
 ``results.md`` (per task and strategy: final score median/worst/best, the kept policy's
 median and worst mean and its worst episode, seeds reaching each threshold, median and worst
 time and steps to it, seeds whose kept policy is steady at it; then per run the final and kept
-policy's mean and worst episode) and ``suite.png`` (median and quartile band
+policy's mean and worst episode, steps and seconds to each threshold and the machine's
+bare-loop rate, measured before the run: ``yardstick``) and ``suite.png`` (median and quartile band
 of the evaluation return against training seconds and against steps, one line per strategy).
 """
 
@@ -54,6 +55,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +70,8 @@ from es.bench.report import out_folder
 
 BIN = Path(sys.executable).parent
 FINAL_SEED = 12345  # es-eval's default: the same fresh episodes for every run
+#: Seconds of bare stepping that measure the machine before a run (``yardstick``).
+YARDSTICK_S = 3.0
 STEADY_WORST = 0.8  # steady: the kept policy's worst episode reaches this fraction too
 SUITE_KEYS = {"eval_episodes", "final_episodes", "tasks"}
 TASK_KEYS = {"thresholds", "budget_s", "budget_steps", "strategies"}
@@ -222,6 +226,32 @@ def train_command(run: Run, suite: Suite, suite_file: Path, run_dir: Path, ranks
             str(run_dir), "--quiet", *sets]
 
 
+def yardstick(config: Path, overrides: tuple[str, ...]) -> float:
+    """Env steps/s of this process stepping the run's environment with seeded random actions
+    for ``YARDSTICK_S``: the machine's bare-loop rate, written beside the run's times
+    (machines of one kind differ by up to 2x, so a time means little without it). Measured
+    once per environment in a suite call."""
+    from es.config import load_config
+    from es.rl.envs import env_from_config
+    from es.rl.rollout import random_policy, run_episode
+
+    env_config = load_config(config, list(overrides)).env
+    key = json.dumps([env_config.id, env_config.max_episode_steps, env_config.kwargs],
+                     sort_keys=True)
+    if key not in _MEASURED:
+        env = env_from_config(load_config(config, list(overrides)))
+        steps, episode, started = 0, 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < YARDSTICK_S:
+            steps += run_episode(env, random_policy(env, episode), seed=episode).length
+            episode += 1
+        env.close()
+        _MEASURED[key] = steps / elapsed
+    return _MEASURED[key]
+
+
+_MEASURED: dict[str, float] = {}  # yardstick's, by environment
+
+
 def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
             launcher: list[str]) -> dict[str, Any]:
     """Train (or resume) one run, score its final policy; its row of ``runs.csv``."""
@@ -231,6 +261,11 @@ def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
         if run_dir.exists() and not (run_dir / "config.toml").is_file():
             shutil.rmtree(run_dir)  # killed before es-train wrote anything to resume from
         run_dir.parent.mkdir(parents=True, exist_ok=True)
+        measured = run_folder(out, run).with_name(f"{run.name}.yardstick.json")
+        if not measured.is_file():  # measured once, before the run's first session
+            entry = run.task.configs[run.strategy]
+            rate = yardstick(config_path(suite_file, entry.config), entry.overrides)
+            measured.write_text(json.dumps({"bare_steps_per_s": rate}))
         command = train_command(run, suite, suite_file, run_dir, ranks, launcher)
         returncode, stderr = supervised(command)
         if returncode != 0:
@@ -344,6 +379,7 @@ def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
         "final_min": float(returns.min()), "final_episodes": len(returns),
         "final_failed": int(final["failed"]),
         **kept_columns(run_dir),
+        "bare_steps_per_s": bare_rate(run_dir),
     }
     for threshold in run.task.thresholds:
         first = next(((t, s) for t, s, e in evals if e >= threshold), None)
@@ -351,6 +387,13 @@ def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
         row[f"steps_to_{threshold:g}"] = first[1] if first else ""
         row[f"steady_{threshold:g}"] = steady(row, threshold)
     return row
+
+
+def bare_rate(run_dir: Path) -> float | str:
+    """The machine's bare-loop rate measured before the run (``yardstick``); empty for runs
+    from before it was measured."""
+    measured = run_dir.with_name(f"{run_dir.name}.yardstick.json")
+    return json.loads(measured.read_text())["bare_steps_per_s"] if measured.is_file() else ""
 
 
 def kept_columns(run_dir: Path) -> dict[str, Any]:
@@ -443,9 +486,12 @@ def markdown(summary: list[dict[str, Any]], runs: list[dict[str, Any]],
         parts.append(table(rows, [c for c in rows[0] if c != "task"]))
         per_run = [r for r in runs if r["task"] == name]
         columns = [*RUN_COLUMNS, *(f"{kind}_{t:g}" for t in task.thresholds
-                                   for kind in ("time_to", "steady"))]
+                                   for kind in ("steps_to", "time_to", "steady")),
+                   "bare_steps_per_s"]
         parts.append(f"Seed by seed ({name}): the final and the kept policy's mean and worst "
-                     "episode\n")
+                     "episode; env steps and seconds to each threshold, beside the machine's "
+                     "bare-loop rate (steps/s of one process with random actions, measured "
+                     "before the run)\n")
         parts.append(table(per_run, columns))
     return "\n".join(parts)
 

@@ -92,6 +92,7 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
                 float(row["kept_mean"]) >= threshold and float(row["kept_min"]) >= bar)
         if row["task"] == "cartpole":
             assert int(row["steps"]) >= 6000
+        assert float(row["bare_steps_per_s"]) > 1000  # the machine's yardstick, beside times
     summary = read_csv(out / "summary.csv")
     assert [(r["task"], r["strategy"]) for r in summary] == [
         ("cartpole", "openai"), ("cartpole", "snes"), ("pendulum", "openai"), ("pendulum", "ars")]
@@ -107,6 +108,8 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     results = (out / "results.md").read_text()
     assert "### cartpole (budget 6,000 steps)" in results
     assert "| strategy | seed | final_mean | final_min | kept_mean | kept_min |" in results
+    assert "| steps_to_100 | time_to_100 | steady_100 |" in results
+    assert "| bare_steps_per_s |" in results
     assert (out / "suite.png").stat().st_size > 10_000
 
     # A call for a part of the suite still tables every finished run in the folder.
