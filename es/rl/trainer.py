@@ -484,21 +484,15 @@ class Trainer:
     def evaluate_mean(self, index: int) -> np.ndarray:
         """Noise-free returns of the current mean policy on generation ``index``'s evaluation
         episodes, spread over the ranks."""
-        return self.play(self.strategy.mean, self.norm, self.evaluation_seeds(index))[0]
+        return self.play(self.strategy.mean, self.norm, self.evaluation_seeds(index),
+                         "evaluation")
 
-    def play(self, params: np.ndarray, norm: ObsNorm, seeds: list[int]
-             ) -> tuple[np.ndarray, int]:
-        """A policy's noise-free returns on these reset seeds (episodes spread over the
-        ranks), and the env steps of this rank's share of them."""
-        steps = 0
-
-        def play(j: int) -> float:
-            nonlocal steps
-            episode = self._noise_free_episode(params, norm, seeds[j], f"evaluation episode {j}")
-            steps += episode.length
-            return episode.total_return
-
-        return spread(self.comm, len(seeds), play), steps
+    def play(self, params: np.ndarray, norm: ObsNorm, seeds: list[int], what: str) -> np.ndarray:
+        """A policy's noise-free returns on these reset seeds, the episodes spread over the
+        ranks: an evaluation or a confirmation round (``what``) played as its own phase, at
+        a stop."""
+        return spread(self.comm, len(seeds), lambda j: self._noise_free_episode(
+            params, norm, seeds[j], f"{what} episode {j}").total_return)
 
     def _noise_free_episode(self, params: np.ndarray, norm: ObsNorm, seed: int,
                             label: str) -> Episode:
@@ -566,7 +560,7 @@ class Trainer:
             log.info(f"confirming {len(pool.waiting)} waiting nomination(s) before stopping")
         while (planned := pool.next_round()) is not None:
             nomination, seeds = planned
-            returns, _ = self.play(nomination.params, nomination.norm, seeds)
+            returns = self.play(nomination.params, nomination.norm, seeds, "confirmation")
             self.stop_confirm_episodes += len(seeds)
             verdict = pool.record(nomination, returns, kept)
             self._report(verdict, "stop: ")
