@@ -235,11 +235,11 @@ def yardstick(config: Path, overrides: tuple[str, ...]) -> float:
     from es.rl.envs import env_from_config
     from es.rl.rollout import random_policy, run_episode
 
-    env_config = load_config(config, list(overrides)).env
-    key = json.dumps([env_config.id, env_config.max_episode_steps, env_config.kwargs],
+    loaded = load_config(config, list(overrides))
+    key = json.dumps([loaded.env.id, loaded.env.max_episode_steps, loaded.env.kwargs],
                      sort_keys=True)
     if key not in _MEASURED:
-        env = env_from_config(load_config(config, list(overrides)))
+        env = env_from_config(loaded)
         steps, episode, started = 0, 0, time.perf_counter()
         while (elapsed := time.perf_counter() - started) < YARDSTICK_S:
             steps += run_episode(env, random_policy(env, episode), seed=episode).length

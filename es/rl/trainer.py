@@ -229,7 +229,8 @@ class Trainer:
         # beside the next generation's members (no rank idles while the others finish them),
         # or at the stop.
         self.held_row: dict[str, Any] | None = None
-        self.seen: tuple[dict, np.ndarray] | None = None  # finished, and the callback said stop
+        # The held row's evaluation returns, once it is written and the callback said stop.
+        self.seen_returns: np.ndarray | None = None
 
     def _pool_size(self) -> int:
         """``run.best_pool``, or fewer where the waiting parameters (kept in memory and in
@@ -502,10 +503,11 @@ class Trainer:
                             f"rank {self.comm.rank}: {label}")
 
     def nominate(self, index: int, eval_returns: np.ndarray) -> None:
-        """Nominate the mean policy if its evaluation's score (``run.best_by`` over the
-        episodes that finished) beats the kept score (see ``es.rl.kept``)."""
+        """Nominate the mean policy if the run keeps a policy (``run.best_episodes``) and its
+        evaluation's score (``run.best_by`` over the episodes that finished) beats the kept
+        score (see ``es.rl.kept``)."""
         finished = eval_returns[np.isfinite(eval_returns)]
-        if not finished.size:
+        if not self.config.run.best_episodes or not finished.size:
             return
         # ``self.norm`` is computed afresh at each call: the nomination owns its arrays.
         nomination = Nomination(index, policy_score(finished, self.config.run.best_by),
@@ -785,18 +787,25 @@ class Trainer:
         and its nomination. Returns the row if it is still to be written."""
         if self.held_row is None:
             return None
-        if self.seen is not None:
-            row, eval_returns = self.seen
-            unwritten = None
-        else:
-            started, wait_before = time.perf_counter(), self.comm.wait_s
-            eval_returns = self.evaluate_mean(self.held_row["generation"])
-            eval_s = time.perf_counter() - started - (self.comm.wait_s - wait_before)
-            row = unwritten = self.held_row | evaluation_columns(eval_returns) | {"eval_s": eval_s}
-        self.held_row = self.seen = None
-        if self.config.run.best_episodes:
-            self.nominate(row["generation"], eval_returns)
-        return unwritten
+        if self.seen_returns is not None:
+            self._release_held(self.seen_returns)
+            return None
+        started, wait_before = time.perf_counter(), self.comm.wait_s
+        eval_returns = self.evaluate_mean(self.held_row["generation"])
+        row = self._finished_row(
+            eval_returns, time.perf_counter() - started - (self.comm.wait_s - wait_before))
+        self._release_held(eval_returns)
+        return row
+
+    def _finished_row(self, eval_returns: np.ndarray, eval_s: float) -> dict:
+        """The held row with its evaluation."""
+        return self.held_row | evaluation_columns(eval_returns) | {"eval_s": eval_s}
+
+    def _release_held(self, eval_returns: np.ndarray) -> None:
+        """The held row is written: its evaluation nominates its generation's mean policy
+        (still the current one: no update since)."""
+        self.nominate(self.held_row["generation"], eval_returns)
+        self.held_row = self.seen_returns = None
 
     def _generation(self, emit: Callable[[dict], bool] | None = None) -> dict | None:
         """Play and apply one generation; its row (held in ``held_row`` while its evaluation
@@ -817,13 +826,10 @@ class Trainer:
                                            len(evaluation))
         if held is not None:
             eval_returns = results.side_returns[:len(evaluation)]
-            row = held | evaluation_columns(eval_returns) | {"eval_s": self.side_eval_s}
-            if emit is not None and not emit(row):  # the run ends here: the row still held
-                self.seen = (row, eval_returns)
+            if emit is not None and not emit(self._finished_row(eval_returns, self.side_eval_s)):
+                self.seen_returns = eval_returns  # the run ends here: the row still held
                 return None
-            self.held_row = None
-            if self.config.run.best_episodes:
-                self.nominate(held["generation"], eval_returns)
+            self._release_held(eval_returns)
         returns = results.returns
         failed = int(np.isnan(returns).sum())
         allowed = self.config.run.max_failed_fraction
