@@ -8,9 +8,10 @@
 
 With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``) trains as
 the suite runs it (its evaluations and confirmations on), for the task's wall budget capped
-at ``--max-train-s``, then steps bare with the policies it played (the mean policies of five
-of its checkpoints, spread over its steps, ``--budget-s`` split between them) and with its
-final policy: one row per config with the training rate over the whole run (the
+at ``--max-train-s``, then replays bare the episodes it played (the generations after five of
+its checkpoints, spread over its steps: the same members, reset seeds, action noise and step
+caps, with nothing else; ``--budget-s`` split between them) and steps its final policy
+perturbed by the config's sigma: one row per config with the training rate over the whole run (the
 confirmations at its stop included), the two bare rates and their ratios, and where rank 0's
 wall time went: its own members' episodes (``rollout_s``), evaluations
 (``eval_s``), confirmations of the kept policy (``confirm_s`` and the stop's), waiting in
@@ -65,53 +66,67 @@ NO_CHECKPOINT_LIMIT = 1_000_000
 
 def bare_worker(run_dir: str, seconds: float, random_actions: bool,
                 checkpoint: str | None) -> None:
-    """Under mpiexec: step episodes with the run's perturbed final policy, or the mean policy
-    of one of its checkpoints (or random actions); rank 0 prints."""
+    """Under mpiexec: step episodes with the run's perturbed final policy (or random
+    actions), or replay the generation after ``checkpoint`` (``replayed_plays``), this rank's
+    members round and round; no recording, serving or exchange; rank 0 prints."""
     from es.config import load_config
     from es.parallel.comm import MPIComm
-    from es.rl.checkpoint import load_policy
+    from es.rl.checkpoint import load_policy, read_checkpoint
     from es.rl.envs import env_from_config
     from es.rl.policies import bind_policy
     from es.rl.rollout import random_policy, run_episode
+    from es.rl.trainer import Trainer
 
     comm = MPIComm()
     config = load_config(f"{run_dir}/config.toml")
-    saved = load_policy(f"{run_dir}/policy.npz")
-    spec, params, norm = saved.spec, saved.params, saved.norm
+    steps, episode = 0, 0
     if checkpoint:
-        params, norm = checkpoint_policy(config, Path(checkpoint), params.dtype)
-    env = env_from_config(config)
-    rng = np.random.default_rng(comm.rank)
-    comm.barrier()
-    steps, started, episode = 0, time.perf_counter(), 0
-    while time.perf_counter() - started < seconds:
-        if random_actions:
-            act = random_policy(env, episode)
-        else:
-            member = params + np.float32(config.es.sigma) * rng.standard_normal(
-                params.size, dtype=np.float32)
-            act = bind_policy(spec, member, norm, saved.reference)
-        steps += run_episode(env, act, seed=episode).length
-        episode += 1
-    rate = steps / (time.perf_counter() - started)
+        with Trainer(config, comm, None) as trainer:
+            plays, cap = replayed_plays(trainer, read_checkpoint(Path(checkpoint))[0])
+            mine, norm = plays[comm.rank::comm.size], trainer.norm
+            comm.barrier()
+            started = time.perf_counter()
+            while mine and time.perf_counter() - started < seconds:
+                params, seed = mine[episode % len(mine)]
+                act = trainer.member_act(params, norm, seed)
+                steps += run_episode(trainer.env, act, seed, max_steps=cap).length
+                episode += 1
+            rate = steps / (time.perf_counter() - started)
+    else:
+        saved = load_policy(f"{run_dir}/policy.npz")
+        env = env_from_config(config)
+        rng = np.random.default_rng(comm.rank)
+        comm.barrier()
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            if random_actions:
+                act = random_policy(env, episode)
+            else:
+                member = saved.params + np.float32(config.es.sigma) * rng.standard_normal(
+                    saved.params.size, dtype=np.float32)
+                act = bind_policy(saved.spec, member, saved.norm, saved.reference)
+            steps += run_episode(env, act, seed=episode).length
+            episode += 1
+        rate = steps / (time.perf_counter() - started)
     rates = comm.allgather_rows(np.array([[rate, steps, 0.0]]))
     if comm.rank == 0:
         print(f"BARE {rates[:, 0].sum():.1f} {int(rates[:, 1].sum())}", flush=True)
 
 
-def checkpoint_policy(config: Any, checkpoint: Path, dtype: np.dtype) -> tuple[np.ndarray, Any]:
-    """The mean policy's parameters and observation normalisation at ``checkpoint``, as the
-    trainer builds them for its members."""
-    from es.rl.checkpoint import read_checkpoint
-    from es.rl.policies import ObsNorm
-    from es.rl.rollout import ObsStats
+def replayed_plays(trainer: Any, state: Any) -> tuple[list[tuple[np.ndarray, int]], int | None]:
+    """The episodes of the generation after checkpoint ``state`` exactly as the run played
+    them: each member's parameters and reset seed, in member order, and the step cap (the
+    strategy's own sampling: CMA-ES's and PGPE's adapted step sizes, which a sigma from the
+    config would miss). With ``trainer.member_act`` and the restored normalisation, each
+    replays its member's episode step for step."""
+    from es.core.seeding import TAG_ENV, episode_seeds
 
-    state, _ = read_checkpoint(checkpoint)
-    stats = ObsStats(state.obs_sum.size)
-    stats.sum, stats.sumsq, stats.count = state.obs_sum, state.obs_sumsq, state.obs_count
-    clip = config.policy.obs_clip
-    norm = stats.norm(clip) if config.policy.obs_norm else ObsNorm.identity(stats.dim, clip)
-    return state.strategy["theta"].astype(dtype), norm
+    trainer.restore(state)
+    generation = trainer.strategy.ask()
+    seeds = episode_seeds(trainer.config.run.seed, generation.index, generation.keys, TAG_ENV)
+    plays = [(generation.params(member), int(seeds[generation.key_of(member)]))
+             for member in range(generation.population)]
+    return plays, trainer.episode_cap()
 
 
 def training_rate(config: str, ranks: int, generations: int, run_dir: str,
@@ -132,7 +147,7 @@ def training_rate(config: str, ranks: int, generations: int, run_dir: str,
 def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str,
               checkpoint: Path | None = None) -> tuple[float, int]:
     """Every rank stepping with the run's final policy (perturbed, or random actions), or
-    with the mean policy of ``checkpoint``."""
+    replaying the generation after ``checkpoint``."""
     chosen = ["--bare-checkpoint", str(checkpoint)] if checkpoint else []
     stdout = run_or_die(__file__, "the bare stepping run", mpiexec(
         ranks, sys.executable, __file__, "--bare-worker", run_dir, "--budget-s", str(budget_s),
@@ -143,7 +158,7 @@ def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str,
 
 def played_checkpoints(run_dir: Path, count: int) -> list[Path]:
     """The checkpoints nearest the middles of ``count`` equal step segments of the run: the
-    policies it played, early ones included (with repeats where it wrote fewer)."""
+    generations it played, early ones included (with repeats where it wrote fewer)."""
     found = [(json.loads(meta.read_text())["timesteps"], meta)
              for meta in sorted((run_dir / "checkpoints").glob("ckpt-*.json"))]
     total = max(steps for steps, _ in found)
@@ -152,11 +167,11 @@ def played_checkpoints(run_dir: Path, count: int) -> list[Path]:
 
 
 def played_bare_rate(run_dir: Path, ranks: int, budget_s: float) -> float:
-    """Bare steps/s of the policies a run played: each of ``PLAYED_POLICIES`` checkpoints'
-    mean policies (perturbed) steps for an equal share of ``budget_s`` and stands for an equal
-    share of the run's steps, so the run's bare time is the sum of its segments' steps over
-    their rates (the harmonic mean of the rates). MuJoCo's step cost depends on the gait: a
-    run's final policy may step a third faster than its early ones."""
+    """Bare steps/s of the episodes a run played: the generation after each of
+    ``PLAYED_POLICIES`` checkpoints is replayed for an equal share of ``budget_s`` and stands
+    for an equal share of the run's steps, so the run's bare time is the sum of its segments'
+    steps over their rates (the harmonic mean of the rates). MuJoCo's step cost depends on
+    the gait: a run's final policy may step a third faster than its early ones."""
     rates = [bare_rate(str(run_dir), ranks, budget_s / PLAYED_POLICIES, "trained", checkpoint)[0]
              for checkpoint in played_checkpoints(run_dir, PLAYED_POLICIES)]
     return len(rates) / sum(1 / rate for rate in rates)

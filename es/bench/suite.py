@@ -67,6 +67,7 @@ import numpy as np
 
 from es.bench.report import markdown as table
 from es.bench.report import out_folder
+from es.launch.elastic import CHECKPOINTED, PEER_LOST
 
 BIN = Path(sys.executable).parent
 FINAL_SEED = 12345  # es-eval's default: the same fresh episodes for every run
@@ -268,6 +269,9 @@ def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
             measured.write_text(json.dumps({"bare_steps_per_s": rate}))
         command = train_command(run, suite, suite_file, run_dir, ranks, launcher)
         returncode, stderr = supervised(command)
+        if returncode in (CHECKPOINTED, PEER_LOST):
+            raise RunStopped(f"{run.name}: es-train stopped with its checkpoint (exit "
+                             f"{returncode}: {last_line(stderr)})")
         if returncode != 0:
             raise RuntimeError(f"{run.name}: es-train exited with {returncode}: "
                                f"{last_line(stderr)}")
@@ -298,13 +302,21 @@ def score_policy(run_dir: Path, policy: str, episodes: int, path: Path, label: s
 
 _LIVE: set[subprocess.Popen] = set()  # training processes running now
 _LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set when the call stops: no training starts after it
+
+
+class Cancelled(Exception):
+    """A run that was about to start when the call stopped."""
 
 
 def supervised(command: list[str]) -> tuple[int, str]:
-    """Run ``command``, known to ``stop_all`` while it runs; (exit code, stderr)."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)
+    """Run ``command``, known to ``stop_all`` while it runs; (exit code, stderr). Started
+    under the lock ``stop_all`` takes, so none starts after it has looked."""
     with _LIVE_LOCK:
+        if _STOPPING.is_set():
+            raise Cancelled(" ".join(command))
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)
         _LIVE.add(process)
     try:
         _, stderr = process.communicate()
@@ -319,6 +331,7 @@ def stop_all(grace_s: float = 60.0) -> None:
     next ``es-bench suite`` resumes it) and wait for them; kill what is still there after
     ``grace_s``."""
     with _LIVE_LOCK:
+        _STOPPING.set()
         processes = list(_LIVE)
     for process in processes:
         if process.poll() is None:
@@ -330,19 +343,41 @@ def stop_all(grace_s: float = 60.0) -> None:
             process.kill()
 
 
+class RunStopped(Exception):
+    """A training stopped from outside with its checkpoint written (a signal to es-train, not
+    to the suite; a lost rank): the suite stops as if interrupted, to be resumed."""
+
+
 def run_all(work: Callable[[Any], Any], items: list[Any], jobs: int, program: str,
             out: Path) -> None:
-    """``work`` on every item, ``jobs`` at a time. Ctrl-C or SIGTERM (see ``run_stoppable``)
-    cancels what has not started and interrupts the trainings that have, which leave their
-    folders to be resumed or redone by the next call."""
+    """``work`` on every item, ``jobs`` at a time. Ctrl-C or SIGTERM (see ``run_stoppable``),
+    a training stopped from outside, or a failed one cancels what has not started and
+    interrupts the trainings that have, which leave their folders to be resumed or redone by
+    the next call (an error must not leave the next run training with nobody to stop it)."""
+    _STOPPING.clear()
+
+    def guarded(item: Any) -> Any:
+        """``work(item)``; after a failure on any thread, the items not begun are skipped
+        (the pool would otherwise start the next before the main thread hears of it)."""
+        if _STOPPING.is_set():
+            return None
+        try:
+            return work(item)
+        except BaseException:
+            _STOPPING.set()
+            raise
+
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        list(pool.map(work, items))
-    except KeyboardInterrupt:
+        list(pool.map(guarded, items))
+    except BaseException as error:
         pool.shutdown(wait=False, cancel_futures=True)
         stop_all()
-        print(f"{program}: interrupted; run it again to resume ({out})", file=sys.stderr)
-        raise
+        if not isinstance(error, KeyboardInterrupt | RunStopped):
+            raise
+        why = f"{error}; " if isinstance(error, RunStopped) else ""
+        print(f"{program}: {why}interrupted; run it again to resume ({out})", file=sys.stderr)
+        raise KeyboardInterrupt from None
     pool.shutdown()
 
 

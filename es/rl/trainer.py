@@ -365,7 +365,7 @@ class Trainer:
     def _one_episode(self, generation: Generation, member: int, seeds: np.ndarray,
                      norm: ObsNorm, record: bool, cap: int | None) -> Episode:
         seed = seeds[generation.key_of(member)]
-        act = self._training_act(generation.params(member), norm, seed)
+        act = self._serving(self.member_act(generation.params(member), norm, seed))
         return safe_episode(self.env, act, seed, f"rank {self.comm.rank}: member {member}",
                             record, cap)
 
@@ -426,16 +426,18 @@ class Trainer:
                     yield episode.member, episode.result
                     yield from start(slot)
 
-    def _training_act(self, params: np.ndarray, norm: ObsNorm, seed: int):
+    def member_act(self, params: np.ndarray, norm: ObsNorm, seed: int
+                   ) -> Callable[[Any], Any]:
         """The member's policy, with the configured action noise (seeded by the episode, so a
-        mirrored pair sees the same noise; continuous actions only)."""
+        mirrored pair sees the same noise; continuous actions only): what its episode plays
+        (``scripts/bench_throughput.py`` replays members with it, bare)."""
         act = self.policy.bind(params, norm)
         std = self.config.policy.action_noise
         if std > 0 and not self.policy.discrete:
             space = self.env.action_space
             act = with_action_noise(act, space.low, space.high, std,
                                     generator(seed, TAG_ACTION_NOISE))
-        return self._serving(act)
+        return act
 
     def _serving(self, act: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``act``, which on rank 0 under the dynamic schedule also answers the other ranks'

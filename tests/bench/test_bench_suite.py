@@ -3,9 +3,12 @@ mpiexec, interrupted in the middle of a run and resumed; and its one-line errors
 
 import csv
 import json
+import os
+import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from conftest import REPO, run_cli, tool
@@ -172,3 +175,55 @@ def test_an_output_folder_holds_one_suite(tmp_path):
     claim_output_folder(out, tmp_path / "a.toml")  # the same suite resumes
     with pytest.raises(ValueError, match="holds the results of the suite .*a.toml"):
         claim_output_folder(out, tmp_path / "b.toml")
+
+
+def processes_naming(text: str) -> list[int]:
+    """The pids of the processes whose command line contains ``text``."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # gone meanwhile
+            continue
+    return pids
+
+
+def test_a_training_stopped_from_outside_stops_the_suite_for_a_resume(tmp_path):
+    """SIGTERM to one run's es-train (a preempted or hand-stopped training, not the suite):
+    the run checkpoints, and the suite stops with the interrupted message instead of going
+    on to the next run and leaving it training with nobody to stop it; the next call resumes
+    the run from its checkpoint."""
+    suite, out = tmp_path / "one.toml", tmp_path / "out"
+    suite.write_text('[tasks.pendulum]\nthresholds = [-1400]\nbudget_s = 6\n'
+                     '[tasks.pendulum.strategies.openai]\nconfig = "configs/pendulum.toml"\n'
+                     'set = ["policy.kind=linear", "run.checkpoint_every=1"]\n')
+    command = [tool("es-bench"), "suite", str(suite), "--seeds", "0-1", "--jobs", "1",
+               "--ranks", "2", "--out", str(out)]
+    victim = out / "runs" / "pendulum-openai-seed0"
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+        if (victim / "progress.csv").is_file() and len(read_csv(victim / "progress.csv")) >= 3:
+            break
+        time.sleep(0.2)
+    trainings = processes_naming(f"{victim} ")
+    assert trainings, "seed 0 is not training"
+    for pid in trainings:  # mpiexec and its ranks, as a batch system's signal reaches them
+        os.kill(pid, signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    # 75: stopped by the signal; 76: a rank that stopped first was taken for lost. Both
+    # leave the checkpoint, and the same command continues.
+    assert re.search(r"pendulum-openai-seed0: es-train stopped with its checkpoint "
+                     r"\(exit 7[56]", stderr), stderr
+    assert "interrupted; run it again to resume" in stderr
+    assert not processes_naming(str(out)), "a training outlived the suite"
+    assert not (out / "runs" / "pendulum-openai-seed1" / "progress.csv").exists()
+    first_rows = read_csv(victim / "progress.csv")
+
+    again = run_cli(["es-bench", *command[1:]], timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert read_csv(victim / "progress.csv")[0] == first_rows[0]  # resumed, not started over
+    assert len(read_csv(out / "runs.csv")) == 2

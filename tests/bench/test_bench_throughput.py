@@ -1,5 +1,5 @@
 """scripts/bench_throughput.py --suite: each suite config trained as the suite runs it, then
-stepped bare with the policies it played and with its final policy; one row per config with
+stepped bare replaying the episodes it played and with its final policy; one row per config with
 the rates and the shares of the run's wall time that evaluations and waits took."""
 
 import csv
@@ -8,10 +8,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from conftest import BIN, REPO
 
 from es.config import load_config
-from es.rl.checkpoint import load_policy
+from es.parallel.comm import LocalComm
+from es.rl.checkpoint import read_checkpoint
+from es.rl.rollout import run_episode
+from es.rl.trainer import Trainer
 
 SUITE = """
 [tasks.cartpole]
@@ -62,15 +66,17 @@ def test_schedules_train_back_to_back_against_one_bare_run(tmp_path):
     assert "static: median ratio" in done.stdout and "dynamic: median ratio" in done.stdout
 
 
-def test_played_policies_are_the_checkpoints_means_spread_over_the_run(tmp_path):
-    """The bare reference steps the policies training played: the checkpoints nearest the
-    middles of equal step segments, each rebuilt as the trainer built it (the last one is the
-    final policy, ``policy.npz``, exactly)."""
+def test_the_bare_reference_replays_the_episodes_the_run_played(tmp_path):
+    """The bare reference replays what training played: the generations after the
+    checkpoints nearest the middles of equal step segments, each member with its parameters
+    (SNES's adapted step sizes, not a sigma from the config), reset seed, action noise and
+    step cap, so the replayed returns are the run's own, generation for generation."""
     run_dir = tmp_path / "run"
     done = subprocess.run([str(BIN / "es-train"), "configs/pendulum.toml",
                            "--run-dir", str(run_dir), "--quiet", "--set", "run.generations=12",
                            "--set", "run.checkpoint_every=2", "--set", "run.keep_checkpoints=100",
-                           "--set", "policy.obs_norm=true"],
+                           "--set", "policy.obs_norm=true", "--set", "es.strategy=snes",
+                           "--set", "policy.action_noise=0.1", "--set", "es.train_steps=150"],
                           cwd=REPO, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     sys.path.insert(0, str(REPO / "scripts"))
@@ -78,16 +84,20 @@ def test_played_policies_are_the_checkpoints_means_spread_over_the_run(tmp_path)
         bench = importlib.import_module("bench_throughput")
     finally:
         sys.path.remove(str(REPO / "scripts"))
-    # 6 checkpoints, 200-step episodes: 12,800 steps each, generations 2..12.
+    # 6 checkpoints, 150-step training episodes: 9,600 steps each, generations 2..12.
     chosen = [path.name for path in bench.played_checkpoints(run_dir, 5)]
     assert chosen == ["ckpt-00000002.json", "ckpt-00000004.json", "ckpt-00000006.json",
                       "ckpt-00000008.json", "ckpt-00000010.json"]
-    saved = load_policy(run_dir / "policy.npz")
-    config = load_config(run_dir / "config.toml")
-    params, norm = bench.checkpoint_policy(config, run_dir / "checkpoints" / "ckpt-00000012.json",
-                                           saved.params.dtype)
-    assert np.array_equal(params, saved.params)
-    assert np.array_equal(norm.mean, saved.norm.mean) and np.array_equal(norm.std, saved.norm.std)
-    early, _ = bench.checkpoint_policy(config, run_dir / "checkpoints" / "ckpt-00000002.json",
-                                       saved.params.dtype)
-    assert not np.array_equal(early, saved.params)
+    with (run_dir / "progress.csv").open() as handle:
+        rows = {int(row["generation"]): row for row in csv.DictReader(handle)}
+    with Trainer(load_config(run_dir / "config.toml"), LocalComm(), None) as trainer:
+        for checkpoint, generation in (("ckpt-00000002.json", 3), ("ckpt-00000010.json", 11)):
+            state, _ = read_checkpoint(run_dir / "checkpoints" / checkpoint)
+            plays, cap = bench.replayed_plays(trainer, state)
+            assert cap == 150 and len(plays) == 64
+            returns = [run_episode(trainer.env, trainer.member_act(params, trainer.norm, seed),
+                                   seed, max_steps=cap).total_return for params, seed in plays]
+            row = rows[generation]
+            assert float(row["return_mean"]) == pytest.approx(np.mean(returns), rel=1e-5)
+            assert float(row["return_min"]) == pytest.approx(min(returns), rel=1e-5)
+            assert float(row["return_max"]) == pytest.approx(max(returns), rel=1e-5)
