@@ -4,6 +4,8 @@
     python scripts/bench_throughput.py --config configs/pong.toml --bare-policy random \
         --generations 6 --budget-s 30
     python scripts/bench_throughput.py --suite configs/suites/mujoco.toml --max-train-s 1800
+    python scripts/bench_throughput.py --suite configs/suites/mujoco.toml --interleave \
+        --max-train-s 300
     python scripts/bench_throughput.py --config configs/hopper_ars.toml --schedules static,dynamic
 
 With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``) trains as
@@ -16,7 +18,12 @@ confirmations at its stop included), the two bare rates and their ratios, and wh
 wall time went: its own members' episodes (``rollout_s``), evaluations
 (``eval_s``), confirmations of the kept policy (``confirm_s`` and the stop's), waiting in
 the exchanges (``wait_s``), updates (``update_s``) and file writes (``io_s``); the rest is
-per-generation overhead (asking for members, rebuilding them, the checks).
+per-generation overhead (asking for members, rebuilding them, the checks). With
+``--interleave`` each config instead trains generation by generation in the same processes
+as its reference, every generation followed by a bare replay of the episodes each rank has
+just played: training and reference alternate every few seconds, so the machine's drift
+(identical 10-s bare runs differ by up to 19% on the development VM) cannot pass for the
+trainer's cost; the row has the ratio and its quartiles over generations.
 
 Both are measured in one script run, with the same number of processes and the same
 policies (MuJoCo steps faster or slower depending on what the policy does, so a fair bare
@@ -47,6 +54,7 @@ import re  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -111,6 +119,60 @@ def bare_worker(run_dir: str, seconds: float, random_actions: bool,
     rates = comm.allgather_rows(np.array([[rate, steps, 0.0]]))
     if comm.rank == 0:
         print(f"BARE {rates[:, 0].sum():.1f} {int(rates[:, 1].sum())}", flush=True)
+
+
+def interleaved_worker(config_path: str, overrides: list[str], seconds: float) -> None:
+    """Under mpiexec: train generation by generation (``Trainer._generation``: members,
+    evaluations and confirmations beside them, exchanges, update) and after each, every rank
+    replays bare the member episodes it has just played; until ``seconds`` of training. The
+    two alternate every few seconds, so the machine's drift (10-s bare runs back to back
+    differ by up to 9% on the development VM) falls on both alike. Not timed: the stop's
+    confirmations, checkpoints and progress rows (es-train's; under 0.1% of a run). Rank 0
+    prints one line per generation and a total."""
+    from threadpoolctl import threadpool_limits
+
+    from es.config import load_config
+    from es.parallel.comm import MPIComm
+    from es.rl.rollout import run_episode
+    from es.rl.trainer import Trainer
+
+    comm = MPIComm()
+    config = load_config(config_path, overrides)
+    played: list[tuple[np.ndarray, int, Any, int | None]] = []
+    with threadpool_limits(limits=1), Trainer(config, comm, None) as trainer:
+        original = trainer._one_episode
+
+        def recorded(generation: Any, member: int, seeds: Any, norm: Any, record: bool,
+                     cap: int | None) -> Any:
+            played.append((generation.params(member), int(seeds[generation.key_of(member)]),
+                           norm, cap))
+            return original(generation, member, seeds, norm, record, cap)
+
+        trainer._one_episode = recorded
+        trained_s, done = 0.0, False
+        while not done:
+            played.clear()
+            steps_before = trainer.timesteps
+            comm.barrier()
+            started = time.perf_counter()
+            trainer._generation()
+            train_s = time.perf_counter() - started
+            steps, replayed_at = 0, time.perf_counter()
+            for params, seed, norm, cap in played:
+                steps += run_episode(trainer.env, trainer.member_act(params, norm, seed), seed,
+                                     max_steps=cap).length
+            mine = np.array([[steps, time.perf_counter() - replayed_at]])
+            ranks = comm.allgather_rows(mine, counts=[1] * comm.size)
+            trained_s += train_s
+            done = bool(comm.broadcast(trained_s >= seconds if comm.rank == 0 else None))
+            if ranks[:, 0].sum() != trainer.timesteps - steps_before:
+                raise RuntimeError(f"the replay stepped {int(ranks[:, 0].sum())} times, "
+                                   f"training {trainer.timesteps - steps_before}: not the "
+                                   "same episodes")
+            if comm.rank == 0:
+                bare = sum(row[0] / row[1] for row in ranks if row[1] > 0)
+                print(f"GENERATION {trainer.timesteps - steps_before} {train_s:.6f} "
+                      f"{bare:.1f}", flush=True)
 
 
 def replayed_plays(trainer: Any, state: Any) -> tuple[list[tuple[np.ndarray, int]], int | None]:
@@ -182,52 +244,100 @@ def column_sum(progress: list[dict], column: str) -> float:
     return sum(float(row[column] or 0) for row in progress)
 
 
-def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
-    """One row per suite config: trained as ``es-bench suite`` trains it, for its task's
-    budget (at most ``--max-train-s``), then bare stepping with its final policy."""
-    from es.bench.suite import Run, load_suite, read_progress, train_command
+def chosen_configs(args: argparse.Namespace) -> Iterator[tuple[Any, Path, Any, str, Any]]:
+    """(suite, its file, task, strategy, config entry) of every suite config that
+    ``--tasks`` and ``--strategies`` choose, in the suite file's order."""
+    from es.bench.suite import load_suite
 
     suite_file = Path(args.suite)
     suite = load_suite(suite_file)
-    rows = []
     for task in suite.tasks.values():
         if args.tasks and task.name not in args.tasks.split(","):
             continue
         for strategy, entry in task.configs.items():
-            if args.strategies and strategy not in args.strategies.split(","):
-                continue
-            budget_s = min(task.budget_s or math.inf, args.max_train_s)
-            run = Run(dataclasses.replace(task, budget_s=budget_s), strategy, args.seed)
-            with tempfile.TemporaryDirectory() as tmp:
-                run_dir = Path(tmp) / "run"
-                command = [*train_command(run, suite, suite_file, run_dir, ranks,
-                                          mpiexec(ranks)[:-2]),
-                           "--set", f"run.keep_checkpoints={NO_CHECKPOINT_LIMIT}"]
-                stdout = run_or_die(__file__, f"{run.name}: es-train", command)
-                progress = read_progress(run_dir)
-                stop = re.search(r"([\d.]+) s confirming at the stop", stdout)
-                stop_s = float(stop.group(1)) if stop else 0.0
-                wall = float(progress[-1]["time_s"]) + stop_s
-                steps = int(progress[-1]["timesteps"])
-                final_bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s,
-                                                   args.bare_policy)
-                played_bare = played_bare_rate(run_dir, ranks, args.budget_s)
-            rows.append({
-                "task": task.name, "config": entry.config.rsplit("/", 1)[-1],
-                "seed": args.seed, "ranks": ranks, "train_s": round(wall, 1),
-                "train_steps": steps, "train_steps_per_s": steps / wall,
-                "bare_steps_per_s": played_bare, "ratio": steps / wall / played_bare,
-                "bare_final_steps_per_s": final_bare, "bare_final_steps": bare_steps,
-                "ratio_final": steps / wall / final_bare,
-                "rollout_share": column_sum(progress, "rollout_s") / wall,
-                "eval_share": column_sum(progress, "eval_s") / wall,
-                "confirm_share": (column_sum(progress, "confirm_s") + stop_s) / wall,
-                "wait_share": column_sum(progress, "wait_s") / wall,
-                "update_share": column_sum(progress, "update_s") / wall,
-                "io_share": column_sum(progress, "io_s") / wall,
-            })
-            print("  ".join(f"{key}={value:.3g}" if isinstance(value, float) else
-                            f"{key}={value}" for key, value in rows[-1].items()), flush=True)
+            if not args.strategies or strategy in args.strategies.split(","):
+                yield suite, suite_file, task, strategy, entry
+
+
+def print_row(row: dict) -> None:
+    print("  ".join(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}"
+                    for key, value in row.items()), flush=True)
+
+
+def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
+    """One row per suite config: trained as ``es-bench suite`` trains it, for its task's
+    budget (at most ``--max-train-s``), then stepped bare: a replay of the generations it
+    played (``played_bare_rate``) and its final policy."""
+    from es.bench.suite import Run, read_progress, train_command
+
+    rows = []
+    for suite, suite_file, task, strategy, entry in chosen_configs(args):
+        budget_s = min(task.budget_s or math.inf, args.max_train_s)
+        run = Run(dataclasses.replace(task, budget_s=budget_s), strategy, args.seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = Path(tmp) / "run"
+            command = [*train_command(run, suite, suite_file, run_dir, ranks,
+                                      mpiexec(ranks)[:-2]),
+                       "--set", f"run.keep_checkpoints={NO_CHECKPOINT_LIMIT}"]
+            stdout = run_or_die(__file__, f"{run.name}: es-train", command)
+            progress = read_progress(run_dir)
+            stop = re.search(r"([\d.]+) s confirming at the stop", stdout)
+            stop_s = float(stop.group(1)) if stop else 0.0
+            wall = float(progress[-1]["time_s"]) + stop_s
+            steps = int(progress[-1]["timesteps"])
+            final_bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s,
+                                               args.bare_policy)
+            played_bare = played_bare_rate(run_dir, ranks, args.budget_s)
+        rows.append({
+            "task": task.name, "config": entry.config.rsplit("/", 1)[-1],
+            "seed": args.seed, "ranks": ranks, "train_s": round(wall, 1),
+            "train_steps": steps, "train_steps_per_s": steps / wall,
+            "bare_steps_per_s": played_bare, "ratio": steps / wall / played_bare,
+            "bare_final_steps_per_s": final_bare, "bare_final_steps": bare_steps,
+            "ratio_final": steps / wall / final_bare,
+            "rollout_share": column_sum(progress, "rollout_s") / wall,
+            "eval_share": column_sum(progress, "eval_s") / wall,
+            "confirm_share": (column_sum(progress, "confirm_s") + stop_s) / wall,
+            "wait_share": column_sum(progress, "wait_s") / wall,
+            "update_share": column_sum(progress, "update_s") / wall,
+            "io_share": column_sum(progress, "io_s") / wall,
+        })
+        print_row(rows[-1])
+    return rows
+
+
+def interleaved_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
+    """One row per suite config: ``interleaved_worker`` for its task's budget (at most
+    ``--max-train-s``) of training, with the suite's overrides (seed, evaluation episodes)."""
+    from es.bench.suite import config_eval_episodes, config_path
+
+    rows = []
+    for suite, suite_file, task, strategy, entry in chosen_configs(args):
+        config = config_path(suite_file, entry.config)
+        episodes = max(suite.eval_episodes, config_eval_episodes(config, entry.overrides))
+        overrides = [*entry.overrides, f"run.seed={args.seed}",
+                     f"run.eval_episodes={episodes}"]
+        seconds = min(task.budget_s or math.inf, args.max_train_s)
+        stdout = run_or_die(__file__, f"{task.name}-{strategy}: interleaved", mpiexec(
+            ranks, sys.executable, __file__, "--interleaved-worker", str(config),
+            "--budget-s", str(seconds), *set_flags(overrides)))
+        generations = [tuple(map(float, line.split()[1:])) for line in stdout.splitlines()
+                       if line.startswith("GENERATION ")]
+        steps = sum(g[0] for g in generations)
+        train_s = sum(g[1] for g in generations)
+        bare_s = sum(g[0] / g[2] for g in generations)
+        ratios = np.array([g[0] / g[2] / g[1] for g in generations])
+        rows.append({
+            "task": task.name, "config": entry.config.rsplit("/", 1)[-1],
+            "seed": args.seed, "ranks": ranks, "generations": len(generations),
+            "train_s": round(train_s, 1), "train_steps": int(steps),
+            "train_steps_per_s": steps / train_s, "bare_steps_per_s": steps / bare_s,
+            "ratio": bare_s / train_s,
+            "ratio_q1": float(np.quantile(ratios, 0.25)),
+            "ratio_median": float(np.median(ratios)),
+            "ratio_q3": float(np.quantile(ratios, 0.75)),
+        })
+        print_row(rows[-1])
     return rows
 
 
@@ -256,9 +366,14 @@ def parser() -> argparse.ArgumentParser:
                        help="with --suite: the most wall seconds a config trains, else its "
                        "task's budget (default: 1800)")
     add_flag(parse, "--seed", "with --suite: run.seed", default=0)
+    parse.add_argument("--interleave", action="store_true",
+                       help="with --suite: alternate each training generation with a bare "
+                       "replay of its episodes in the same processes (drift-free ratio; "
+                       "es-train's shares are then not measured)")
     add_out(parse, "bench_throughput")
     parse.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
     parse.add_argument("--bare-checkpoint", metavar="FILE", help=argparse.SUPPRESS)
+    parse.add_argument("--interleaved-worker", metavar="CONFIG", help=argparse.SUPPRESS)
     return parse
 
 
@@ -270,10 +385,16 @@ def main() -> None:
         bare_worker(args.bare_worker, args.budget_s, args.bare_policy == "random",
                     args.bare_checkpoint)
         return
+    if args.interleaved_worker:
+        interleaved_worker(args.interleaved_worker, args.overrides, args.budget_s)
+        return
+    if args.interleave and not args.suite:
+        parse.error("--interleave: give --suite FILE too")
     if args.suite:
-        rows = suite_rows(args, ranks)
+        rows = interleaved_rows(args, ranks) if args.interleave else suite_rows(args, ranks)
         emit(rows, args.out, f"Training throughput of {args.suite} (seed {args.seed}, at most "
-             f"{args.max_train_s:g} s each) vs bare stepping with the final policy, same ranks")
+             f"{args.max_train_s:g} s each) vs a bare replay of the episodes it played, same "
+             f"ranks{', generation by generation' if args.interleave else ''}")
         return
     check_config(parse, args.config, args.overrides)
     schedules = args.schedules.split(",") if args.schedules is not None else [None]

@@ -101,3 +101,30 @@ def test_the_bare_reference_replays_the_episodes_the_run_played(tmp_path):
             assert float(row["return_mean"]) == pytest.approx(np.mean(returns), rel=1e-5)
             assert float(row["return_min"]) == pytest.approx(min(returns), rel=1e-5)
             assert float(row["return_max"]) == pytest.approx(max(returns), rel=1e-5)
+
+
+def test_interleave_alternates_each_generation_with_a_replay_of_its_episodes(tmp_path):
+    """--interleave: every generation is followed by a bare replay of the very episodes the
+    ranks played in it (the worker refuses a replay whose steps differ from training's), and
+    the row's ratio is the replays' time over the training's."""
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
+                           "--strategies", "snes", "--interleave", "--max-train-s", "3",
+                           "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with (tmp_path / "out" / "results.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["task"], row["config"], row["ranks"]) == ("cartpole", "cartpole.toml", "2")
+    assert int(row["generations"]) >= 2 and int(row["train_steps"]) > 0
+    assert 3 <= float(row["train_s"]) < 30
+    ratio = float(row["train_steps_per_s"]) / float(row["bare_steps_per_s"])
+    assert abs(float(row["ratio"]) - ratio) < 1e-3 * ratio
+    assert float(row["ratio_q1"]) <= float(row["ratio_median"]) <= float(row["ratio_q3"])
+
+
+def test_interleave_needs_a_suite():
+    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--interleave"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--interleave: give --suite FILE too" in done.stderr
