@@ -96,8 +96,7 @@ def bare_worker(run_dir: str, seconds: float, random_actions: bool,
             started = time.perf_counter()
             while mine and time.perf_counter() - started < seconds:
                 params, seed = mine[episode % len(mine)]
-                act = trainer.member_act(params, norm, seed)
-                steps += run_episode(trainer.env, act, seed, max_steps=cap).length
+                steps += replayed_steps(trainer, params, norm, seed, cap)
                 episode += 1
             rate = steps / (time.perf_counter() - started)
     else:
@@ -126,14 +125,14 @@ def interleaved_worker(config_path: str, overrides: list[str], seconds: float) -
     evaluations and confirmations beside them, exchanges, update) and after each, every rank
     replays bare the member episodes it has just played; until ``seconds`` of training. The
     two alternate every few seconds, so the machine's drift (10-s bare runs back to back
-    differ by up to 9% on the development VM) falls on both alike. Not timed: the stop's
+    differ by up to 19% on the development VM) falls on both alike. Not timed: the stop's
     confirmations, checkpoints and progress rows (es-train's; under 0.1% of a run). Rank 0
-    prints one line per generation and a total."""
+    prints one line per generation: its training steps and seconds, and the replay's
+    steps/s summed over the ranks."""
     from threadpoolctl import threadpool_limits
 
     from es.config import load_config
     from es.parallel.comm import MPIComm
-    from es.rl.rollout import run_episode
     from es.rl.trainer import Trainer
 
     comm = MPIComm()
@@ -157,22 +156,30 @@ def interleaved_worker(config_path: str, overrides: list[str], seconds: float) -
             started = time.perf_counter()
             trainer._generation()
             train_s = time.perf_counter() - started
-            steps, replayed_at = 0, time.perf_counter()
-            for params, seed, norm, cap in played:
-                steps += run_episode(trainer.env, trainer.member_act(params, norm, seed), seed,
-                                     max_steps=cap).length
+            trained_steps = trainer.timesteps - steps_before
+            replayed_at = time.perf_counter()
+            steps = sum(replayed_steps(trainer, params, norm, seed, cap)
+                        for params, seed, norm, cap in played)
             mine = np.array([[steps, time.perf_counter() - replayed_at]])
             ranks = comm.allgather_rows(mine, counts=[1] * comm.size)
             trained_s += train_s
             done = bool(comm.broadcast(trained_s >= seconds if comm.rank == 0 else None))
-            if ranks[:, 0].sum() != trainer.timesteps - steps_before:
+            if ranks[:, 0].sum() != trained_steps:
                 raise RuntimeError(f"the replay stepped {int(ranks[:, 0].sum())} times, "
-                                   f"training {trainer.timesteps - steps_before}: not the "
-                                   "same episodes")
+                                   f"training {trained_steps}: not the same episodes")
             if comm.rank == 0:
                 bare = sum(row[0] / row[1] for row in ranks if row[1] > 0)
-                print(f"GENERATION {trainer.timesteps - steps_before} {train_s:.6f} "
-                      f"{bare:.1f}", flush=True)
+                print(f"GENERATION {trained_steps} {train_s:.6f} {bare:.1f}", flush=True)
+
+
+def replayed_steps(trainer: Any, params: np.ndarray, norm: Any, seed: int,
+                   cap: int | None) -> int:
+    """One member's episode played bare as training played it (``Trainer.member_act``: its
+    policy and action noise; the same reset seed and step cap): its length."""
+    from es.rl.rollout import run_episode
+
+    return run_episode(trainer.env, trainer.member_act(params, norm, seed), seed,
+                       max_steps=cap).length
 
 
 def replayed_plays(trainer: Any, state: Any) -> tuple[list[tuple[np.ndarray, int]], int | None]:
@@ -309,14 +316,11 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
 def interleaved_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
     """One row per suite config: ``interleaved_worker`` for its task's budget (at most
     ``--max-train-s``) of training, with the suite's overrides (seed, evaluation episodes)."""
-    from es.bench.suite import config_eval_episodes, config_path
+    from es.bench.suite import run_config
 
     rows = []
     for suite, suite_file, task, strategy, entry in chosen_configs(args):
-        config = config_path(suite_file, entry.config)
-        episodes = max(suite.eval_episodes, config_eval_episodes(config, entry.overrides))
-        overrides = [*entry.overrides, f"run.seed={args.seed}",
-                     f"run.eval_episodes={episodes}"]
+        config, overrides = run_config(suite, suite_file, entry, args.seed)
         seconds = min(task.budget_s or math.inf, args.max_train_s)
         stdout = run_or_die(__file__, f"{task.name}-{strategy}: interleaved", mpiexec(
             ranks, sys.executable, __file__, "--interleaved-worker", str(config),

@@ -58,7 +58,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -209,17 +209,22 @@ def run_folder(out: Path, run: Run) -> Path:
     return out / "runs" / run.name
 
 
+def run_config(suite: Suite, suite_file: Path, entry: Entry, seed: int) -> tuple[Path, list[str]]:
+    """A suite config's file and the overrides the suite trains it with, budgets aside: the
+    entry's own, the seed, and at least the suite's evaluation episodes."""
+    config = config_path(suite_file, entry.config)
+    episodes = max(suite.eval_episodes, config_eval_episodes(config, entry.overrides))
+    return config, [*entry.overrides, f"run.seed={seed}", f"run.eval_episodes={episodes}"]
+
+
 def train_command(run: Run, suite: Suite, suite_file: Path, run_dir: Path, ranks: int,
                   launcher: list[str]) -> list[str]:
     """Resume an interrupted run; else start it from its config."""
     if (run_dir / "config.toml").is_file():
         return [*launcher, "-n", str(ranks), str(BIN / "es-train"), "--resume", str(run_dir),
                 "--quiet"]
-    entry = run.task.configs[run.strategy]
-    config = config_path(suite_file, entry.config)
-    episodes = max(suite.eval_episodes, config_eval_episodes(config, entry.overrides))
-    overrides = [*entry.overrides, f"run.seed={run.seed}",
-                 f"run.generations={NO_GENERATION_LIMIT}", f"run.eval_episodes={episodes}",
+    config, chosen = run_config(suite, suite_file, run.task.configs[run.strategy], run.seed)
+    overrides = [*chosen, f"run.generations={NO_GENERATION_LIMIT}",
                  f"run.max_seconds={run.task.budget_s}",
                  f"run.max_timesteps={run.task.budget_steps}"]
     sets = [item for override in overrides for item in ("--set", override)]
@@ -369,7 +374,15 @@ def run_all(work: Callable[[Any], Any], items: list[Any], jobs: int, program: st
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        list(pool.map(guarded, items))
+        futures = [pool.submit(guarded, item) for item in items]
+        # The first failure, whichever item: waiting in item order would let a later run's
+        # failure wait behind an earlier run's whole training.
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failures = sorted((future.exception() for future in futures
+                           if future in done and future.exception() is not None),
+                          key=lambda error: isinstance(error, Cancelled))  # the cause first
+        if failures:
+            raise failures[0]
     except BaseException as error:
         pool.shutdown(wait=False, cancel_futures=True)
         stop_all()

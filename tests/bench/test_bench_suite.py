@@ -40,6 +40,19 @@ def read_csv(path):
         return list(csv.DictReader(handle))
 
 
+def started_until_rows(command: list[str], run_dir: Path, rows: int = 3) -> subprocess.Popen:
+    """``command`` started, once ``run_dir`` has ``rows`` progress rows (its first
+    checkpoints, with run.checkpoint_every = 1), or it has ended, or 240 s have passed."""
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+        if (run_dir / "progress.csv").is_file() and len(read_csv(run_dir / "progress.csv")) >= rows:
+            break
+        time.sleep(0.2)
+    return process
+
+
 def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     suite, out = tmp_path / "tiny.toml", tmp_path / "out"
     suite.write_text(SUITE)
@@ -48,13 +61,7 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     # Interrupt the suite (SIGTERM) while it trains the first Pendulum run, after its first
     # checkpoints: the four CartPole runs are done by then.
     victim = out / "runs" / "pendulum-openai-seed0"
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 240
-    while time.time() < deadline and process.poll() is None:
-        if (victim / "progress.csv").is_file() and len(read_csv(victim / "progress.csv")) >= 3:
-            break
-        time.sleep(0.2)
+    process = started_until_rows(command, victim)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
@@ -201,13 +208,7 @@ def test_a_training_stopped_from_outside_stops_the_suite_for_a_resume(tmp_path):
     command = [tool("es-bench"), "suite", str(suite), "--seeds", "0-1", "--jobs", "1",
                "--ranks", "2", "--out", str(out)]
     victim = out / "runs" / "pendulum-openai-seed0"
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 240
-    while time.time() < deadline and process.poll() is None:
-        if (victim / "progress.csv").is_file() and len(read_csv(victim / "progress.csv")) >= 3:
-            break
-        time.sleep(0.2)
+    process = started_until_rows(command, victim)
     trainings = processes_naming(f"{victim} ")
     assert trainings, "seed 0 is not training"
     for pid in trainings:  # mpiexec and its ranks, as a batch system's signal reaches them
@@ -227,3 +228,26 @@ def test_a_training_stopped_from_outside_stops_the_suite_for_a_resume(tmp_path):
     assert again.returncode == 0, again.stderr
     assert read_csv(victim / "progress.csv")[0] == first_rows[0]  # resumed, not started over
     assert len(read_csv(out / "runs.csv")) == 2
+
+
+def test_a_failed_run_stops_the_runs_beside_it_at_once(tmp_path):
+    """With --jobs 2, a run that fails while an earlier one trains: the call ends with the
+    failure now, the training beside it interrupted (SIGINT, as es-train checkpoints on), the
+    runs not begun skipped; not after the earlier run's whole training."""
+    from es.bench.suite import run_all, supervised
+
+    started = []
+
+    def work(item: str) -> None:
+        started.append(item)
+        if item == "long":
+            supervised(["sleep", "120"])
+        elif item == "failing":
+            time.sleep(0.5)
+            raise RuntimeError("failing: es-train exited with 2")
+
+    began = time.perf_counter()
+    with pytest.raises(RuntimeError, match="failing: es-train exited with 2"):
+        run_all(work, ["long", "failing", "never"], 2, "es-bench suite", tmp_path)
+    assert time.perf_counter() - began < 30
+    assert sorted(started) == ["failing", "long"]
