@@ -23,7 +23,11 @@ per-generation overhead (asking for members, rebuilding them, the checks). With
 as its reference, every generation followed by a bare replay of the episodes each rank has
 just played: training and reference alternate every few seconds, so the machine's drift
 (identical 10-s bare runs differ by up to 19% on the development VM) cannot pass for the
-trainer's cost; the row has the ratio and its quartiles over generations.
+trainer's cost; the row has the ratio, its quartiles over generations, the shares of
+training time rank 0 spent in evaluation and confirmation episodes (not the stop's) and
+waiting in the exchanges, and ``ratio_synced``: the ratio against replays that wait for
+their slowest rank every generation, as training must (a generation of one episode per
+rank waits for the slower episode, whatever the trainer does).
 
 Both are measured in one script run, with the same number of processes and the same
 policies (MuJoCo steps faster or slower depending on what the policy does, so a fair bare
@@ -54,7 +58,6 @@ import re  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -70,6 +73,8 @@ AS_CONFIGURED = "as configured"
 PLAYED_POLICIES = 5
 #: ``run.keep_checkpoints`` of a suite run: every one stays, for ``played_checkpoints``.
 NO_CHECKPOINT_LIMIT = 1_000_000
+#: A suite config chosen by --tasks/--strategies: (suite, its file, task, strategy, entry).
+Chosen = tuple[Any, Path, Any, str, Any]
 
 
 def bare_worker(run_dir: str, seconds: float, random_actions: bool,
@@ -123,12 +128,16 @@ def bare_worker(run_dir: str, seconds: float, random_actions: bool,
 def interleaved_worker(config_path: str, overrides: list[str], seconds: float) -> None:
     """Under mpiexec: train generation by generation (``Trainer._generation``: members,
     evaluations and confirmations beside them, exchanges, update) and after each, every rank
-    replays bare the member episodes it has just played; until ``seconds`` of training. The
-    two alternate every few seconds, so the machine's drift (10-s bare runs back to back
-    differ by up to 19% on the development VM) falls on both alike. Not timed: the stop's
+    replays bare the member episodes it has just played; until ``seconds`` of training or
+    the config's step or generation budget. The two alternate every few seconds, so the
+    machine's drift (10-s bare runs back to back differ by up to 19% on the development VM)
+    falls on both alike. ``run.max_seconds`` is switched off: the trainer's clock runs on
+    through the replays, and a spent time budget evaluates every generation (es-train's
+    stop), which made Swimmer's 60-s configs look half as fast. Not timed: the stop's
     confirmations, checkpoints and progress rows (es-train's; under 0.1% of a run). Rank 0
-    prints one line per generation: its training steps and seconds, and the replay's
-    steps/s summed over the ranks."""
+    prints one line per generation: its training steps and seconds, the replay's steps/s
+    summed over the ranks, rank 0's seconds in evaluation and confirmation episodes and
+    waiting in the exchanges, and the slowest rank's replay seconds."""
     from threadpoolctl import threadpool_limits
 
     from es.config import load_config
@@ -136,7 +145,7 @@ def interleaved_worker(config_path: str, overrides: list[str], seconds: float) -
     from es.rl.trainer import Trainer
 
     comm = MPIComm()
-    config = load_config(config_path, overrides)
+    config = load_config(config_path, [*overrides, "run.max_seconds=0"])
     played: list[tuple[np.ndarray, int, Any, int | None]] = []
     with threadpool_limits(limits=1), Trainer(config, comm, None) as trainer:
         original = trainer._one_episode
@@ -154,7 +163,7 @@ def interleaved_worker(config_path: str, overrides: list[str], seconds: float) -
             steps_before = trainer.timesteps
             comm.barrier()
             started = time.perf_counter()
-            trainer._generation()
+            row = trainer._generation()
             train_s = time.perf_counter() - started
             trained_steps = trainer.timesteps - steps_before
             replayed_at = time.perf_counter()
@@ -163,13 +172,17 @@ def interleaved_worker(config_path: str, overrides: list[str], seconds: float) -
             mine = np.array([[steps, time.perf_counter() - replayed_at]])
             ranks = comm.allgather_rows(mine, counts=[1] * comm.size)
             trained_s += train_s
-            done = bool(comm.broadcast(trained_s >= seconds if comm.rank == 0 else None))
+            done = bool(comm.broadcast(
+                trained_s >= seconds or trainer._spent_budget() is not None
+                if comm.rank == 0 else None))
             if ranks[:, 0].sum() != trained_steps:
                 raise RuntimeError(f"the replay stepped {int(ranks[:, 0].sum())} times, "
                                    f"training {trained_steps}: not the same episodes")
             if comm.rank == 0:
-                bare = sum(row[0] / row[1] for row in ranks if row[1] > 0)
-                print(f"GENERATION {trained_steps} {train_s:.6f} {bare:.1f}", flush=True)
+                bare = sum(steps / seconds for steps, seconds in ranks if seconds > 0)
+                print(f"GENERATION {trained_steps} {train_s:.6f} {bare:.1f} "
+                      f"{trainer.side_eval_s:.6f} {trainer.side_s:.6f} {row['wait_s']:.6f} "
+                      f"{ranks[:, 1].max():.6f}", flush=True)
 
 
 def replayed_steps(trainer: Any, params: np.ndarray, norm: Any, seed: int,
@@ -251,19 +264,16 @@ def column_sum(progress: list[dict], column: str) -> float:
     return sum(float(row[column] or 0) for row in progress)
 
 
-def chosen_configs(args: argparse.Namespace) -> Iterator[tuple[Any, Path, Any, str, Any]]:
-    """(suite, its file, task, strategy, config entry) of every suite config that
-    ``--tasks`` and ``--strategies`` choose, in the suite file's order."""
-    from es.bench.suite import load_suite
+def chosen_configs(args: argparse.Namespace) -> list[Chosen]:
+    """Every suite config that ``--tasks`` and ``--strategies`` choose, checked as es-bench
+    suite checks them (a ``ValueError`` naming the bad value)."""
+    from es.bench.suite import load_suite, select
 
     suite_file = Path(args.suite)
     suite = load_suite(suite_file)
-    for task in suite.tasks.values():
-        if args.tasks and task.name not in args.tasks.split(","):
-            continue
-        for strategy, entry in task.configs.items():
-            if not args.strategies or strategy in args.strategies.split(","):
-                yield suite, suite_file, task, strategy, entry
+    return [(suite, suite_file, task, strategy, entry)
+            for task in select(suite, args.tasks, args.strategies)
+            for strategy, entry in task.configs.items()]
 
 
 def print_row(row: dict) -> None:
@@ -271,14 +281,15 @@ def print_row(row: dict) -> None:
                     for key, value in row.items()), flush=True)
 
 
-def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
+def suite_rows(chosen: list[Chosen], args: argparse.Namespace,
+               ranks: int) -> list[dict]:
     """One row per suite config: trained as ``es-bench suite`` trains it, for its task's
     budget (at most ``--max-train-s``), then stepped bare: a replay of the generations it
     played (``played_bare_rate``) and its final policy."""
     from es.bench.suite import Run, read_progress, train_command
 
     rows = []
-    for suite, suite_file, task, strategy, entry in chosen_configs(args):
+    for suite, suite_file, task, strategy, entry in chosen:
         budget_s = min(task.budget_s or math.inf, args.max_train_s)
         run = Run(dataclasses.replace(task, budget_s=budget_s), strategy, args.seed)
         with tempfile.TemporaryDirectory() as tmp:
@@ -313,13 +324,14 @@ def suite_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
     return rows
 
 
-def interleaved_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
+def interleaved_rows(chosen: list[Chosen], args: argparse.Namespace,
+                     ranks: int) -> list[dict]:
     """One row per suite config: ``interleaved_worker`` for its task's budget (at most
     ``--max-train-s``) of training, with the suite's overrides (seed, evaluation episodes)."""
     from es.bench.suite import run_config
 
     rows = []
-    for suite, suite_file, task, strategy, entry in chosen_configs(args):
+    for suite, suite_file, task, strategy, entry in chosen:
         config, overrides = run_config(suite, suite_file, entry, args.seed)
         seconds = min(task.budget_s or math.inf, args.max_train_s)
         stdout = run_or_die(__file__, f"{task.name}-{strategy}: interleaved", mpiexec(
@@ -340,6 +352,10 @@ def interleaved_rows(args: argparse.Namespace, ranks: int) -> list[dict]:
             "ratio_q1": float(np.quantile(ratios, 0.25)),
             "ratio_median": float(np.median(ratios)),
             "ratio_q3": float(np.quantile(ratios, 0.75)),
+            "eval_share": sum(g[3] for g in generations) / train_s,
+            "confirm_share": sum(g[4] for g in generations) / train_s,
+            "wait_share": sum(g[5] for g in generations) / train_s,
+            "ratio_synced": sum(g[6] for g in generations) / train_s,
         })
         print_row(rows[-1])
     return rows
@@ -395,7 +411,12 @@ def main() -> None:
     if args.interleave and not args.suite:
         parse.error("--interleave: give --suite FILE too")
     if args.suite:
-        rows = interleaved_rows(args, ranks) if args.interleave else suite_rows(args, ranks)
+        try:
+            chosen = chosen_configs(args)
+        except ValueError as error:  # es.config.ConfigError included
+            parse.error(str(error))
+        rows = (interleaved_rows(chosen, args, ranks) if args.interleave
+                else suite_rows(chosen, args, ranks))
         emit(rows, args.out, f"Training throughput of {args.suite} (seed {args.seed}, at most "
              f"{args.max_train_s:g} s each) vs a bare replay of the episodes it played, same "
              f"ranks{', generation by generation' if args.interleave else ''}")

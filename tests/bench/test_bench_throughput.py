@@ -23,6 +23,12 @@ thresholds = [475]
 budget_s = 4
 strategies.openai = "configs/cartpole.toml"
 strategies.snes = { config = "configs/cartpole.toml", set = ["es.strategy=snes"] }
+
+[tasks.cartpole_rare]
+thresholds = [475]
+budget_s = 4
+strategies.snes = { config = "configs/cartpole.toml", set = [
+    "es.strategy=snes", "run.eval_every=1000", "run.generations=100000", "run.max_seconds=1"] }
 """
 
 
@@ -30,9 +36,9 @@ def test_suite_mode_writes_one_row_per_config_with_rates_and_shares(tmp_path):
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)
     done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
-                           "--strategies", "snes", "--budget-s", "1", "--out",
-                           str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True,
-                          timeout=180)
+                           "--tasks", "cartpole", "--strategies", "snes", "--budget-s", "1",
+                           "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True,
+                          text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     with (tmp_path / "out" / "results.csv").open() as handle:
         (row,) = list(csv.DictReader(handle))  # --strategies left openai out
@@ -106,22 +112,40 @@ def test_the_bare_reference_replays_the_episodes_the_run_played(tmp_path):
 def test_interleave_alternates_each_generation_with_a_replay_of_its_episodes(tmp_path):
     """--interleave: every generation is followed by a bare replay of the very episodes the
     ranks played in it (the worker refuses a replay whose steps differ from training's), and
-    the row's ratio is the replays' time over the training's."""
+    the row's ratio is the replays' time over the training's. The trainer's own clock runs
+    on through the replays, so the config's time budget (1 s) is off: spent, it would
+    evaluate every generation; with ``run.eval_every = 1000`` none is evaluated."""
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)
     done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
-                           "--strategies", "snes", "--interleave", "--max-train-s", "3",
+                           "--tasks", "cartpole_rare", "--interleave", "--max-train-s", "3",
                            "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True,
                           text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     with (tmp_path / "out" / "results.csv").open() as handle:
         (row,) = list(csv.DictReader(handle))
-    assert (row["task"], row["config"], row["ranks"]) == ("cartpole", "cartpole.toml", "2")
+    assert (row["task"], row["config"], row["ranks"]) == ("cartpole_rare", "cartpole.toml", "2")
     assert int(row["generations"]) >= 2 and int(row["train_steps"]) > 0
     assert 3 <= float(row["train_s"]) < 30
     ratio = float(row["train_steps_per_s"]) / float(row["bare_steps_per_s"])
     assert abs(float(row["ratio"]) - ratio) < 1e-3 * ratio
     assert float(row["ratio_q1"]) <= float(row["ratio_median"]) <= float(row["ratio_q3"])
+    assert float(row["eval_share"]) == 0 and float(row["confirm_share"]) == 0
+    assert 0 <= float(row["wait_share"]) < 1
+    assert float(row["ratio_synced"]) >= float(row["ratio"])  # waiting never speeds it up
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tasks", "walker"], "--tasks 'walker': 'walker' is not in the suite"),
+    (["--strategies", "cma"], "--strategies 'cma': task 'cartpole' has configs for openai, snes"),
+])
+def test_a_bad_task_or_strategy_is_one_line(tmp_path, flags, message):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
+                           *flags], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_interleave_needs_a_suite():
