@@ -5,7 +5,7 @@
         --generations 6 --budget-s 30
     python scripts/bench_throughput.py --suite configs/suites/mujoco.toml --max-train-s 1800
     python scripts/bench_throughput.py --suite configs/suites/mujoco.toml --interleave \
-        --max-train-s 300
+        --max-train-s 120
     python scripts/bench_throughput.py --config configs/hopper_ars.toml --schedules static,dynamic
 
 With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``) trains as

@@ -114,3 +114,25 @@ def test_benchmarks_fresh_seed_table_prints_what_its_csv_holds():
                               for run in runs]
     assert cells("steps to 3430 / 5000") == [
         f"{millions(run['steps_to_3430'])} / {millions(run['steps_to_5000'])}" for run in runs]
+
+
+def test_benchmarks_throughput_table_prints_what_its_csv_holds():
+    """The interleaved throughput table (issue 42's figures), row by row from its CSV."""
+    rows = read(RESULTS / "throughput_interleaved_120s.csv")
+    lines = BENCHMARKS.splitlines()
+    (data,) = [i for i, line in enumerate(lines)
+               if "`docs/results/throughput_interleaved_120s.csv`" in line]
+    table = [line for line in lines[data:data + 30] if line.startswith("| `")]
+    assert len(table) == len(rows)
+
+    def percent(share: str) -> str:
+        return f"{100 * float(share):.1f}%"
+
+    for row, line in zip(rows, table, strict=True):
+        cells = [cell.replace("**", "").strip() for cell in line.strip("|").split("|")]
+        assert cells == [
+            f"`{row['config']}`", row["generations"], thousands(row["train_steps_per_s"]),
+            thousands(row["bare_steps_per_s"]), f"{float(row['ratio']):.2f}",
+            " / ".join(f"{float(row[q]):.2f}" for q in ("ratio_q1", "ratio_median", "ratio_q3")),
+            f"{float(row['ratio_synced']):.2f}", percent(row["eval_share"]),
+            percent(row["confirm_share"]), percent(row["wait_share"])], line
