@@ -118,7 +118,11 @@ def test_a_gone_host_then_a_hung_one_and_the_run_ends_on_host_0_bit_identical(
     relaunches = RELAUNCH.findall(output)
     assert [(n, lost, where) for n, lost, _, _, where in relaunches] == [
         ("1", "node2", "node0, node1"), ("2", "node1", "node0")], output[-3000:]
-    assert relaunches[1][2] == "no heartbeat from ranks 2, 3 for 3 s"
+    # The hang is seen as silence, from node1's ranks: both, or the first whose silence the
+    # survivors report (a loaded machine spreads the two ranks' last heartbeats apart).
+    silent = re.fullmatch(r"no heartbeat from ranks? ([\d, ]+) for 3 s", relaunches[1][2])
+    assert silent is not None, relaunches[1][2]
+    assert set(silent.group(1).split(", ")) <= {"2", "3"}, relaunches[1][2]
     # The stop is seen within the deadline (+ 5 s); each loss costs at most 1 generation.
     detected = job.when(r"peer lost: rank 2 \(pid \d+ on node1\)")
     assert detected is not None and detected - stopped_at < 3 + 5, output[-3000:]
