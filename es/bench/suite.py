@@ -427,6 +427,7 @@ def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
         "final_min": float(returns.min()), "final_episodes": len(returns),
         "final_failed": int(final["failed"]),
         **kept_columns(run_dir),
+        **cost_columns(run_dir, rows),
         "bare_steps_per_s": bare_rate(run_dir),
     }
     for threshold in run.task.thresholds:
@@ -442,6 +443,26 @@ def bare_rate(run_dir: Path) -> float | str:
     from before it was measured."""
     measured = run_dir.with_name(f"{run_dir.name}.yardstick.json")
     return json.loads(measured.read_text())["bare_steps_per_s"] if measured.is_file() else ""
+
+
+def cost_columns(run_dir: Path, rows: list[dict[str, str]]) -> dict[str, float]:
+    """What evaluations, confirmations and waits cost the run: rank 0's seconds in them over
+    its wall time, each stop's confirmations (``stops.csv``, after the last progress row)
+    included."""
+    from es.rl.metrics import STOPS_FILE
+
+    def total(column: str) -> float:
+        return sum(float(row.get(column) or 0) for row in rows)
+
+    stops_path = run_dir / STOPS_FILE
+    stop_s = 0.0
+    if stops_path.is_file():
+        with stops_path.open() as handle:
+            stop_s = sum(float(stop["confirm_s"]) for stop in csv.DictReader(handle))
+    wall = float(rows[-1]["time_s"]) + stop_s
+    return {"eval_share": total("eval_s") / wall,
+            "confirm_share": (total("confirm_s") + stop_s) / wall,
+            "wait_share": total("wait_s") / wall}
 
 
 def kept_columns(run_dir: Path) -> dict[str, Any]:

@@ -40,6 +40,24 @@ COLUMNS = (
 )
 
 
+#: ``stops.csv``: one row per stop of a run (its end, a signal, the callback; a resumed run
+#: adds its own), with what confirming the waiting nominations cost at that stop, which
+#: happens after the last progress row and so is in none of them.
+STOPS_FILE = "stops.csv"
+STOP_COLUMNS = ("generation", "timesteps", "ended_by", "confirm_episodes", "confirm_s")
+
+
+def append_stop(run_dir: Path, row: dict[str, Any]) -> None:
+    """Add a stop's row to the run folder's ``stops.csv`` (written with a header if new)."""
+    path = run_dir / STOPS_FILE
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=STOP_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
 class ProgressLog:
     """Appends rows to ``progress.csv``, flushed each generation so a crash loses nothing, and
     with ``tensorboard_config`` (the resolved config as TOML) the same rows as TensorBoard

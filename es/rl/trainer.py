@@ -50,7 +50,13 @@ from es.parallel.exchange import (
 from es.rl.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
 from es.rl.envs import env_from_config
 from es.rl.kept import CONFIRM_ROUND, Nomination, NominationPool, Verdict, policy_score
-from es.rl.metrics import COLUMNS, ProgressLog, evaluation_columns, progress_line
+from es.rl.metrics import (
+    COLUMNS,
+    ProgressLog,
+    append_stop,
+    evaluation_columns,
+    progress_line,
+)
 from es.rl.policies import ObsNorm, with_action_noise
 from es.rl.policy import UserPolicy, make_policy
 from es.rl.rollout import (
@@ -710,6 +716,13 @@ class Trainer:
             if progress:
                 progress.close()
         best_return, best_generation = self.confirm_at_stop()
+        if self.comm.rank == 0 and self.run_dir is not None:
+            append_stop(self.run_dir, {
+                "generation": self.strategy.generation, "timesteps": self.timesteps,
+                "ended_by": ended_by or (signal.Signals(stop.signum).name if stop is not None
+                                         else "the callback"),
+                "confirm_episodes": self.stop_confirm_episodes,
+                "confirm_s": round(self.stop_confirm_s, 6)})
         if stop is not None:
             raise stop
         return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,

@@ -8,6 +8,7 @@ from the reset seed, so one-episode evaluations are often lucky and the test kno
 confirmation's episodes: it replays them. With ``env.kwargs.luck=0`` it has no luck at all:
 a policy's confirmation scores exactly what its evaluation did."""
 
+import csv
 import json
 import re
 
@@ -157,6 +158,26 @@ def test_the_last_line_says_what_the_stops_confirmations_played(tmp_path):
                  "--set", "env.kwargs.luck=0", "--set", "run.best_episodes=20")
     assert re.search(r"kept policy_best.npz .*, 20 episodes in [\d.]+ s confirming at the "
                      r"stop;", done.stdout), done.stdout
+
+
+def test_each_stop_keeps_what_its_confirmations_played_in_stops_csv(tmp_path):
+    """The stop's confirmations come after the last progress row: ``stops.csv`` keeps them,
+    a row per stop, a resumed run's stop added to the first one's."""
+    run_dir = tmp_path / "run"
+    train(run_dir, "--set", "run.generations=6", "--set", "run.best_share=0",
+          "--set", "env.kwargs.luck=0", "--set", "run.best_episodes=20")
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=8",
+                       "--quiet"], extra_env=LUCKY)
+    assert resumed.returncode == 0, resumed.stderr
+    with (run_dir / "stops.csv").open() as handle:
+        first, second = list(csv.DictReader(handle))
+    assert (first["generation"], first["ended_by"]) == ("6", "run.generations = 6")
+    assert int(first["confirm_episodes"]) == 20 and float(first["confirm_s"]) > 0
+    assert (second["generation"], second["ended_by"]) == ("8", "run.generations = 8")
+    assert int(second["timesteps"]) > int(first["timesteps"])
+    # What es-train's last line says the resumed stop played.
+    assert re.search(rf", {second['confirm_episodes']} episodes in [\d.]+ s confirming at "
+                     r"the stop;", resumed.stdout), resumed.stdout
 
 
 def test_a_later_better_nomination_is_kept_although_earlier_ones_spent_the_share(tmp_path):
