@@ -54,7 +54,6 @@ import csv  # noqa: E402
 import dataclasses  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import re  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -65,6 +64,7 @@ import numpy as np  # noqa: E402
 from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser  # noqa: E402
 
 from es.bench.launch import set_flags  # noqa: E402
+from es.bench.suite import column_sum  # noqa: E402
 from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
 
 #: The schedule column of a row trained with the config's own ``run.schedule``.
@@ -259,11 +259,6 @@ def played_bare_rate(run_dir: Path, ranks: int, budget_s: float) -> float:
     return len(rates) / sum(1 / rate for rate in rates)
 
 
-def column_sum(progress: list[dict], column: str) -> float:
-    """A progress.csv column's sum over the run (empty cells count 0)."""
-    return sum(float(row[column] or 0) for row in progress)
-
-
 def chosen_configs(args: argparse.Namespace) -> list[Chosen]:
     """Every suite config that ``--tasks`` and ``--strategies`` choose, checked as es-bench
     suite checks them (a ``ValueError`` naming the bad value)."""
@@ -286,7 +281,13 @@ def suite_rows(chosen: list[Chosen], args: argparse.Namespace,
     """One row per suite config: trained as ``es-bench suite`` trains it, for its task's
     budget (at most ``--max-train-s``), then stepped bare: a replay of the generations it
     played (``played_bare_rate``) and its final policy."""
-    from es.bench.suite import Run, read_progress, train_command
+    from es.bench.suite import (
+        Run,
+        cost_columns,
+        read_progress,
+        stops_confirm_s,
+        train_command,
+    )
 
     rows = []
     for suite, suite_file, task, strategy, entry in chosen:
@@ -297,11 +298,10 @@ def suite_rows(chosen: list[Chosen], args: argparse.Namespace,
             command = [*train_command(run, suite, suite_file, run_dir, ranks,
                                       mpiexec(ranks)[:-2]),
                        "--set", f"run.keep_checkpoints={NO_CHECKPOINT_LIMIT}"]
-            stdout = run_or_die(__file__, f"{run.name}: es-train", command)
+            run_or_die(__file__, f"{run.name}: es-train", command)
             progress = read_progress(run_dir)
-            stop = re.search(r"([\d.]+) s confirming at the stop", stdout)
-            stop_s = float(stop.group(1)) if stop else 0.0
-            wall = float(progress[-1]["time_s"]) + stop_s
+            wall = float(progress[-1]["time_s"]) + stops_confirm_s(run_dir)
+            costs = cost_columns(run_dir, progress)
             steps = int(progress[-1]["timesteps"])
             final_bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s,
                                                args.bare_policy)
@@ -314,9 +314,7 @@ def suite_rows(chosen: list[Chosen], args: argparse.Namespace,
             "bare_final_steps_per_s": final_bare, "bare_final_steps": bare_steps,
             "ratio_final": steps / wall / final_bare,
             "rollout_share": column_sum(progress, "rollout_s") / wall,
-            "eval_share": column_sum(progress, "eval_s") / wall,
-            "confirm_share": (column_sum(progress, "confirm_s") + stop_s) / wall,
-            "wait_share": column_sum(progress, "wait_s") / wall,
+            **costs,
             "update_share": column_sum(progress, "update_s") / wall,
             "io_share": column_sum(progress, "io_s") / wall,
         })

@@ -445,24 +445,31 @@ def bare_rate(run_dir: Path) -> float | str:
     return json.loads(measured.read_text())["bare_steps_per_s"] if measured.is_file() else ""
 
 
-def cost_columns(run_dir: Path, rows: list[dict[str, str]]) -> dict[str, float]:
-    """What evaluations, confirmations and waits cost the run: rank 0's seconds in them over
-    its wall time, each stop's confirmations (``stops.csv``, after the last progress row)
-    included."""
+def stops_confirm_s(run_dir: Path) -> float:
+    """Rank 0's seconds confirming nominations at the run's stops (``stops.csv``): after the
+    last progress row, so in none of its columns."""
     from es.rl.metrics import STOPS_FILE
 
-    def total(column: str) -> float:
-        return sum(float(row.get(column) or 0) for row in rows)
+    path = run_dir / STOPS_FILE
+    if not path.is_file():
+        return 0.0
+    with path.open() as handle:
+        return sum(float(stop["confirm_s"]) for stop in csv.DictReader(handle))
 
-    stops_path = run_dir / STOPS_FILE
-    stop_s = 0.0
-    if stops_path.is_file():
-        with stops_path.open() as handle:
-            stop_s = sum(float(stop["confirm_s"]) for stop in csv.DictReader(handle))
+
+def column_sum(rows: list[dict[str, str]], column: str) -> float:
+    """A progress.csv column's sum over the run (empty cells count 0)."""
+    return sum(float(row.get(column) or 0) for row in rows)
+
+
+def cost_columns(run_dir: Path, rows: list[dict[str, str]]) -> dict[str, float]:
+    """What evaluations, confirmations and waits cost the run: rank 0's seconds in them over
+    its wall time, each stop's confirmations included."""
+    stop_s = stops_confirm_s(run_dir)
     wall = float(rows[-1]["time_s"]) + stop_s
-    return {"eval_share": total("eval_s") / wall,
-            "confirm_share": (total("confirm_s") + stop_s) / wall,
-            "wait_share": total("wait_s") / wall}
+    return {"eval_share": column_sum(rows, "eval_s") / wall,
+            "confirm_share": (column_sum(rows, "confirm_s") + stop_s) / wall,
+            "wait_share": column_sum(rows, "wait_s") / wall}
 
 
 def kept_columns(run_dir: Path) -> dict[str, Any]:
