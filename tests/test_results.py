@@ -16,6 +16,7 @@ BENCHMARKS = (REPO / "docs/benchmarks.md").read_text()
 
 #: README row (its first cell) -> the suite's CSVs (name prefix) and its thresholds.
 ROWS = {
+    "Swimmer-v5": ("suite_steps_swimmer_cma", (325,)),
     "HalfCheetah-v5": ("suite_steps_halfcheetah_ars", (3430, 5000)),
     "Hopper-v5": ("suite_steps_hopper_ars", (3120,)),
 }
@@ -70,12 +71,14 @@ def test_benchmarks_kept_policy_table_prints_what_its_csv_holds():
                      f"({run['kept_generation']})" for run in runs]
 
 
-def test_readme_hopper_fresh_seed_figures_are_their_csvs():
-    (summary,) = read(RESULTS / "suite_steps_hopper_ars_fresh_summary.csv")
-    row = readme_row("Hopper-v5")
-    assert (f"**Fresh seeds 10-14**: 3120 on {summary['reached_3120']} (worst "
-            f"{millions(summary['worst_steps_3120'])} steps), kept policy steady on "
-            f"{summary['steady_3120']}") in row
+@pytest.mark.parametrize("task", ["Swimmer-v5", "Hopper-v5"])
+def test_readme_fresh_seed_summary_is_its_csv(task):
+    prefix, (threshold,) = ROWS[task]
+    (summary,) = read(RESULTS / f"{prefix}_fresh_summary.csv")
+    assert summary["seeds"] == "5"
+    assert (f"**Fresh seeds 10-14**: {threshold} on {summary[f'reached_{threshold}']} (worst "
+            f"{millions(summary[f'worst_steps_{threshold}'])} steps), kept policy steady on "
+            f"{summary[f'steady_{threshold}']}") in readme_row(task)
 
 
 def test_readme_fresh_seed_figures_are_their_csvs():
@@ -136,3 +139,20 @@ def test_benchmarks_throughput_table_prints_what_its_csv_holds():
             " / ".join(f"{float(row[q]):.2f}" for q in ("ratio_q1", "ratio_median", "ratio_q3")),
             f"{float(row['ratio_synced']):.2f}", percent(row["eval_share"]),
             percent(row["confirm_share"]), percent(row["wait_share"])], line
+
+
+def test_benchmarks_swimmer_paragraph_prints_what_its_csvs_hold():
+    """Swimmer CMA-ES at 1.2M steps, tuning and fresh seeds: the kept policies and the final
+    policies' median (worst) as docs/benchmarks.md prints them."""
+    text = " ".join(BENCHMARKS.split())  # the paragraph wraps anywhere
+    for suffix, seeds in (("", "0-4"), ("_fresh", "10-14")):
+        runs = sorted(read(RESULTS / f"suite_steps_swimmer_cma{suffix}_runs.csv"),
+                      key=lambda run: int(run["seed"]))
+        kept = " · ".join(f"{thousands(run['kept_mean'])}/{thousands(run['kept_min'])}"
+                          for run in runs)
+        assert f"seeds {seeds}: {kept}" in text, kept
+        (summary,) = read(RESULTS / f"suite_steps_swimmer_cma{suffix}_summary.csv")
+        final = f"{thousands(summary['final_median'])} (worst {thousands(summary['final_worst'])})"
+        if suffix:
+            final = f"{thousands(summary['final_median'])} ({thousands(summary['final_worst'])})"
+        assert final in text, final
