@@ -156,3 +156,22 @@ def test_benchmarks_swimmer_paragraph_prints_what_its_csvs_hold():
         if suffix:
             final = f"{thousands(summary['final_median'])} ({thousands(summary['final_worst'])})"
         assert final in text, final
+
+
+def test_benchmarks_cost_at_budget_table_prints_what_its_csv_holds():
+    """Evaluation and confirmation over whole runs, the stop's race included: each cell is
+    the range over the config's runs in ``cost_at_budget_ars.csv``."""
+    runs = read(RESULTS / "cost_at_budget_ars.csv")
+
+    def span(rows: list[dict[str, str]], column: str) -> str:
+        values = [float(row[column]) for row in rows]
+        return f"{100 * min(values):.1f}-{100 * max(values):.1f}%"
+
+    for config, run in (("halfcheetah_ars.toml", "halfcheetah-ars"),
+                        ("hopper_ars.toml", "hopper-ars")):
+        rows = [row for row in runs if row["run"] == run]
+        episodes = [int(row["race_episodes"]) for row in rows]
+        expected = (f"| `{config}` | {len(rows)} | {span(rows, 'eval_share')} | "
+                    f"{span(rows, 'confirm_share')} | {span(rows, 'race_share')} "
+                    f"({min(episodes)}-{max(episodes)}) | **{span(rows, 'total_share')}** |")
+        assert expected in BENCHMARKS, expected
