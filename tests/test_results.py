@@ -175,3 +175,40 @@ def test_benchmarks_cost_at_budget_table_prints_what_its_csv_holds():
                     f"{span(rows, 'confirm_share')} | {span(rows, 'race_share')} "
                     f"({min(episodes)}-{max(episodes)}) | **{span(rows, 'total_share')}** |")
         assert expected in BENCHMARKS, expected
+
+
+#: docs/benchmarks.md's table of the suite at step budgets: (task, config, CSV prefix,
+#: seeds, thresholds), a row each, in the table's order.
+STEP_TABLE = [
+    ("Swimmer-v5", "swimmer_cma.toml", "suite_steps_swimmer_cma", "0-4", (325,)),
+    ("Swimmer-v5", "swimmer_cma.toml", "suite_steps_swimmer_cma_fresh", "10-14", (325,)),
+    ("HalfCheetah-v5", "halfcheetah_ars.toml", "suite_steps_halfcheetah_ars", "0-4",
+     (3430, 5000)),
+    ("HalfCheetah-v5", "halfcheetah_ars.toml", "suite_steps_halfcheetah_ars_fresh", "10-14",
+     (3430, 5000)),
+    ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars", "0-4", (3120,)),
+    ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
+]
+
+
+def step_table_row(task: str, config: str, prefix: str, seeds: str,
+                   thresholds: tuple[int, ...]) -> str:
+    """One row of the step-budget table, every figure from the run's committed CSVs."""
+    (summary,) = read(RESULTS / f"{prefix}_summary.csv")
+    (budget,) = {run["budget_steps"] for run in read(RESULTS / f"{prefix}_runs.csv")}
+    reached = "; ".join(
+        f"{t}: {summary[f'reached_{t}']} ({millions(summary[f'median_steps_{t}'])} / "
+        f"{millions(summary[f'worst_steps_{t}'])})" for t in thresholds)
+    steady = "; ".join(f"{t}: {summary[f'steady_{t}']}" for t in thresholds)
+    final = " / ".join(thousands(summary[f"final_{w}"]) for w in ("median", "worst", "best"))
+    kept = " / ".join(thousands(summary[k]) for k in ("kept_median", "kept_worst",
+                                                     "kept_worst_episode"))
+    return (f"| {task} | `{config}` | {seeds} | {int(float(budget)) / 1e6:g}M | {reached} | "
+            f"{final} | {kept} | {steady} | [{prefix}](results/{prefix}_runs.csv) |")
+
+
+def test_benchmarks_step_budget_table_prints_what_its_csvs_hold():
+    lines = BENCHMARKS.splitlines()
+    (first,) = [i for i, line in enumerate(lines) if line.startswith("| task | config | seeds |")]
+    rows = lines[first + 2:first + 2 + len(STEP_TABLE)]
+    assert rows == [step_table_row(*entry) for entry in STEP_TABLE]
