@@ -35,14 +35,14 @@ def fail_on_rank(program: str, message: str, rank: int = 0) -> int:
 
 
 def world_comm(program: str):
-    """The job's communicator, or None after a one-line error when ``srun`` started separate
-    copies (printed once, by Slurm's task 0)."""
-    from es.parallel.comm import LaunchError, make_comm
+    """The job's communicator, or None after a one-line error when a launcher started
+    separate copies (printed once, by the launcher's process 0)."""
+    from es.parallel.comm import LaunchError, launcher_rank, make_comm
 
     try:
         return make_comm()
     except LaunchError as error:
-        if os.environ.get("SLURM_PROCID", "0") == "0":
+        if launcher_rank() == 0:
             fail(program, str(error))
         return None
 

@@ -16,8 +16,10 @@ import itertools
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -171,7 +173,10 @@ class MPIComm:
     """MPI over ``COMM_WORLD`` (or a part of it); collectives wait without burning a core."""
 
     def __init__(self, poll_interval_s: float = 0.0005, world: Any = None) -> None:
-        from mpi4py import MPI
+        with warnings.catch_warnings():
+            # mpi4py's own multi-line warning for copies; make_comm says it in one line.
+            warnings.filterwarnings("ignore", "suspicious MPI execution environment")
+            from mpi4py import MPI
 
         self._mpi = MPI
         self.world = MPI.COMM_WORLD if world is None else world
@@ -453,30 +458,53 @@ class LaunchError(RuntimeError):
     """The processes were started so that they cannot form one job."""
 
 
-def srun_copies() -> int:
-    """How many separate one-process copies ``srun`` started where one job was meant; 0 when
-    this process is not one of them.
+def launcher_copies() -> int:
+    """How many separate one-process copies a launcher started where one job was meant; 0
+    when this process is not one of them (to be asked only where MPI sees a single process).
 
-    ``srun`` without an MPI plugin that this MPI speaks (MpiDefault=none, or PMIx for the
-    ``mpich`` wheel) starts every task as its own one-rank job: N copies of the same run,
-    writing the same folder. Slurm still tells each of them the step's task count. A PMI
-    that says the job has one process (Hydra's ``mpiexec -n 1`` inside an allocation) is not
-    that case.
+    A launcher whose process manager this MPI does not speak starts every process as its own
+    one-rank job: N copies of the same run, writing the same folder. ``srun`` without an MPI
+    plugin that this MPI speaks (MpiDefault=none, or PMIx for the ``mpich`` wheel) still tells
+    each of them the step's task count; an ``mpiexec`` of another MPI than mpi4py's (a
+    cluster's Open MPI module before the ``mpich`` wheel's, or the reverse) tells them its
+    process count. A PMI that says the job has one process (Hydra's ``mpiexec -n 1`` inside
+    an allocation) is not that case.
     """
-    tasks = os.environ.get("SLURM_STEP_NUM_TASKS", "")
-    if not tasks.isdigit() or int(tasks) < 2 or os.environ.get("PMI_SIZE") == "1":
-        return 0
-    return int(tasks)
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"):
+        count = os.environ.get(name, "")
+        if count.isdigit():
+            return int(count) if int(count) > 1 else 0
+    return 0
+
+
+def launcher_rank() -> int:
+    """This process's rank as its launcher numbered it (0 where none did): the one copy of
+    several that reports a launch error."""
+    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        rank = os.environ.get(name, "")
+        if rank.isdigit():
+            return int(rank)
+    return 0
 
 
 def make_comm() -> Comm:
     """MPI when started by ``mpiexec``/``srun`` (or ``ES_COMM=mpi``), else one process.
-    Raises LaunchError for ``srun`` tasks that are copies, each alone (``srun_copies``)."""
+    Raises LaunchError for processes that a launcher started as copies, each alone
+    (``launcher_copies``)."""
     comm = MPIComm() if under_mpi_launcher() else LocalComm()
-    copies = srun_copies() if comm.size == 1 else 0
-    if copies:
+    copies = launcher_copies() if comm.size == 1 else 0
+    if not copies:
+        return comm
+    if "SLURM_STEP_NUM_TASKS" in os.environ and "PMI_SIZE" not in os.environ:
         raise LaunchError(
             f"srun started {copies} separate one-rank copies, not one {copies}-rank job (the "
             "MPI found no process manager it speaks): use srun --mpi=pmi2 for the mpich "
             "wheel, or your site's MPI with its srun plugin (docs/cluster.md)")
-    return comm
+    from mpi4py import MPI
+
+    library = MPI.Get_library_version().splitlines()[0].strip()
+    raise LaunchError(
+        f"the launcher started {copies} processes, but each one's MPI ({library}) sees only "
+        f"itself: the mpiexec is another MPI's; use the mpiexec of mpi4py's MPI (for the "
+        f"mpich wheel: {Path(sys.executable).parent / 'mpiexec'}), or build mpi4py against "
+        "your site's MPI (docs/cluster.md)")

@@ -62,16 +62,37 @@ def test_flags_that_do_not_go_together_are_one_line_errors(tmp_path, extra, mess
     assert done.stderr.count("\n") == 1
 
 
-def test_srun_copies_are_told_from_a_one_process_job(monkeypatch):
-    monkeypatch.delenv("PMI_SIZE", raising=False)
-    monkeypatch.delenv("SLURM_STEP_NUM_TASKS", raising=False)
-    assert comm_module.srun_copies() == 0  # not under srun
+def test_copies_are_told_from_a_one_process_job(monkeypatch):
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"):
+        monkeypatch.delenv(name, raising=False)
+    assert comm_module.launcher_copies() == 0  # no launcher
     monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "1")
-    assert comm_module.srun_copies() == 0  # srun -n 1
+    assert comm_module.launcher_copies() == 0  # srun -n 1
     monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
-    assert comm_module.srun_copies() == 4  # srun -n 4 without a PMI the MPI speaks
+    assert comm_module.launcher_copies() == 4  # srun -n 4 without a PMI the MPI speaks
     monkeypatch.setenv("PMI_SIZE", "1")
-    assert comm_module.srun_copies() == 0  # Hydra's mpiexec -n 1 inside an allocation
+    assert comm_module.launcher_copies() == 0  # Hydra's mpiexec -n 1 inside an allocation
+    monkeypatch.setenv("PMI_SIZE", "3")
+    assert comm_module.launcher_copies() == 3  # Hydra's mpiexec -n 3, another MPI's program
+    monkeypatch.delenv("PMI_SIZE")
+    monkeypatch.delenv("SLURM_STEP_NUM_TASKS")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    assert comm_module.launcher_copies() == 2  # Open MPI's mpirun -n 2, an MPICH program
+
+
+def test_another_mpis_mpiexec_is_one_line_before_anything_is_written(tmp_path):
+    """Open MPI's mpirun starting this installation's MPICH program (a cluster's module
+    loaded before the venv's mpiexec): every process is its own one-rank job. Said once, by
+    the launcher's process 0, before a copy writes the run folder."""
+    launched = {"OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_RANK": "0"}
+    done = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")], extra_env=launched)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("es-train: error: the launcher started 3 processes, but each "
+                                  "one's MPI (MPICH")
+    assert "the mpiexec is another MPI's" in done.stderr and not (tmp_path / "r").exists()
+    quiet = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")],
+                    extra_env={**launched, "OMPI_COMM_WORLD_RANK": "1"})
+    assert (quiet.returncode, quiet.stderr) == (2, "")
 
 
 def test_a_lone_copy_refuses_before_it_writes_anything(tmp_path):
