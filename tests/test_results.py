@@ -212,3 +212,13 @@ def test_benchmarks_step_budget_table_prints_what_its_csvs_hold():
     (first,) = [i for i, line in enumerate(lines) if line.startswith("| task | config | seeds |")]
     rows = lines[first + 2:first + 2 + len(STEP_TABLE)]
     assert rows == [step_table_row(*entry) for entry in STEP_TABLE]
+
+
+def test_benchmarks_hopper_best_share_paragraph_is_its_csv():
+    runs = read(RESULTS / "cost_hopper_ars_best_share0.csv")
+    text = " ".join(BENCHMARKS.split())
+    totals = " and ".join(f"{100 * float(run['total_share']):.2f}%" for run in runs)
+    assert f"**{totals}** of the wall time" in text, totals
+    episodes = " and ".join(run["race_episodes"] for run in runs)
+    assert f"races playing {episodes} episodes" in text
+    assert all(run["kept_as_with_share_0.01"] == "True" for run in runs)
