@@ -495,7 +495,7 @@ def make_comm() -> Comm:
     copies = launcher_copies() if comm.size == 1 else 0
     if not copies:
         return comm
-    if "SLURM_STEP_NUM_TASKS" in os.environ and "PMI_SIZE" not in os.environ:
+    if not any(name in os.environ for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")):
         raise LaunchError(
             f"srun started {copies} separate one-rank copies, not one {copies}-rank job (the "
             "MPI found no process manager it speaks): use srun --mpi=pmi2 for the mpich "

@@ -93,6 +93,9 @@ def test_another_mpis_mpiexec_is_one_line_before_anything_is_written(tmp_path):
     quiet = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")],
                     extra_env={**launched, "OMPI_COMM_WORLD_RANK": "1"})
     assert (quiet.returncode, quiet.stderr) == (2, "")
+    in_allocation = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")],
+                            extra_env={**launched, "SLURM_STEP_NUM_TASKS": "1"})
+    assert "the launcher started 3 processes" in in_allocation.stderr  # mpirun's, not srun's
 
 
 def test_a_lone_copy_refuses_before_it_writes_anything(tmp_path):
