@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -251,8 +252,11 @@ def test_a_failed_run_stops_the_runs_beside_it_at_once(tmp_path):
 
     def work(item: str) -> None:
         started.append(item)
-        if item == "long":
-            supervised(["sleep", "120"])
+        if item == "long":  # a training that stops on SIGINT, as es-train does, even where
+            # its parent was started with SIGINT ignored (a background job of a script)
+            supervised([sys.executable, "-c", "import signal, time; "
+                        "signal.signal(signal.SIGINT, signal.default_int_handler); "
+                        "time.sleep(120)"])
         elif item == "failing":
             time.sleep(0.5)
             raise RuntimeError("failing: es-train exited with 2")

@@ -124,7 +124,7 @@ def test_a_gone_host_then_a_hung_one_and_the_run_ends_on_host_0_bit_identical(
     assert silent is not None, relaunches[1][2]
     assert set(silent.group(1).split(", ")) <= {"2", "3"}, relaunches[1][2]
     # The stop is seen within the deadline (+ 5 s); each loss costs at most 1 generation.
-    detected = job.when(r"peer lost: rank 2 \(pid \d+ on node1\)")
+    detected = job.when(r"peer lost: rank [23] \(pid \d+ on node1\)")
     assert detected is not None and detected - stopped_at < 3 + 5, output[-3000:]
     assert 0 <= trained_before - int(relaunches[0][3]) <= 1
     assert "es-train: 1 node (node0: ranks 0-1)" in output
