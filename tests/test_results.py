@@ -222,3 +222,12 @@ def test_benchmarks_hopper_best_share_paragraph_is_its_csv():
     episodes = " and ".join(run["race_episodes"] for run in runs)
     assert f"races playing {episodes} episodes" in text
     assert all(run["kept_as_with_share_0.01"] == "True" for run in runs)
+
+
+def test_benchmarks_humanoid_cost_is_its_csv():
+    (run,) = read(RESULTS / "cost_humanoid_first_2.28M.csv")
+    text = " ".join(BENCHMARKS.split())
+    shares = [f"{100 * float(run[c]):.2f}%" for c in ("eval_share", "confirm_share",
+                                                       "race_share", "total_share")]
+    assert (f"evaluation {shares[0]}, confirmation while training {shares[1]}, the stop's race "
+            f"{shares[2]} ({run['race_episodes']} episodes): **{shares[3]}**") in text
