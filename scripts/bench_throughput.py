@@ -300,8 +300,9 @@ def suite_rows(chosen: list[Chosen], args: argparse.Namespace,
                        "--set", f"run.keep_checkpoints={NO_CHECKPOINT_LIMIT}"]
             run_or_die(__file__, f"{run.name}: es-train", command)
             progress = read_progress(run_dir)
-            wall = float(progress[-1]["time_s"]) + stops_confirm_s(run_dir)
-            costs = cost_columns(run_dir, progress)
+            stop_s = stops_confirm_s(run_dir)
+            wall = float(progress[-1]["time_s"]) + stop_s
+            costs = cost_columns(progress, stop_s)
             steps = int(progress[-1]["timesteps"])
             final_bare, bare_steps = bare_rate(str(run_dir), ranks, args.budget_s,
                                                args.bare_policy)

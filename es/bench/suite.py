@@ -427,7 +427,7 @@ def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
         "final_min": float(returns.min()), "final_episodes": len(returns),
         "final_failed": int(final["failed"]),
         **kept_columns(run_dir),
-        **cost_columns(run_dir, rows),
+        **cost_columns(rows, stops_confirm_s(run_dir)),
         "bare_steps_per_s": bare_rate(run_dir),
     }
     for threshold in run.task.thresholds:
@@ -462,10 +462,9 @@ def column_sum(rows: list[dict[str, str]], column: str) -> float:
     return sum(float(row.get(column) or 0) for row in rows)
 
 
-def cost_columns(run_dir: Path, rows: list[dict[str, str]]) -> dict[str, float]:
+def cost_columns(rows: list[dict[str, str]], stop_s: float) -> dict[str, float]:
     """What evaluations, confirmations and waits cost the run: rank 0's seconds in them over
-    its wall time, each stop's confirmations included."""
-    stop_s = stops_confirm_s(run_dir)
+    its wall time, the stops' confirmations (``stop_s``, from ``stops_confirm_s``) included."""
     wall = float(rows[-1]["time_s"]) + stop_s
     return {"eval_share": column_sum(rows, "eval_s") / wall,
             "confirm_share": (column_sum(rows, "confirm_s") + stop_s) / wall,

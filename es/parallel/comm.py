@@ -33,6 +33,8 @@ SPIN_S = 200e-6
 LAUNCHER_VARIABLES = (
     "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"
 )
+#: Where MPI launchers tell each process how many they started (Hydra/MPICH's PMI, Open MPI).
+LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
 
 
 class Comm(Protocol):
@@ -470,7 +472,7 @@ def launcher_copies() -> int:
     process count. A PMI that says the job has one process (Hydra's ``mpiexec -n 1`` inside
     an allocation) is not that case.
     """
-    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"):
+    for name in (*LAUNCHER_SIZES, "SLURM_STEP_NUM_TASKS"):
         count = os.environ.get(name, "")
         if count.isdigit():
             return int(count) if int(count) > 1 else 0
@@ -495,7 +497,7 @@ def make_comm() -> Comm:
     copies = launcher_copies() if comm.size == 1 else 0
     if not copies:
         return comm
-    if not any(name in os.environ for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")):
+    if not any(name in os.environ for name in LAUNCHER_SIZES):  # srun's count alone
         raise LaunchError(
             f"srun started {copies} separate one-rank copies, not one {copies}-rank job (the "
             "MPI found no process manager it speaks): use srun --mpi=pmi2 for the mpich "
