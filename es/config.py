@@ -70,6 +70,14 @@ class RunConfig:
         "are confirmed at every stop (the end, a signal, the callback), the one that may "
         "still score highest first (0: only at stops)", 0.01,
     )
+    target_score: float = _doc(
+        "stop once the kept policy's confirmed score (run.best_by over run.best_episodes "
+        "fresh episodes) reaches this: a run that already has a policy good enough ends "
+        "there, its checkpoint written; a nomination whose evaluation reaches it is confirmed "
+        "beside the next generations whatever run.best_share allows, so a run that may be "
+        "done is not kept waiting (0: no such stop; for a target of 0 itself, give a "
+        "hair above it)", 0.0,
+    )
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(
         "who evaluates which member: 'dynamic' (work stealing: rank 0 hands the next member "
@@ -117,6 +125,9 @@ class RunConfig:
         _one_of("run.best_by", self.best_by, ("mean", "worst"))
         _at_least("run.best_pool", self.best_pool, 1)
         _at_least("run.best_share", self.best_share, 0)
+        if self.target_score and not self.best_episodes:
+            raise ConfigError(f"run.target_score = {self.target_score:g} needs a kept policy: "
+                              "run.best_episodes = 0 keeps none (set it to 1 or more)")
         _at_least("run.seed", self.seed, 0)
         _one_of("run.schedule", self.schedule, ("static", "dynamic"))
         _at_least("run.lockstep", self.lockstep, 1)

@@ -20,7 +20,7 @@ training and/or ``budget_steps`` env steps) and one config per strategy::
 
 A run is ``mpiexec -n RANKS es-train CONFIG --set run.seed=SEED`` with the budget as
 ``run.max_seconds`` / ``run.max_timesteps``; it trains to its budget (no early stop, so the
-final score is the budget's), then ``es-eval --episodes FINAL --json`` scores the mean policy
+final score is the budget's, unless the config ends its runs at ``run.target_score``), then ``es-eval --episodes FINAL --json`` scores the mean policy
 on the same fresh episodes (seeds 12345, 12346, ...) for every run, and ``--policy best`` the
 kept one (``policy_best.npz``: the best evaluation, confirmed on 20 episodes of its own); the
 kept policy is *steady* at a threshold when its mean reaches it and its worst episode reaches

@@ -114,8 +114,8 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     return [*args.overrides, *(["run.tensorboard=true"] if args.tensorboard else [])]
 
 
-RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds", "run.tensorboard",
-                    "run.peer_timeout_s")
+RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds",
+                    "run.target_score", "run.tensorboard", "run.peer_timeout_s")
 
 
 def _load_resume(run_dir: str, overrides: list[str]):

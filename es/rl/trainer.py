@@ -525,11 +525,16 @@ class Trainer:
     def side_round(self) -> tuple[Nomination, list[int]] | None:
         """The confirmation round to play beside this generation's members, if the
         confirmations, this round included, cost at most ``run.best_share`` of the trained
-        steps (the round priced at the last generation's mean episode length)."""
+        steps (the round priced at the last generation's mean episode length), or whatever
+        they cost if the nomination may still reach ``run.target_score``, which would end
+        the run."""
+        planned, target = self.nominations.next_round(), self.config.run.target_score
+        if planned is None or target and self.nominations.bound(planned[0]) >= target:
+            return planned
         estimate = CONFIRM_ROUND * self.mean_episode_length
         if self.confirm_steps + estimate > self.config.run.best_share * self.timesteps:
             return None
-        return self.nominations.next_round()
+        return planned
 
     def judge(self, verdict: Verdict, index: int) -> None:
         """A confirmed nomination becomes the kept policy (saved after the generation)."""
@@ -793,6 +798,9 @@ class Trainer:
             return f"run.max_timesteps = {run_cfg.max_timesteps}"
         if self.strategy.generation >= run_cfg.generations:
             return f"run.generations = {run_cfg.generations}"
+        if run_cfg.target_score and self.best_return is not None \
+                and self.best_return >= run_cfg.target_score:
+            return f"run.target_score = {run_cfg.target_score:g}"
         return None
 
     def evaluate_held(self) -> dict | None:

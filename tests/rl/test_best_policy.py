@@ -218,3 +218,45 @@ def test_best_by_worst_keeps_the_policy_by_its_worst_episode(tmp_path):
     done = train(run_dir, "--set", "run.generations=12", "--set", "run.best_by=worst")
     replayed = replay_confirmation(run_dir)
     assert replayed.min() == pytest.approx(final_kept(done), abs=0.01)
+
+
+def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path):
+    """Exact evaluations, no share for confirmations: a nomination that reaches the target is
+    confirmed beside training anyway, and the run ends there, its rows those of the run
+    without a target, on any rank count."""
+    exact = ["--set", "env.kwargs.luck=0", "--set", "run.best_share=0", "--set",
+             "run.best_episodes=20"]
+    free = tmp_path / "free"
+    train(free, *exact, "--set", "run.generations=30")
+    evals = [float(row["eval_return"]) for row in read_progress(free)]
+    # A record a few generations in: the target, reached there first.
+    first = next(g for g in range(4, len(evals)) if evals[g - 1] > max(evals[:g - 1]))
+    target = evals[first - 1]  # generations count from 1
+    for ranks in (None, 2):
+        run_dir = tmp_path / f"target{ranks}"
+        done = train(run_dir, *exact, "--set", "run.generations=30",
+                     "--set", f"run.target_score={target!r}", ranks=ranks)
+        rows = read_progress(run_dir)
+        # It ends at the first generation whose kept score reaches the target: nominated
+        # when its evaluation is played (beside the next generation), confirmed in two rounds
+        # of 10 beside the ones after, a better nomination going first.
+        kept = [float(row["best_return"]) if row["best_return"] else None for row in rows]
+        assert kept[-1] is not None and kept[-1] >= target
+        assert all(score is None or score < target for score in kept[:-1])
+        assert first + 3 <= len(rows) <= first + 5, (len(rows), first)
+        assert [float(row["eval_return"]) for row in rows] == evals[:len(rows)]
+        assert sum(int(row["confirm_steps"]) for row in rows) >= 20
+        assert final_kept(done) >= target
+        assert load_policy(run_dir / "policy_best.npz").generation >= first
+        with (run_dir / "stops.csv").open() as handle:
+            assert list(csv.DictReader(handle))[-1]["ended_by"] == \
+                f"run.target_score = {target:g}"
+
+
+def test_run_target_score_needs_a_kept_policy(tmp_path):
+    done = run_cli(["es-train", *BASE, "--run-dir", str(tmp_path / "run"), "--set",
+                    "run.target_score=5", "--set", "run.best_episodes=0"], extra_env=LUCKY)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "run.target_score = 5 needs a kept policy: run.best_episodes = 0 keeps none (set it "
+        "to 1 or more)")
