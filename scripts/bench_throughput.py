@@ -15,19 +15,21 @@ its checkpoints, spread over its steps: the same members, reset seeds, action no
 caps, with nothing else; ``--budget-s`` split between them) and steps its final policy
 perturbed by the config's sigma: one row per config with the training rate over the whole run (the
 confirmations at its stop included), the two bare rates and their ratios, and where rank 0's
-wall time went: its own members' episodes (``rollout_s``), evaluations
-(``eval_s``), confirmations of the kept policy (``confirm_s`` and the stop's), waiting in
-the exchanges (``wait_s``), updates (``update_s``) and file writes (``io_s``); the rest is
-per-generation overhead (asking for members, rebuilding them, the checks). With
+wall time went: its own members' episodes (``rollout_s``), waiting in the exchanges
+(``wait_s``), updates (``update_s``) and file writes (``io_s``); the rest is per-generation
+overhead (asking for members, rebuilding them, the checks); and what evaluations and
+confirmations of the kept policy (the stop's included) cost the machine: the ranks' mean
+seconds in them (``eval_ranks_s``, ``confirm_ranks_s``), since one rank may play most of
+them while the others play more members. With
 ``--interleave`` each config instead trains generation by generation in the same processes
 as its reference, every generation followed by a bare replay of the episodes each rank has
 just played: training and reference alternate every few seconds, so the machine's drift
 (identical 10-s bare runs differ by up to 19% on the development VM) cannot pass for the
 trainer's cost; the row has the ratio, its quartiles over generations, the shares of
-training time rank 0 spent in evaluation and confirmation episodes (not the stop's) and
-waiting in the exchanges, and ``ratio_synced``: the ratio against replays that wait for
-their slowest rank every generation, as training must (a generation of one episode per
-rank waits for the slower episode, whatever the trainer does).
+training time the ranks spent in evaluation and confirmation episodes (their mean; not the
+stop's) and rank 0 spent waiting in the exchanges, and ``ratio_synced``: the ratio against
+replays that wait for their slowest rank every generation, as training must (a generation
+of one episode per rank waits for the slower episode, whatever the trainer does).
 
 Both are measured in one script run, with the same number of processes and the same
 policies (MuJoCo steps faster or slower depending on what the policy does, so a fair bare
@@ -181,7 +183,8 @@ def interleaved_worker(config_path: str, overrides: list[str], seconds: float) -
             if comm.rank == 0:
                 bare = sum(steps / seconds for steps, seconds in ranks if seconds > 0)
                 print(f"GENERATION {trained_steps} {train_s:.6f} {bare:.1f} "
-                      f"{trainer.side_eval_s:.6f} {trainer.side_s:.6f} {row['wait_s']:.6f} "
+                      f"{trainer.side_ranks_s[0]:.6f} {trainer.side_ranks_s[1]:.6f} "
+                      f"{row['wait_s']:.6f} "
                       f"{ranks[:, 1].max():.6f}", flush=True)
 
 

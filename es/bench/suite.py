@@ -20,14 +20,14 @@ training and/or ``budget_steps`` env steps) and one config per strategy::
 
 A run is ``mpiexec -n RANKS es-train CONFIG --set run.seed=SEED`` with the budget as
 ``run.max_seconds`` / ``run.max_timesteps``; it trains to its budget (no early stop, so the
-final score is the budget's, unless the config ends its runs at ``run.target_score``), then ``es-eval --episodes FINAL --json`` scores the mean policy
-on the same fresh episodes (seeds 12345, 12346, ...) for every run, and ``--policy best`` the
-kept one (``policy_best.npz``: the best evaluation, confirmed on 20 episodes of its own); the
-kept policy is *steady* at a threshold when its mean reaches it and its worst episode reaches
-0.8 times it. Times to a threshold are
-the training seconds (``time_s`` of ``progress.csv``: start-up excluded, resumed sessions
-added up) and env steps at the first evaluation that reached it. Thresholds are judged on
-evaluations of ``max(eval_episodes, the config's)`` episodes: a lucky pair of episodes does
+final score is the budget's, unless the config ends its runs at ``run.target_score``), then
+``es-eval --episodes FINAL --json`` scores the mean policy on the same fresh episodes (seeds
+12345, 12346, ...) for every run, and ``--policy best`` the kept one (``policy_best.npz``: the
+best evaluation, confirmed on 20 episodes of its own); the kept policy is *steady* at a
+threshold when its mean reaches it and its worst episode reaches 0.8 times it. Times to a
+threshold are the training seconds (``time_s`` of ``progress.csv``: start-up excluded, resumed
+sessions added up) and env steps at the first evaluation that reached it. Thresholds are judged
+on evaluations of ``max(eval_episodes, the config's)`` episodes: a lucky pair of episodes does
 not count.
 
 The suite resumes: a run with its ``final.json`` is done and not redone; a run that was
@@ -462,12 +462,21 @@ def column_sum(rows: list[dict[str, str]], column: str) -> float:
     return sum(float(row.get(column) or 0) for row in rows)
 
 
+def ranks_sum(rows: list[dict[str, str]], kind: str) -> float:
+    """The ranks' mean seconds in ``kind`` ("eval", "confirm") episodes over the run: what
+    they cost the machine (``<kind>_ranks_s``); rank 0's own (``<kind>_s``) for rows written
+    before that column was."""
+    return sum(float(row.get(f"{kind}_ranks_s") or row.get(f"{kind}_s") or 0) for row in rows)
+
+
 def cost_columns(rows: list[dict[str, str]], stop_s: float) -> dict[str, float]:
-    """What evaluations, confirmations and waits cost the run: rank 0's seconds in them over
-    its wall time, the stops' confirmations (``stop_s``, from ``stops_confirm_s``) included."""
+    """What evaluations, confirmations and waits cost the run, as shares of its wall time:
+    the ranks' mean seconds in evaluation and confirmation episodes (the stops'
+    confirmations, ``stop_s`` from ``stops_confirm_s``, included: every rank plays them),
+    and rank 0's seconds waiting in the exchanges."""
     wall = float(rows[-1]["time_s"]) + stop_s
-    return {"eval_share": column_sum(rows, "eval_s") / wall,
-            "confirm_share": (column_sum(rows, "confirm_s") + stop_s) / wall,
+    return {"eval_share": ranks_sum(rows, "eval") / wall,
+            "confirm_share": (ranks_sum(rows, "confirm") + stop_s) / wall,
             "wait_share": column_sum(rows, "wait_s") / wall}
 
 

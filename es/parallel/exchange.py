@@ -54,18 +54,21 @@ def gather_in_order(comm: Comm, shares: Sequence[Sequence[int]], mine: np.ndarra
     return ordered
 
 
-def share_side_results(comm: Comm, count: int, played: dict[int, float],
-                       steps: int) -> tuple[np.ndarray, int]:
+def share_side_results(comm: Comm, count: int, played: dict[int, float], steps: int,
+                       seconds: tuple[float, float]) -> tuple[np.ndarray, int, np.ndarray]:
     """Returns of the ``count`` extra episodes a generation played beside its members (each
     played by one rank, ``played`` this rank's), in order on every rank, with the total of
     their steps: one float64 all-reduce where the other ranks add zeros, so every value
-    arrives exactly."""
-    values = np.zeros(count + 1, dtype=np.float64)
+    arrives exactly. Beside them the ranks' mean of ``seconds`` (this rank's in evaluation and
+    in confirmation episodes): what they cost the machine, where one rank may have played
+    most of them (the dynamic schedule serves them first, to whoever asks)."""
+    values = np.zeros(count + 3, dtype=np.float64)
     for unit, value in played.items():
         values[unit] = value
     values[count] = steps
+    values[count + 1:] = seconds
     totals = comm.allreduce_sum(values)
-    return totals[:count], int(totals[count])
+    return totals[:count], int(totals[count]), totals[count + 1:] / comm.size
 
 
 @dataclass
@@ -78,6 +81,8 @@ class GenerationResults:
     # The extra episodes played beside the members (a confirmation round), in order.
     side_returns: np.ndarray = field(default_factory=lambda: np.zeros(0))
     side_steps: int = 0
+    # The ranks' mean seconds in its evaluation and in its confirmation episodes.
+    side_seconds: tuple[float, float] = (0.0, 0.0)
 
 
 def share_results(

@@ -37,6 +37,8 @@ COLUMNS = (
     "best_return",
     "confirm_steps",
     "confirm_s",
+    "eval_ranks_s",
+    "confirm_ranks_s",
 )
 
 

@@ -220,6 +220,8 @@ class Trainer:
         self.rollout_s = 0.0  # this rank's own episode time in the current generation
         self.side_s = 0.0  # of which in confirmation episodes played beside the members
         self.side_eval_s = 0.0  # and in the last generation's evaluation episodes
+        # The ranks' mean seconds in them (evaluation, confirmation): the machine's cost.
+        self.side_ranks_s = (0.0, 0.0)
         self.io_s = 0.0  # rank 0's file writes after the previous generation
         self.peak_rss_mb = 0.0  # the largest rank's peak resident memory, as they agreed
         self.best_return: float | None = None  # the kept policy's confirmed score
@@ -364,9 +366,10 @@ class Trainer:
         )
         if not side:
             return results
-        side_all, side_total = share_side_results(self.comm, len(side), side_returns,
-                                                  side_steps)
-        return dataclasses.replace(results, side_returns=side_all, side_steps=side_total)
+        side_all, side_total, seconds = share_side_results(
+            self.comm, len(side), side_returns, side_steps, (self.side_eval_s, self.side_s))
+        return dataclasses.replace(results, side_returns=side_all, side_steps=side_total,
+                                   side_seconds=(float(seconds[0]), float(seconds[1])))
 
     def _one_episode(self, generation: Generation, member: int, seeds: np.ndarray,
                      norm: ObsNorm, record: bool, cap: int | None) -> Episode:
@@ -815,14 +818,17 @@ class Trainer:
             return None
         started, wait_before = time.perf_counter(), self.comm.wait_s
         eval_returns = self.evaluate_mean(self.held_row["generation"])
-        row = self._finished_row(
-            eval_returns, time.perf_counter() - started - (self.comm.wait_s - wait_before))
+        wall_s = time.perf_counter() - started  # every rank played, or waited for the rest
+        row = self._finished_row(eval_returns, wall_s - (self.comm.wait_s - wait_before), wall_s)
         self._release_held(eval_returns)
         return row
 
-    def _finished_row(self, eval_returns: np.ndarray, eval_s: float) -> dict:
-        """The held row with its evaluation."""
-        return self.held_row | evaluation_columns(eval_returns) | {"eval_s": eval_s}
+    def _finished_row(self, eval_returns: np.ndarray, eval_s: float,
+                      eval_ranks_s: float) -> dict:
+        """The held row with its evaluation and its cost: rank 0's seconds and the ranks'
+        mean."""
+        return self.held_row | evaluation_columns(eval_returns) | {
+            "eval_s": eval_s, "eval_ranks_s": eval_ranks_s}
 
     def _release_held(self, eval_returns: np.ndarray) -> None:
         """The held row is written: its evaluation nominates its generation's mean policy
@@ -847,9 +853,11 @@ class Trainer:
             if planned else []
         results = self.evaluate_population(generation, [*evaluation, *confirmation],
                                            len(evaluation))
+        self.side_ranks_s = results.side_seconds
         if held is not None:
             eval_returns = results.side_returns[:len(evaluation)]
-            if emit is not None and not emit(self._finished_row(eval_returns, self.side_eval_s)):
+            finished = self._finished_row(eval_returns, self.side_eval_s, self.side_ranks_s[0])
+            if emit is not None and not emit(finished):
                 self.seen_returns = eval_returns  # the run ends here: the row still held
                 return None
             self._release_held(eval_returns)
@@ -892,6 +900,8 @@ class Trainer:
             "best_return": self.best_return,
             "confirm_steps": results.side_steps,
             "confirm_s": self.side_s,
+            "eval_ranks_s": 0.0,
+            "confirm_ranks_s": self.side_ranks_s[1],
             "episodes": len(returns),
             "evals_per_s": len(returns) / elapsed,
             "steps_per_s": steps / elapsed,

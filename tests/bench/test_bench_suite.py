@@ -82,7 +82,9 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
         assert (out / "runs" / name / "final.json").stat().st_mtime_ns == mtime
     resumed = read_csv(victim / "progress.csv")
     assert resumed[0] == first_rows[0]  # continued from its checkpoint, not started over
-    assert float(resumed[-1]["time_s"]) >= 5.0  # the wall budget counts both sessions
+    # The wall budget counts both sessions. Any rank's clock may call the time (the ranks
+    # agree on the earliest): on a loaded machine rank 0's row may show a little under 5 s.
+    assert float(resumed[-1]["time_s"]) >= 5.0 - 0.5
 
     rows = read_csv(out / "runs.csv")
     assert len(rows) == 8

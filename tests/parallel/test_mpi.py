@@ -68,11 +68,11 @@ def test_bytes_per_generation_are_scalars_not_parameters(tmp_path):
     assert num_params > 8000
     # A float32 return per member, the block of step count and obs sums from each rank, the
     # extra episodes played beside the members (the previous generation's evaluation and a
-    # round of confirmation: float64 returns and the round's step total) from each rank in
-    # the all-reduce that gathers them, and one (rank, stop signal, checksum, out of time,
-    # peak memory) row per rank.
+    # round of confirmation: float64 returns, the round's step total and the rank's seconds
+    # in either kind) from each rank in the all-reduce that gathers them, and one (rank,
+    # stop signal, checksum, out of time, peak memory) row per rank.
     bound = (4 * population + ranks * 8 * (1 + 2 * obs_dim + 1)
-             + ranks * 8 * (eval_episodes + CONFIRM_ROUND + 1) + ranks * 40)
+             + ranks * 8 * (eval_episodes + CONFIRM_ROUND + 3) + ranks * 40)
     for row in read_progress(run_dir):
         sent = int(row["bytes_sent"])
         assert 0 < sent <= bound, (sent, bound)
@@ -147,3 +147,24 @@ def test_progress_records_the_largest_ranks_peak_memory(tmp_path):
     assert done.returncode == 0, done.stderr
     peaks = [float(row["peak_rss_mb"]) for row in read_progress(run_dir)]
     assert 30 < peaks[0] < 4096 and peaks == sorted(peaks)
+
+
+def test_evaluations_cost_the_ranks_mean_seconds_not_rank_zeros(tmp_path):
+    """Three 0.1-s evaluation episodes beside the members on 2 ranks (static schedule: rank 0
+    plays two, rank 1 one, and more members instead): rank 0's eval_s is two episodes, but
+    the machine paid three, half each: eval_ranks_s is 1.5 episodes. The stop's evaluation
+    ties up every rank: there it is the phase's wall time."""
+    episode_s = 50 * 0.002
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=es/Sleep-v0",
+                    "--set", "env.kwargs.step_ms=2", "--set", "env.kwargs.mean_length=50",
+                    "--set", "es.population=4", "--set", "run.generations=3",
+                    "--set", "run.eval_every=1", "--set", "run.eval_episodes=3",
+                    "--set", "run.schedule=static", "--set", "run.best_episodes=0",
+                    "--run-dir", str(run_dir), "--quiet"], ranks=2)
+    assert done.returncode == 0, done.stderr
+    *beside, last = read_progress(run_dir)
+    for row in beside:
+        mine, machine = float(row["eval_s"]), float(row["eval_ranks_s"])
+        assert mine >= 2 * episode_s and 1.5 * episode_s <= machine < mine, row
+    assert float(last["eval_ranks_s"]) >= max(float(last["eval_s"]), 2 * episode_s)
