@@ -114,9 +114,12 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
         assert len(stops) == (2 if run_dir == victim else 1)
         stop_s = sum(float(stop["confirm_s"]) for stop in stops)
         wall = float(progress[-1]["time_s"]) + stop_s
-        confirm_s = sum(float(r["confirm_s"] or 0) for r in progress) + stop_s
+        # Priced at the ranks' mean seconds in those episodes (what they cost the machine).
+        confirm_s = sum(float(r["confirm_ranks_s"]) for r in progress) + stop_s
+        eval_s = sum(float(r["eval_ranks_s"]) for r in progress)
         assert float(row["confirm_share"]) == pytest.approx(confirm_s / wall)
-        assert 0 < float(row["eval_share"]) < 1 and 0 <= float(row["wait_share"]) < 1
+        assert float(row["eval_share"]) == pytest.approx(eval_s / wall) and eval_s > 0
+        assert 0 <= float(row["wait_share"]) < 1
     summary = read_csv(out / "summary.csv")
     assert [(r["task"], r["strategy"]) for r in summary] == [
         ("cartpole", "openai"), ("cartpole", "snes"), ("pendulum", "openai"), ("pendulum", "ars")]
