@@ -221,7 +221,8 @@ def test_a_training_stopped_from_outside_stops_the_suite_for_a_resume(tmp_path):
     suite, out = tmp_path / "one.toml", tmp_path / "out"
     suite.write_text('[tasks.pendulum]\nthresholds = [-1400]\nbudget_s = 6\n'
                      '[tasks.pendulum.strategies.openai]\nconfig = "configs/pendulum.toml"\n'
-                     'set = ["policy.kind=linear", "run.checkpoint_every=1"]\n')
+                     'set = ["policy.kind=linear", "run.checkpoint_every=1", '
+                     '"run.peer_timeout_s=5"]\n')  # a rank left waiting is lost in 5 s, not 60
     command = [tool("es-bench"), "suite", str(suite), "--seeds", "0-1", "--jobs", "1",
                "--ranks", "2", "--out", str(out)]
     victim = out / "runs" / "pendulum-openai-seed0"
