@@ -61,6 +61,32 @@ def test_readme_row_prints_what_its_csvs_hold(task):
     assert f"| {int(float(budget)) / 1e6:g}M steps |" in row
 
 
+def test_readme_humanoid_row_prints_what_its_csv_holds():
+    """Humanoid's seeds finish one at a time (hours each): the row names each finished one
+    with its steps to 6000, its final policy at the stop, and its kept policy."""
+    runs = sorted(read(RESULTS / "suite_humanoid_ars_runs.csv"), key=lambda run: int(run["seed"]))
+    row = readme_row("Humanoid-v5")
+    seeds = " and ".join(run["seed"] for run in runs)
+    assert f"**6000: seed{'s' if len(runs) > 1 else ''} {seeds}** at " in row
+    for run in runs:
+        assert f"{millions(run['steps_to_6000'])} steps" in row
+        assert (f"{thousands(run['final_mean'])} (seed {run['seed']}, at its stop at "
+                f"{millions(run['steps'])} steps; worst episode {thousands(run['final_min'])})"
+                in row)
+        steady = "**steady**" if run["steady_6000"] == "True" else "not steady"
+        assert f"{thousands(run['kept_mean'])}/{thousands(run['kept_min'])}: {steady}" in row
+
+
+def test_benchmarks_humanoid_seed_1_cost_is_its_csv():
+    (run,) = [run for run in read(RESULTS / "suite_humanoid_ars_runs.csv") if run["seed"] == "1"]
+    text = " ".join(BENCHMARKS.split())
+    assert (f"Evaluations cost {100 * float(run['eval_share']):.2f}% and confirmations "
+            f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
+    assert (f"the run stopped at {millions(run['steps'])} steps, its kept policy the final one: "
+            f"{thousands(run['final_mean'])} ± {round(float(run['final_std']))} on the suite's 20 "
+            f"fresh episodes, worst {thousands(run['final_min'])}") in text
+
+
 def test_benchmarks_kept_policy_table_prints_what_its_csv_holds():
     runs = sorted(read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv"),
                   key=lambda run: int(run["seed"]))
@@ -187,6 +213,7 @@ STEP_TABLE = [
      (3430, 5000)),
     ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars", "0-4", (3120,)),
     ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
+    ("Humanoid-v5", "humanoid_ars.toml", "suite_humanoid_ars", "1", (6000,)),
 ]
 
 
