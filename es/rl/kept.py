@@ -83,14 +83,20 @@ class NominationPool:
         del self.waiting[self.size:]
         return nomination in self.waiting
 
-    def next_round(self) -> tuple[Nomination, list[int]] | None:
+    def next_round(self, target: float = 0.0) -> tuple[Nomination, list[int]] | None:
         """The nomination to confirm next and the reset seeds of its next round: the one
         that may still score highest (``bound``). A begun confirmation waits while a better
         one goes: finishing the first one begun spent a 180-s HalfCheetah run's rounds on an
-        early, poor policy, and the stop kept it."""
+        early, poor policy, and the stop kept it. With a ``target`` (``run.target_score``),
+        the nominations that may still reach it go first, the furthest confirmed of them
+        first: the first to hold ends the run, whose stop then races the others, so
+        finishing a begun one costs nothing in what is kept, where a better evaluation
+        overtaking it at every generation delayed a Humanoid run's stop by 8 generations."""
         if not self.waiting:
             return None
-        head = max(self.waiting, key=lambda n: (self.bound(n), n.generation))
+        reaching = [n for n in self.waiting if target and self.bound(n) >= target]
+        head = max(reaching, key=lambda n: (len(n.returns), self.bound(n), n.generation)) \
+            if reaching else max(self.waiting, key=lambda n: (self.bound(n), n.generation))
         seeds = episode_seeds(self.seed, head.generation, self.episodes, TAG_BEST)
         played = len(head.returns)
         return head, seeds[played:played + CONFIRM_ROUND]

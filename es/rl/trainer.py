@@ -531,7 +531,8 @@ class Trainer:
         steps (the round priced at the last generation's mean episode length), or whatever
         they cost if the nomination may still reach ``run.target_score``, which would end
         the run."""
-        planned, target = self.nominations.next_round(), self.config.run.target_score
+        target = self.config.run.target_score
+        planned = self.nominations.next_round(target)
         if planned is None or target and self.nominations.bound(planned[0]) >= target:
             return planned
         estimate = CONFIRM_ROUND * self.mean_episode_length

@@ -90,6 +90,23 @@ def test_a_better_nomination_goes_ahead_of_a_begun_confirmation():
     assert not pool  # generation 2's (10.0) cannot beat the new kept score
 
 
+def test_with_a_target_the_furthest_confirmed_of_those_that_may_reach_it_goes_next():
+    """run.target_score: a begun confirmation that may still reach the target is finished
+    before a better one begins (the first to hold ends the run; the stop races the rest);
+    one that can no longer reach it waits behind the others, as without a target."""
+    pool = NominationPool(size=4, episodes=30, by="worst", seed=0)
+    pool.nominate(nomination(2, 70.0), kept=None)
+    head, _ = pool.next_round(target=60.0)
+    pool.record(head, np.full(CONFIRM_ROUND, 65.0), kept=None)  # worst so far 65: may reach 60
+    pool.nominate(nomination(5, 90.0), kept=None)
+    pool.nominate(nomination(6, 50.0), kept=None)
+    assert pool.next_round(target=60.0)[0].generation == 2
+    assert pool.next_round()[0].generation == 5  # without a target the better goes first
+    pool.record(head, np.full(CONFIRM_ROUND, 55.0), kept=None)  # worst 55: it cannot reach 60
+    assert pool.next_round(target=60.0)[0].generation == 5
+    assert pool.next_round(target=100.0)[0].generation == 5  # none can: the usual order
+
+
 def test_judged_by_the_worst_the_one_that_may_still_score_highest_goes_next():
     pool = NominationPool(size=3, episodes=20, by="worst", seed=0)
     pool.nominate(nomination(6, 50.0), kept=None)
