@@ -82,9 +82,11 @@ def test_benchmarks_humanoid_seed_1_cost_is_its_csv():
     text = " ".join(BENCHMARKS.split())
     assert (f"Evaluations cost {100 * float(run['eval_share']):.2f}% and confirmations "
             f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
-    assert (f"the run stopped at {millions(run['steps'])} steps, its kept policy the final one: "
+    assert (f"the run stopped at {millions(run['steps'])} steps (generation "
+            f"{run['kept_generation']}), its kept policy the final one: "
             f"{thousands(run['final_mean'])} ± {round(float(run['final_std']))} on the suite's 20 "
             f"fresh episodes, worst {thousands(run['final_min'])}") in text
+    assert run["kept_mean"] == run["final_mean"]
 
 
 def test_benchmarks_kept_policy_table_prints_what_its_csv_holds():

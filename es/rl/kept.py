@@ -90,8 +90,8 @@ class NominationPool:
         early, poor policy, and the stop kept it. With a ``target`` (``run.target_score``),
         the nominations that may still reach it go first, the furthest confirmed of them
         first: the first to hold ends the run, whose stop then races the others, so
-        finishing a begun one costs nothing in what is kept, where a better evaluation
-        overtaking it at every generation delayed a Humanoid run's stop by 8 generations."""
+        finishing a begun one costs nothing in what is kept, and a run whose evaluations
+        improve at every one is not kept from stopping by each overtaking the last."""
         if not self.waiting:
             return None
         reaching = [n for n in self.waiting if target and self.bound(n) >= target]
