@@ -40,6 +40,9 @@ class TrainingRun:
     eval_return: float | None
     best: SavedPolicy | None
     best_return: float | None
+    # What ended it: the setting whose budget it spent ("run.max_seconds = 60"), the target
+    # its kept policy reached ("run.target_score = 450"), or "the callback".
+    ended_by: str
 
 
 def _with_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -135,4 +138,5 @@ def train(
     best = load_policy(Path(folder) / "policy_best.npz") if result.best_return is not None \
         else None
     return TrainingRun(Path(folder), act, saved, _history(Path(folder)), result.generations,
-                       result.timesteps, result.eval_return, best, result.best_return)
+                       result.timesteps, result.eval_return, best, result.best_return,
+                       result.ended_by)

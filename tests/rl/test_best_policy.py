@@ -149,6 +149,7 @@ def test_best_share_caps_what_the_confirmations_cost_while_training(tmp_path):
         assert np.all(spent <= share * trained)
         assert (spent[-1] > 0) == (share > 0)
         assert run.best is not None and run.best_return is not None
+        assert run.ended_by == "run.generations = 30"
 
 
 def test_the_last_line_says_what_the_stops_confirmations_played(tmp_path):
@@ -254,6 +255,15 @@ def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path):
         with (run_dir / "stops.csv").open() as handle:
             assert list(csv.DictReader(handle))[-1]["ended_by"] == \
                 f"run.target_score = {target:g}"
+    import es  # from Python: what ended the run is in what es.train returns
+
+    run = es.train(REPO / "configs/pendulum.toml",
+                   OVERRIDES | {"env.kwargs": {"luck": 0.0}, "run.best_share": 0,
+                                "run.best_episodes": 20, "run.generations": 30,
+                                "run.target_score": target},
+                   run_dir=tmp_path / "python", quiet=True)
+    assert run.ended_by == f"run.target_score = {target:g}"
+    assert len(run.history) == first + 3 and run.best_return >= target
 
 
 def test_run_target_score_needs_a_kept_policy(tmp_path):
