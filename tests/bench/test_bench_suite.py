@@ -222,7 +222,7 @@ def test_a_training_stopped_from_outside_stops_the_suite_for_a_resume(tmp_path):
     suite.write_text('[tasks.pendulum]\nthresholds = [-1400]\nbudget_s = 6\n'
                      '[tasks.pendulum.strategies.openai]\nconfig = "configs/pendulum.toml"\n'
                      'set = ["policy.kind=linear", "run.checkpoint_every=1", '
-                     '"run.peer_timeout_s=5"]\n')  # a rank left waiting is lost in 5 s, not 60
+                     '"run.peer_timeout_s=20"]\n')  # a rank left waiting: lost in 20 s, not 60
     command = [tool("es-bench"), "suite", str(suite), "--seeds", "0-1", "--jobs", "1",
                "--ranks", "2", "--out", str(out)]
     victim = out / "runs" / "pendulum-openai-seed0"
