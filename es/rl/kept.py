@@ -94,12 +94,16 @@ class NominationPool:
         improve at every one is not kept from stopping by each overtaking the last."""
         if not self.waiting:
             return None
-        reaching = [n for n in self.waiting if target and self.bound(n) >= target]
+        reaching = [n for n in self.waiting if self.may_reach(n, target)]
         head = max(reaching, key=lambda n: (len(n.returns), self.bound(n), n.generation)) \
             if reaching else max(self.waiting, key=lambda n: (self.bound(n), n.generation))
         seeds = episode_seeds(self.seed, head.generation, self.episodes, TAG_BEST)
         played = len(head.returns)
         return head, seeds[played:played + CONFIRM_ROUND]
+
+    def may_reach(self, nomination: Nomination, target: float) -> bool:
+        """Whether a nomination may still score ``target`` (``run.target_score``; 0: none)."""
+        return bool(target) and self.bound(nomination) >= target
 
     def bound(self, nomination: Nomination) -> float:
         """The most a nomination may still score: its evaluation's score before any

@@ -533,7 +533,7 @@ class Trainer:
         the run."""
         target = self.config.run.target_score
         planned = self.nominations.next_round(target)
-        if planned is None or target and self.nominations.bound(planned[0]) >= target:
+        if planned is None or self.nominations.may_reach(planned[0], target):
             return planned
         estimate = CONFIRM_ROUND * self.mean_episode_length
         if self.confirm_steps + estimate > self.config.run.best_share * self.timesteps:
