@@ -217,7 +217,7 @@ STEP_TABLE = [
      (3430, 5000)),
     ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars", "0-4", (3120,)),
     ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
-    ("Humanoid-v5", "humanoid_ars.toml", "suite_humanoid_ars", "1", (6000,)),
+    ("Humanoid-v5", "humanoid_ars.toml", "suite_humanoid_ars", "0-1", (6000,)),
 ]
 
 
@@ -273,3 +273,17 @@ def test_benchmarks_hopper_ars_throughput_as_shipped_is_its_csv():
             f"{thousands(row['bare_steps_per_s'])}): **{float(row['ratio']):.2f}** (synced "
             f"{float(row['ratio_synced']):.2f}, evaluation {100 * float(row['eval_share']):.1f}%, "
             f"wait {100 * float(row['wait_share']):.1f}%)") in text
+
+
+def test_benchmarks_humanoid_seed_0_paragraph_is_its_csv():
+    (run,) = [run for run in read(RESULTS / "suite_humanoid_ars_runs.csv") if run["seed"] == "0"]
+    text = " ".join(BENCHMARKS.split())
+    assert (f"ended the run at {millions(run['steps'])} steps (generation "
+            f"{int(run['generations']) - 1}). Kept policy (generation {run['kept_generation']}) "
+            f"on the suite's 20 fresh episodes: {thousands(run['kept_mean'])}, worst "
+            f"{thousands(run['kept_min'])} (steady); the final policy "
+            f"{thousands(run['final_mean'])} ± {round(float(run['final_std']))}, worst "
+            f"{thousands(run['final_min'])}. Evaluations cost "
+            f"{100 * float(run['eval_share']):.2f}% and confirmations "
+            f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
+    assert f"at **{millions(run['steps_to_6000'])} steps**" in text
