@@ -251,6 +251,16 @@ def test_benchmarks_hopper_best_share_paragraph_is_its_csvs():
     before = [row for row in read(RESULTS / "cost_at_budget_ars.csv") if row["run"] == "hopper-ars"]
     assert sorted(row["seed"] for row in now) == sorted(row["seed"] for row in before)
     assert all(row["kept_as_with_share_0.01"] == "True" for row in now)
+    # Its rows are the suite's own runs: the same shares, the stop's race being all the
+    # confirmation those runs played.
+    suite = {run["seed"]: run for suffix in ("", "_fresh")
+             for run in read(RESULTS / f"suite_steps_hopper_ars{suffix}_runs.csv")}
+    for row in now:
+        run = suite[row["seed"]]
+        assert row["kept_generation"] == run["kept_generation"] and row["steps"] == run["steps"]
+        assert float(row["confirm_share"]) == 0.0
+        assert round(float(run["eval_share"]), 5) == float(row["eval_share"])
+        assert round(float(run["confirm_share"]), 5) == float(row["race_share"])
     text = " ".join(BENCHMARKS.split())
     assert (f"kept the same policy on all {len(now)} seeds" in text
             and f"**{span(now, 'total_share')}** of the wall time, against "
@@ -278,10 +288,11 @@ def test_benchmarks_hopper_ars_throughput_as_shipped_is_its_csv():
 def test_benchmarks_humanoid_seed_0_paragraph_is_its_csv():
     (run,) = [run for run in read(RESULTS / "suite_humanoid_ars_runs.csv") if run["seed"] == "0"]
     text = " ".join(BENCHMARKS.split())
+    steady = "steady" if run["steady_6000"] == "True" else "not steady"
     assert (f"ended the run at {millions(run['steps'])} steps (generation "
             f"{int(run['generations']) - 1}). Kept policy (generation {run['kept_generation']}) "
             f"on the suite's 20 fresh episodes: {thousands(run['kept_mean'])}, worst "
-            f"{thousands(run['kept_min'])} (steady); the final policy "
+            f"{thousands(run['kept_min'])} ({steady}); the final policy "
             f"{thousands(run['final_mean'])} ± {round(float(run['final_std']))}, worst "
             f"{thousands(run['final_min'])}. Evaluations cost "
             f"{100 * float(run['eval_share']):.2f}% and confirmations "
