@@ -140,8 +140,11 @@ def main(argv: list[str] | None = None) -> int:
 def _write_video(config, actor: Callable[[Any], Callable[[Any], Any]],
                  args: argparse.Namespace) -> int:
     """One episode (seed ``--seed``) rendered headless; MuJoCo needs an OpenGL backend, EGL
-    by default here (``MUJOCO_GL`` in the environment wins)."""
+    by default here (``MUJOCO_GL`` in the environment wins). Pygame (classic control) draws
+    off-screen too: without a display SDL's default video driver printed a spurious
+    "error: XDG_RUNTIME_DIR is invalid" on every video, so its dummy driver is the default."""
     os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     from gymnasium.error import DependencyNotInstalled
 
     from es.rl.envs import env_from_config
