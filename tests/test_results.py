@@ -187,6 +187,20 @@ def test_benchmarks_swimmer_paragraph_prints_what_its_csvs_hold():
         assert final in text, final
 
 
+def test_benchmarks_swimmer_cost_is_its_csvs():
+    """Swimmer CMA-ES's evaluation plus confirmation over its 10 runs at 1.2M steps."""
+    runs = [run for suffix in ("", "_fresh")
+            for run in read(RESULTS / f"suite_steps_swimmer_cma{suffix}_runs.csv")]
+    costs = [float(run["eval_share"]) + float(run["confirm_share"]) for run in runs]
+    text = " ".join(BENCHMARKS.split())
+    assert (f"Evaluation plus confirmation: **{100 * min(costs):.1f}-{100 * max(costs):.1f}%** "
+            f"of the wall time on all {len(runs)} runs") in text
+    worst20 = [float(run["eval_share"]) + float(run["confirm_share"])
+               for run in read(RESULTS / "suite_steps_swimmer_cma_worst20_share0_runs.csv")]
+    assert (f"judged by its worst of 20 episodes cost {100 * min(worst20):.1f}-"
+            f"{100 * max(worst20):.1f}%") in text
+
+
 def span(rows: list[dict[str, str]], column: str) -> str:
     values = [float(row[column]) for row in rows]
     return f"{100 * min(values):.1f}-{100 * max(values):.1f}%"
@@ -342,3 +356,14 @@ def test_benchmarks_throughput_summary_on_the_fast_machine_is_its_csvs():
                   / "throughput_interleaved_120s_fast_halfcheetah_ars_config_evaluations.csv")
     assert (f"{float(own['ratio']):.2f}, evaluation {100 * float(own['eval_share']):.1f}%, "
             f"confirmation {100 * float(own['confirm_share']):.1f}%") in text
+
+
+def test_benchmarks_time_budget_costs_are_their_csv():
+    """The one-run costs of the configs outside the README table, each from its CSV row."""
+    names = {"swimmer": "Swimmer", "halfcheetah": "HalfCheetah", "hopper": "Hopper"}
+    strategies = {"ars": "ARS", "openai": "OpenAI-ES", "pgpe": "PGPE"}
+    text = " ".join(BENCHMARKS.split())
+    for run in read(RESULTS / "cost_at_time_budget_seed0.csv"):
+        share = 100 * (float(run["eval_share"]) + float(run["confirm_share"]))
+        assert (f"{names[run['task']]} {strategies[run['strategy']]} **{share:.1f}%**"
+                in text), run["config"]
