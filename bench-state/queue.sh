@@ -16,3 +16,7 @@ for task in walker2d ant; do
       --out "$out/suite_steps_$task" || exit $?
   done
 done
+# Issue 42's whole-run cost of the OpenAI-ES Walker2d and Ant configs (30 minutes each at the
+# suite's time budget, seed 0).
+.venv/bin/es-bench suite configs/suites/mujoco.toml --tasks walker2d,ant --strategies openai \
+  --seeds 0 --out "$out/suite_time_openai" || exit $?
