@@ -35,6 +35,19 @@ def millions(steps: str) -> str:
     return f"{int(steps) / 1e6:.2f}M"
 
 
+def percent_range(values: list[float]) -> str:
+    return f"{100 * min(values):.1f}-{100 * max(values):.1f}%"
+
+
+def span(rows: list[dict[str, str]], column: str) -> str:
+    return percent_range([float(row[column]) for row in rows])
+
+
+def extra_share(run: dict[str, str]) -> float:
+    """A run's evaluation plus confirmation, as a share of its wall time."""
+    return float(run["eval_share"]) + float(run["confirm_share"])
+
+
 def readme_row(task: str) -> str:
     (row,) = [line for line in README.splitlines() if line.startswith(f"| {task} |")]
     return row
@@ -154,8 +167,8 @@ def test_benchmarks_throughput_table_prints_what_its_csv_holds(data):
     from their CSVs."""
     rows = read(RESULTS / data)
     lines = BENCHMARKS.splitlines()
-    (data,) = [i for i, line in enumerate(lines) if f"`docs/results/{data}`" in line]
-    table = [line for line in lines[data:data + 30] if line.startswith("| `")]
+    (first,) = [i for i, line in enumerate(lines) if f"`docs/results/{data}`" in line]
+    table = [line for line in lines[first:first + 30] if line.startswith("| `")]
     assert len(table) == len(rows)
 
     def percent(share: str) -> str:
@@ -191,19 +204,12 @@ def test_benchmarks_swimmer_cost_is_its_csvs():
     """Swimmer CMA-ES's evaluation plus confirmation over its 10 runs at 1.2M steps."""
     runs = [run for suffix in ("", "_fresh")
             for run in read(RESULTS / f"suite_steps_swimmer_cma{suffix}_runs.csv")]
-    costs = [float(run["eval_share"]) + float(run["confirm_share"]) for run in runs]
     text = " ".join(BENCHMARKS.split())
-    assert (f"Evaluation plus confirmation: **{100 * min(costs):.1f}-{100 * max(costs):.1f}%** "
+    assert (f"Evaluation plus confirmation: **{percent_range([extra_share(r) for r in runs])}** "
             f"of the wall time on all {len(runs)} runs") in text
-    worst20 = [float(run["eval_share"]) + float(run["confirm_share"])
-               for run in read(RESULTS / "suite_steps_swimmer_cma_worst20_share0_runs.csv")]
-    assert (f"judged by its worst of 20 episodes cost {100 * min(worst20):.1f}-"
-            f"{100 * max(worst20):.1f}%") in text
-
-
-def span(rows: list[dict[str, str]], column: str) -> str:
-    values = [float(row[column]) for row in rows]
-    return f"{100 * min(values):.1f}-{100 * max(values):.1f}%"
+    worst20 = read(RESULTS / "suite_steps_swimmer_cma_worst20_share0_runs.csv")
+    assert (f"judged by its worst of 20 episodes cost "
+            f"{percent_range([extra_share(r) for r in worst20])}") in text
 
 
 @pytest.mark.parametrize("config,data", [
@@ -342,10 +348,9 @@ def test_benchmarks_throughput_summary_on_the_fast_machine_is_its_csvs():
             f"(Ant OpenAI-ES)") in text
     assert min(ratios, key=ratios.get) == "swimmer_ars.toml"
     assert max(ratios, key=ratios.get) == "ant.toml"
-    costs = {row["config"]: float(row["eval_share"]) + float(row["confirm_share"])
-             for row in rows}
+    costs = {row["config"]: extra_share(row) for row in rows}
     others = [cost for config, cost in costs.items() if config != "halfcheetah_ars.toml"]
-    assert (f"{100 * min(others):.1f}-{100 * max(others):.1f}% of the time on every config "
+    assert (f"{percent_range(others)} of the time on every config "
             f"but HalfCheetah ARS ({100 * costs['halfcheetah_ars.toml']:.1f}%") in text
     repeat = {row["config"]: row for row in read(RESULTS /
                                                  "throughput_interleaved_120s_fast_repeat.csv")}
@@ -364,6 +369,6 @@ def test_benchmarks_time_budget_costs_are_their_csv():
     strategies = {"ars": "ARS", "openai": "OpenAI-ES", "pgpe": "PGPE"}
     text = " ".join(BENCHMARKS.split())
     for run in read(RESULTS / "cost_at_time_budget_seed0.csv"):
-        share = 100 * (float(run["eval_share"]) + float(run["confirm_share"]))
-        assert (f"{names[run['task']]} {strategies[run['strategy']]} **{share:.1f}%**"
+        assert (f"{names[run['task']]} {strategies[run['strategy']]} "
+                f"**{100 * extra_share(run):.1f}%**"
                 in text), run["config"]
