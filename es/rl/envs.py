@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import re
@@ -54,9 +55,24 @@ def check_env_id(env_id: str) -> None:
     try:
         gym.spec(name)
     except gym.error.Error as error:
-        known = [i for i in gym.registry if i.split("-v")[0].lower() in env_id.lower()]
-        hint = f" (did you mean {', '.join(known[:3])}?)" if known else ""
+        close = similar_env_ids(name)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ValueError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
+
+
+def similar_env_ids(env_id: str, count: int = 3) -> list[str]:
+    """The registered ids closest to a mistyped one, each at its newest version: a wrong
+    version or case (``halfcheetah-v9``) points at ``HalfCheetah-v5``, not at the ``v2``
+    that needs the long-gone mujoco-py."""
+    newest: dict[str, gym.envs.registration.EnvSpec] = {}
+    for spec in gym.registry.values():
+        base = spec.id if spec.version is None else spec.id.rsplit("-v", 1)[0]
+        if base not in newest or (spec.version or 0) > (newest[base].version or 0):
+            newest[base] = spec
+    wanted = re.sub(r"-v\d+$", "", env_id).lower()
+    by_lower = {base.lower(): base for base in newest}
+    close = difflib.get_close_matches(wanted, list(by_lower), n=count, cutoff=0.75)
+    return [newest[by_lower[match]].id for match in close]
 
 
 def is_atari(env_id: str) -> bool:

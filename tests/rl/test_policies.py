@@ -101,8 +101,14 @@ def test_policy_spec_follows_the_action_space():
 
 
 def test_unknown_env_id_is_a_one_line_error():
-    with pytest.raises(ValueError, match="env.id 'CartPol-v1': not a registered Gymnasium id"):
+    with pytest.raises(ValueError, match=r"env.id 'CartPol-v1': not a registered Gymnasium id "
+                                         r"\(did you mean CartPole-v1\?\)"):
         check_env_id("CartPol-v1")
+    # A wrong version or case points at the newest version, the one that runs (v2 and v3
+    # need mujoco-py, gone since Gymnasium 1.0).
+    for typo in ("HalfCheetah-v9", "halfcheetah-v5", "HalfCheetah"):
+        with pytest.raises(ValueError, match=r"\(did you mean HalfCheetah-v5\?\)$"):
+            check_env_id(typo)
     check_env_id("ALE/Pong-v5")  # ale-py's ids are registered on demand
     assert gym.spec("ALE/Pong-v5") is not None
 
