@@ -174,11 +174,18 @@ class AskTell:
             raise ValueError(f"x0 must be a non-empty finite vector, got {x0!r}")
         if not sigma0 > 0:
             raise ValueError(f"sigma0 {sigma0}: must be > 0")
+        # A zero or negative budget would return x0 unevaluated (fun = inf) as if it had run.
+        for name, value in (("max_evals", max_evals), ("max_generations", max_generations),
+                            ("timeout_s", timeout_s)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} {value}: must be > 0 (None: no such limit)")
+        if restarts < 0:
+            raise ValueError(f"restarts {restarts}: must be >= 0")
         dim = x0.size
         self.method = resolve_method(method, dim)
         factory = make_factory(self.method, dim, options)
         mirrored = bool(options.get("mirrored", self.method not in UNMIRRORED))
-        popsize = popsize or default_popsize(dim, mirrored)
+        popsize = default_popsize(dim, mirrored) if popsize is None else popsize
         if popsize < 2:
             raise ValueError(f"popsize {popsize}: must be >= 2")
         self.strategy = Restarts(factory, x0, population=popsize, sigma=float(sigma0),

@@ -170,6 +170,15 @@ def test_bad_input_gives_clear_errors():
         es.AskTell("cma", x0=[np.nan], sigma0=1.0)
     with pytest.raises(ValueError, match="sigma0 -1"):
         es.AskTell("cma", x0=[0.0], sigma0=-1)
+    # A budget of nothing is a mistake, not a run that returns x0 with fun = inf.
+    for limit in ({"max_evals": 0}, {"max_generations": -1}, {"timeout_s": 0.0}):
+        (name, value), = limit.items()
+        with pytest.raises(ValueError, match=f"^{name} {value}: must be > 0"):
+            es.minimize(es.functions.sphere, np.zeros(2), **limit)
+    with pytest.raises(ValueError, match="restarts -1: must be >= 0"):
+        es.minimize(es.functions.sphere, np.zeros(2), restarts=-1)
+    with pytest.raises(ValueError, match="popsize 0: must be >= 2"):  # not the default
+        es.minimize(es.functions.sphere, np.zeros(2), popsize=0)
     with pytest.raises(ValueError) as unknown:
         es.minimize(es.functions.sphere, np.zeros(2), method="cmaes")
     message = str(unknown.value)
