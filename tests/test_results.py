@@ -35,6 +35,11 @@ def millions(steps: str) -> str:
     return f"{int(steps) / 1e6:.2f}M"
 
 
+def listed(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: a list as the README writes it."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def percent_range(values: list[float]) -> str:
     return f"{100 * min(values):.1f}-{100 * max(values):.1f}%"
 
@@ -79,8 +84,9 @@ def test_readme_humanoid_row_prints_what_its_csv_holds():
     with its steps to 6000, its final policy at the stop, and its kept policy."""
     runs = sorted(read(RESULTS / "suite_humanoid_ars_runs.csv"), key=lambda run: int(run["seed"]))
     row = readme_row("Humanoid-v5")
-    seeds = " and ".join(run["seed"] for run in runs)
-    assert f"**6000: seed{'s' if len(runs) > 1 else ''} {seeds}** at " in row
+    seeds = listed([run["seed"] for run in runs])
+    steps = listed([f"{millions(run['steps_to_6000'])} steps" for run in runs])
+    assert f"**6000: seed{'s' if len(runs) > 1 else ''} {seeds}** at {steps} (" in row
     for run in runs:
         assert f"{millions(run['steps_to_6000'])} steps" in row
         assert (f"{thousands(run['final_mean'])} (seed {run['seed']}, at its stop at "
@@ -239,7 +245,7 @@ STEP_TABLE = [
      (3430, 5000)),
     ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars", "0-4", (3120,)),
     ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
-    ("Humanoid-v5", "humanoid_ars.toml", "suite_humanoid_ars", "0-1", (6000,)),
+    ("Humanoid-v5", "humanoid_ars.toml", "suite_humanoid_ars", "0-2", (6000,)),
 ]
 
 
@@ -320,6 +326,22 @@ def test_benchmarks_humanoid_seed_0_paragraph_is_its_csv():
             f"{100 * float(run['eval_share']):.2f}% and confirmations "
             f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
     assert f"at **{millions(run['steps_to_6000'])} steps**" in text
+
+
+def test_benchmarks_humanoid_falls_table_is_its_csv():
+    """The final and kept policies of each finished Humanoid seed on 100 unplayed starts."""
+    rows = read(RESULTS / "humanoid_falls_100.csv")
+    finished = {run["seed"]: run for run in read(RESULTS / "suite_humanoid_ars_runs.csv")}
+    assert {row["seed"] for row in rows} == set(finished)
+    for seed, run in finished.items():
+        cells = []
+        for which, generation in (("final", None), ("kept", run["kept_generation"])):
+            (row,) = [row for row in rows if row["seed"] == seed and row["policy"] == which]
+            assert row["episodes"] == "100"
+            assert generation is None or row["generation"] == generation
+            cells.append(f"({row['generation']}): {thousands(row['mean'])}, "
+                         f"{thousands(row['worst'])}, **{row['falls']}**")
+        assert f"| {seed} | {cells[0]} | {cells[1]} |" in BENCHMARKS
 
 
 def test_benchmarks_humanoid_core_hours_are_its_csv():

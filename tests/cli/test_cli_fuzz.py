@@ -247,6 +247,11 @@ REFUSING_SCRIPTS = {
          refused("--max-timesteps", NOT_POSITIVE), refused("--episodes", NOT_POSITIVE),
          refused("--set", NOT_OVERRIDE), refused("--out", NOT_OUT),
          st.sampled_from(NOT_CONFIG).map(lambda c: [c]))),
+    "policy_falls": script_line(
+        (flag("--episodes", small("1")), flag("--workers", small("1")), st.just(["RUN"])),
+        (refused("--episodes", NOT_POSITIVE), refused("--workers", NOT_POSITIVE),
+         refused("--out", NOT_OUT), st.sampled_from(["MISSING", "DIR", "TEXTFILE"]).map(
+             lambda folder: [folder]))),
     "kept_tradeoff": script_line(
         (flag("--steps", small("1000")), flag("--best-episodes", mixed("10", "20,10")),
          flag("--every", mixed("1", "1,2")), flag("--trials", small("2")),

@@ -1,0 +1,78 @@
+"""How often a run's saved policies fall: each run folder's final (``policy.npz``) and kept
+(``policy_best.npz``) policy played on many fresh starts.
+
+    python scripts/policy_falls.py bench-results/suite/mujoco/runs/humanoid-ars-seed* \
+        --episodes 100 --out docs/results/humanoid_falls
+
+The suite judges a kept policy on 20 episodes; a policy that falls from 1-2% of its starts
+passes that check four times in five, and a run's 50 confirmation episodes half the time.
+This plays each policy on the same ``--episodes`` reset seeds (bench_kept.py's study seeds:
+none of them a training, evaluation, confirmation or suite seed), spread over ``--workers``
+processes; a *fall* is an episode below 0.8 x the policy's median return.
+"""
+
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from bench_kept import FALL, STUDY_SEED, play
+from report import emit, script_parser
+
+from es.cli.args import add_flag, add_out, positive_int
+
+FILES = {"final": "policy.npz", "kept": "policy_best.npz"}
+
+
+def falls(run_dir: Path, episodes: int, workers: int) -> list[dict]:
+    """One row per saved policy of the run."""
+    from es.config import load_config
+    from es.rl.checkpoint import load_policy
+
+    saved = {which: load_policy(run_dir / name) for which, name in FILES.items()
+             if (run_dir / name).is_file()}
+    policies = [(policy.params, policy.norm) for policy in saved.values()]
+    chunks = [list(range(STUDY_SEED + w, STUDY_SEED + episodes, workers)) for w in range(workers)]
+    with ProcessPoolExecutor(workers) as pool:
+        by_chunk = list(pool.map(play, [str(run_dir)] * workers, [policies] * workers, chunks))
+    seed = load_config(run_dir / "config.toml").run.seed
+    rows = []
+    for index, (which, policy) in enumerate(saved.items()):
+        returns = np.array([r for chunk in by_chunk for r in chunk[index]])
+        median = float(np.median(returns))
+        rows.append({"run": run_dir.name, "seed": seed, "policy": which,
+                     "generation": policy.generation, "episodes": returns.size,
+                     "mean": float(returns.mean()), "median": median,
+                     "worst": float(returns.min()),
+                     "falls": int((returns < FALL * median).sum())})
+    return rows
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = script_parser(__file__, __doc__, [
+        "python scripts/policy_falls.py RUN_DIR [RUN_DIR ...] --episodes 100"])
+    parse.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+                       help="a run folder written by es-train or es-bench suite")
+    add_flag(parse, "--episodes", "fresh ones per policy", default=100)
+    parse.add_argument("--workers", type=positive_int, default=2, metavar="N",
+                       help="processes that play the episodes (default: 2)")
+    add_out(parse, "policy_falls")
+    return parse
+
+
+def main() -> None:
+    parse = parser()
+    args = parse.parse_args()
+    for run_dir in args.run_dirs:
+        if not (run_dir / "policy.npz").is_file() or not (run_dir / "config.toml").is_file():
+            parse.error(f"{str(run_dir)!r}: not a run folder (no policy.npz and config.toml)")
+    rows = [row for run_dir in args.run_dirs for row in falls(run_dir, args.episodes,
+                                                              args.workers)]
+    emit(rows, args.out, f"Falls of saved policies over {args.episodes} fresh episodes "
+         f"(reset seeds {STUDY_SEED}-{STUDY_SEED + args.episodes - 1})")
+
+
+if __name__ == "__main__":
+    main()
