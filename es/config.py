@@ -75,8 +75,10 @@ class RunConfig:
         "fresh episodes) reaches this: a run that already has a policy good enough ends "
         "there, its checkpoint written; a nomination whose evaluation reaches it is confirmed "
         "beside the next generations whatever run.best_share allows, so a run that may be "
-        "done is not kept waiting (0: no such stop; for a target of 0 itself, give a "
-        "hair above it)", 0.0,
+        "done is not kept waiting; at that stop the run's last policy is kept instead if it "
+        "holds the target on run.best_episodes episodes of its own, since past the target a "
+        "later policy is as good and the first nomination to pass is often a lucky one "
+        "(0: no such stop; for a target of 0 itself, give a hair above it)", 0.0,
     )
     runs_dir: str = _doc("folder that holds one sub-folder per run", "runs")
     schedule: str = _doc(

@@ -328,20 +328,25 @@ def test_benchmarks_humanoid_seed_0_paragraph_is_its_csv():
     assert f"at **{millions(run['steps_to_6000'])} steps**" in text
 
 
-def test_benchmarks_humanoid_falls_table_is_its_csv():
-    """The final and kept policies of each finished Humanoid seed on 100 unplayed starts."""
-    rows = read(RESULTS / "humanoid_falls_100.csv")
+def test_benchmarks_humanoid_falls_table_is_its_csvs():
+    """The final and kept policies of each finished Humanoid seed on 100 unplayed starts, and
+    the policy kept before the stop confirmed the last one against the target."""
+    now = read(RESULTS / "humanoid_falls_100.csv")
+    before = read(RESULTS / "humanoid_falls_100_old_rule.csv")
     finished = {run["seed"]: run for run in read(RESULTS / "suite_humanoid_ars_runs.csv")}
-    assert {row["seed"] for row in rows} == set(finished)
+    assert {row["seed"] for row in now} == set(finished)
+
+    def cell(rows: list[dict], seed: str, which: str) -> str:
+        (row,) = [row for row in rows if row["seed"] == seed and row["policy"] == which]
+        assert row["episodes"] == "100"
+        return (f"({row['generation']}): {thousands(row['mean'])}, {thousands(row['worst'])}, "
+                f"**{row['falls']}**")
+
     for seed, run in finished.items():
-        cells = []
-        for which, generation in (("final", None), ("kept", run["kept_generation"])):
-            (row,) = [row for row in rows if row["seed"] == seed and row["policy"] == which]
-            assert row["episodes"] == "100"
-            assert generation is None or row["generation"] == generation
-            cells.append(f"({row['generation']}): {thousands(row['mean'])}, "
-                         f"{thousands(row['worst'])}, **{row['falls']}**")
-        assert f"| {seed} | {cells[0]} | {cells[1]} |" in BENCHMARKS
+        assert cell(now, seed, "kept").startswith(f"({run['kept_generation']}):")
+        olds = cell(before, seed, "kept") if any(r["seed"] == seed for r in before) else "—"
+        assert (f"| {seed} | {cell(now, seed, 'final')} | {cell(now, seed, 'kept')} | "
+                f"{olds} |") in BENCHMARKS
 
 
 def test_benchmarks_humanoid_core_hours_are_its_csv():

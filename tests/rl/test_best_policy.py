@@ -11,6 +11,7 @@ a policy's confirmation scores exactly what its evaluation did."""
 import csv
 import json
 import re
+import shutil
 
 import gymnasium as gym
 import numpy as np
@@ -221,22 +222,26 @@ def test_best_by_worst_keeps_the_policy_by_its_worst_episode(tmp_path):
     assert replayed.min() == pytest.approx(final_kept(done), abs=0.01)
 
 
-def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path):
+@pytest.mark.parametrize("record", [0, 1])
+def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path, record):
     """Exact evaluations, no share for confirmations: a nomination that reaches the target is
     confirmed beside training anyway, and the run ends there, its rows those of the run
-    without a target, on any rank count."""
+    without a target, on any rank count. At the stop, past the target, the run's last
+    policy replaces the kept one if it holds the target too (the first record's run: its
+    last evaluation is above the target), else the stop's race decides (the second's)."""
     exact = ["--set", "env.kwargs.luck=0", "--set", "run.best_share=0", "--set",
              "run.best_episodes=20"]
     free = tmp_path / "free"
     train(free, *exact, "--set", "run.generations=30")
     evals = [float(row["eval_return"]) for row in read_progress(free)]
-    # A record a few generations in: the target, reached there first.
-    first = next(g for g in range(4, len(evals)) if evals[g - 1] > max(evals[:g - 1]))
-    target = evals[first - 1]  # generations count from 1
-    for ranks in (None, 2):
+    # Records a few generations in: the target, reached there first.
+    first = [g for g in range(4, len(evals)) if evals[g - 1] > max(evals[:g - 1])][record]
+    # Generations count from 1; a hair below the record, which progress.csv rounds.
+    target = evals[first - 1] - 1e-6
+    for ranks in (None, 2, 3):
         run_dir = tmp_path / f"target{ranks}"
         done = train(run_dir, *exact, "--set", "run.generations=30",
-                     "--set", f"run.target_score={target!r}", ranks=ranks)
+                     "--set", f"run.target_score={target!r}", ranks=ranks, quiet=False)
         rows = read_progress(run_dir)
         # It ends at the first generation whose kept score reaches the target: nominated
         # when its evaluation is played (beside the next generation), confirmed in two rounds
@@ -250,11 +255,34 @@ def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path):
         assert [float(row["eval_return"]) for row in rows] == evals[:len(rows)]
         assert sum(int(row["confirm_steps"]) for row in rows) == 20
         assert final_kept(done) >= target
-        best = evals.index(max(evals[:len(rows)])) + 1
-        assert load_policy(run_dir / "policy_best.npz").generation == best  # the stop's race
+        last = len(rows)
+        holds = evals[last - 1] >= target
+        assert holds == (record == 0)  # both ways, on these seeds
+        best = last if holds else evals.index(max(evals[:len(rows)])) + 1
+        assert load_policy(run_dir / "policy_best.npz").generation == best
+        # Judged by the mean (the default), all 20 of its episodes are played.
+        assert f"the last policy (generation {last}) {'holds' if holds else 'does not hold'} " \
+            f"run.target_score = {target:g}: mean of 20 confirmation episodes " \
+            f"{evals[last - 1]:.2f}" in done.stdout + done.stderr
         with (run_dir / "stops.csv").open() as handle:
-            assert list(csv.DictReader(handle))[-1]["ended_by"] == \
-                f"run.target_score = {target:g}"
+            stop = list(csv.DictReader(handle))[-1]
+        assert stop["ended_by"] == f"run.target_score = {target:g}"
+        assert int(stop["confirm_episodes"]) >= 20
+    if not holds:  # judged by the worst episode, its first round below the target ends it
+        done = train(tmp_path / "worst", *exact, "--set", "run.generations=30", "--set",
+                     f"run.target_score={target!r}", "--set", "run.best_by=worst", quiet=False)
+        assert f"the last policy (generation {last}) does not hold run.target_score = " \
+            f"{target:g}: worst of 10 confirmation episodes" in done.stdout + done.stderr
+        assert load_policy(tmp_path / "worst" / "policy_best.npz").generation == best
+    # A stop resumed decides the same.
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "targetNone", resumed)
+    again = run_cli(["es-train", "--resume", str(resumed)], extra_env=LUCKY)
+    assert again.returncode == 0, again.stderr
+    assert np.array_equal(load_params(resumed), load_params(tmp_path / "targetNone"))
+    assert load_policy(resumed / "policy_best.npz").generation == best
+    assert np.array_equal(load_policy(resumed / "policy_best.npz").params,
+                          load_policy(tmp_path / "target3" / "policy_best.npz").params)
     import es  # from Python: what ended the run is in what es.train returns
 
     run = es.train(REPO / "configs/pendulum.toml",
@@ -264,6 +292,7 @@ def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path):
                    run_dir=tmp_path / "python", quiet=True)
     assert run.ended_by == f"run.target_score = {target:g}"
     assert len(run.history) == first + 3 and run.best_return >= target
+    assert run.best.generation == best
 
 
 def test_run_target_score_needs_a_kept_policy(tmp_path):
