@@ -390,6 +390,23 @@ def test_benchmarks_throughput_summary_on_the_fast_machine_is_its_csvs():
             f"confirmation {100 * float(own['confirm_share']):.1f}%") in text
 
 
+def test_benchmarks_as_shipped_costs_are_their_csv():
+    """Hopper and HalfCheetah ARS with their own 2-episode evaluations, outside the suite."""
+    text = " ".join(BENCHMARKS.split())
+    names = {"hopper_ars.toml": "Hopper ARS", "halfcheetah_ars.toml": "HalfCheetah ARS"}
+    for run in read(RESULTS / "cost_as_shipped.csv"):
+        assert (f"{names[run['config']]} seed {run['seed']}: evaluation "
+                f"{100 * float(run['eval_share']):.2f}% and confirmation "
+                f"{100 * float(run['confirm_share']):.2f}%, **{100 * extra_share(run):.1f}%**"
+                ) in text, run["config"]
+        assert f"generation {run['kept_generation']}" in text
+        assert f"{run['stop_confirm_episodes']}-episode race" in text
+    hopper, cheetah = (run for run in read(RESULTS / "cost_as_shipped.csv"))
+    readme = " ".join(README.split())
+    assert f"seed 10's 3.3% is {100 * extra_share(hopper):.1f}%" in readme
+    assert f"{100 * extra_share(cheetah):.1f}% as shipped, seed 0" in readme
+
+
 def test_benchmarks_time_budget_costs_are_their_csv():
     """The one-run costs of the configs outside the README table, each from its CSV row."""
     names = {"swimmer": "Swimmer", "halfcheetah": "HalfCheetah", "hopper": "Hopper"}
