@@ -234,6 +234,7 @@ class Trainer:
         self.confirmed: Nomination | None = None  # kept in this generation: rank 0 saves it
         self.stop_confirm_s = 0.0
         self.stop_confirm_episodes = 0
+        self.kept_last = False  # whether the stop kept the last policy (run.target_score)
         # An evaluated generation's row, waiting for its evaluation episodes: they are played
         # beside the next generation's members (no rank idles while the others finish them),
         # or at the stop.
@@ -642,6 +643,7 @@ class Trainer:
             return best
         if self.comm.rank == 0 and self.run_dir is not None:
             self._save_policy("policy_best.npz", last)
+        self.kept_last = True
         return score, last.generation
 
     def state(self) -> TrainingState:
@@ -775,6 +777,12 @@ class Trainer:
             if progress:
                 progress.close()
         best_return, best_generation = self.confirm_at_stop()
+        if self.kept_last:
+            # Unlike a race's winner, which waits in the checkpoint's pool and wins again at
+            # the next stop, the last policy is in no pool: the state keeps it, so a run
+            # resumed with another target goes on from the policy_best.npz on disk.
+            self.best_return, self.best_generation = best_return, best_generation
+            self._checkpoint()
         if self.comm.rank == 0 and self.run_dir is not None:
             append_stop(self.run_dir, {
                 "generation": self.strategy.generation, "timesteps": self.timesteps,

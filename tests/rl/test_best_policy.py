@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, load_params, read_progress, run_cli
 
 from es.core.seeding import TAG_BEST, episode_seeds
-from es.rl.checkpoint import load_policy
+from es.rl.checkpoint import load_latest_checkpoint, load_policy
 
 LUCKY = {"PYTHONPATH": str(REPO / "tests")}
 BASE = ["configs/pendulum.toml", "--set", "env.id=fault_envs:Lucky-v0", "--set",
@@ -215,6 +215,13 @@ def test_best_episodes_zero_keeps_no_best_policy(tmp_path):
         "none: run.best_episodes = 0, or no evaluation yet)"]
 
 
+def kept_generation_before(rows: list[dict]) -> int:
+    """The generation whose confirmation set the last row's kept score (luck = 0: the
+    evaluation that scored it)."""
+    score = rows[-1]["best_return"]
+    return next(int(row["generation"]) for row in rows if row["eval_return"] == score)
+
+
 def test_best_by_worst_keeps_the_policy_by_its_worst_episode(tmp_path):
     run_dir = tmp_path / "worst"
     done = train(run_dir, "--set", "run.generations=12", "--set", "run.best_by=worst")
@@ -260,6 +267,10 @@ def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path, rec
         assert holds == (record == 0)  # both ways, on these seeds
         best = last if holds else evals.index(max(evals[:len(rows)])) + 1
         assert load_policy(run_dir / "policy_best.npz").generation == best
+        # The last policy kept is in the state too: a resume with another target goes on
+        # from it (a race's winner waits in the checkpoint's pool instead).
+        state = load_latest_checkpoint(run_dir / "checkpoints")[0]
+        assert state.best_generation == (last if holds else kept_generation_before(rows))
         # Judged by the mean (the default), all 20 of its episodes are played.
         assert f"the last policy (generation {last}) {'holds' if holds else 'does not hold'} " \
             f"run.target_score = {target:g}: mean of 20 confirmation episodes " \
