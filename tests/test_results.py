@@ -390,6 +390,28 @@ def test_benchmarks_throughput_summary_on_the_fast_machine_is_its_csvs():
             f"confirmation {100 * float(own['confirm_share']):.1f}%") in text
 
 
+def test_benchmarks_fresh_seed_kept_study_is_its_csv():
+    """HalfCheetah seeds 12 and 14: the steady policies that existed, the later ones that
+    fall, and how often the kept ones fall, each from the study's CSV."""
+    rows = read(RESULTS / "kept_study_halfcheetah_ars_fresh.csv")
+    text = " ".join(BENCHMARKS.split())
+
+    def of(seed: str) -> list[dict]:
+        return [row for row in rows if row["seed"] == seed]
+
+    for seed, kept in (("12", "90"), ("14", "27")):
+        steady = " · ".join(f"{row['generation']}: {thousands(row['mean'])}" for row in of(seed)
+                            if row["falls"] == "0" and float(row["mean"]) >= 3430)
+        assert f"seed {seed} {steady}" in text
+        late = [row for row in of(seed) if int(row["generation"]) >= 60]
+        assert f"{sum(row['falls'] != '0' for row in late)} of {len(late)}" in text
+        (row,) = [row for row in of(seed) if row["generation"] == kept]
+        assert f"generation {kept} in {row['falls']}" in text
+    fresh = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
+    runs = {run["seed"]: run for run in fresh}
+    assert (runs["12"]["kept_generation"], runs["14"]["kept_generation"]) == ("90", "27")
+
+
 def test_benchmarks_as_shipped_costs_are_their_csv():
     """Hopper and HalfCheetah ARS with their own 2-episode evaluations, outside the suite."""
     text = " ".join(BENCHMARKS.split())
