@@ -85,27 +85,39 @@ def play(run_dir: str, policies: list, seeds: list[int]) -> list[list[float]]:
              for seed in seeds] for params, norm in policies]
 
 
-def study(run_dir: Path, episodes: int, workers: int) -> tuple[list[dict], list[dict]]:
-    """One row per nominated policy, and one per episode."""
-    nominations = stop_pool(run_dir)
-    policies = [(n.params, n.norm) for n in nominations]
+def play_study(run_dir: Path, policies: list, episodes: int, workers: int
+               ) -> tuple[list[int], list[np.ndarray]]:
+    """Each policy's returns on the study's first ``episodes`` reset seeds, spread over
+    ``workers`` processes; and those seeds, in the order of the returns."""
     chunks = [list(range(STUDY_SEED + w, STUDY_SEED + episodes, workers))
               for w in range(workers)]
     with ProcessPoolExecutor(workers) as pool:
         by_chunk = list(pool.map(play, [str(run_dir)] * workers, [policies] * workers, chunks))
-    seeds = [seed for chunk in chunks for seed in chunk]  # the order of each policy's returns
-    played = [[r for chunk in by_chunk for r in chunk[i]] for i in range(len(nominations))]
+    seeds = [seed for chunk in chunks for seed in chunk]
+    return seeds, [np.array([r for chunk in by_chunk for r in chunk[i]])
+                   for i in range(len(policies))]
+
+
+def fall_summary(returns: np.ndarray) -> dict:
+    """A policy's returns over the study: mean, median, worst, and its falls (episodes below
+    ``FALL`` x its median)."""
+    median = float(np.median(returns))
+    return {"mean": float(returns.mean()), "median": median, "worst": float(returns.min()),
+            "falls": int((returns < FALL * median).sum())}
+
+
+def study(run_dir: Path, episodes: int, workers: int) -> tuple[list[dict], list[dict]]:
+    """One row per nominated policy, and one per episode."""
+    nominations = stop_pool(run_dir)
+    seeds, played = play_study(run_dir, [(n.params, n.norm) for n in nominations], episodes,
+                               workers)
     rows, episode_rows = [], []
     for nomination, returns in sorted(zip(nominations, played, strict=True),
                                       key=lambda pair: pair[0].generation):
-        values = np.array(returns)
-        median = float(np.median(values))
         rows.append({"generation": nomination.generation, "eval_score": nomination.score,
-                     "mean": float(values.mean()), "median": median,
-                     "worst": float(values.min()),
-                     "falls": int((values < FALL * median).sum()), "episodes": values.size})
+                     **fall_summary(returns), "episodes": returns.size})
         episode_rows += [{"generation": nomination.generation, "reset_seed": seed,
-                          "return": r} for seed, r in zip(seeds, returns, strict=True)]
+                          "return": r} for seed, r in zip(seeds, returns.tolist(), strict=True)]
     return rows, episode_rows
 
 

@@ -14,11 +14,9 @@ processes; a *fall* is an episode below 0.8 x the policy's median return.
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
-from bench_kept import FALL, STUDY_SEED, play
+from bench_kept import STUDY_SEED, fall_summary, play_study
 from report import emit, script_parser
 
 from es.cli.args import add_flag, add_out, positive_int
@@ -33,21 +31,13 @@ def falls(run_dir: Path, episodes: int, workers: int) -> list[dict]:
 
     saved = {which: load_policy(run_dir / name) for which, name in FILES.items()
              if (run_dir / name).is_file()}
-    policies = [(policy.params, policy.norm) for policy in saved.values()]
-    chunks = [list(range(STUDY_SEED + w, STUDY_SEED + episodes, workers)) for w in range(workers)]
-    with ProcessPoolExecutor(workers) as pool:
-        by_chunk = list(pool.map(play, [str(run_dir)] * workers, [policies] * workers, chunks))
+    _, played = play_study(run_dir, [(policy.params, policy.norm) for policy in saved.values()],
+                           episodes, workers)
     seed = load_config(run_dir / "config.toml").run.seed
-    rows = []
-    for index, (which, policy) in enumerate(saved.items()):
-        returns = np.array([r for chunk in by_chunk for r in chunk[index]])
-        median = float(np.median(returns))
-        rows.append({"run": run_dir.name, "seed": seed, "policy": which,
-                     "generation": policy.generation, "episodes": returns.size,
-                     "mean": float(returns.mean()), "median": median,
-                     "worst": float(returns.min()),
-                     "falls": int((returns < FALL * median).sum())})
-    return rows
+    return [{"run": run_dir.name, "seed": seed, "policy": which,
+             "generation": policy.generation, "episodes": returns.size,
+             **fall_summary(returns)}
+            for (which, policy), returns in zip(saved.items(), played, strict=True)]
 
 
 def parser() -> argparse.ArgumentParser:
