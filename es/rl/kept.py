@@ -97,9 +97,13 @@ class NominationPool:
         reaching = [n for n in self.waiting if self.may_reach(n, target)]
         head = max(reaching, key=lambda n: (len(n.returns), self.bound(n), n.generation)) \
             if reaching else max(self.waiting, key=lambda n: (self.bound(n), n.generation))
-        seeds = episode_seeds(self.seed, head.generation, self.episodes, TAG_BEST)
+        seeds = self.confirmation_seeds(head.generation)
         played = len(head.returns)
         return head, seeds[played:played + CONFIRM_ROUND]
+
+    def confirmation_seeds(self, generation: int) -> list[int]:
+        """The reset seeds of a generation's policy's confirmation episodes, in order."""
+        return episode_seeds(self.seed, generation, self.episodes, TAG_BEST)
 
     def may_reach(self, nomination: Nomination, target: float) -> bool:
         """Whether a nomination may still score ``target`` (``run.target_score``; 0: none)."""

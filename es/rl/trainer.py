@@ -30,7 +30,6 @@ from es.core.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.core.optim import make_optimizer
 from es.core.seeding import (
     TAG_ACTION_NOISE,
-    TAG_BEST,
     TAG_ENV,
     TAG_EVAL,
     TAG_INIT,
@@ -616,7 +615,7 @@ class Trainer:
         run_cfg = self.config.run
         last = Nomination(self.strategy.generation, float("nan"), self.strategy.mean.copy(),
                           self.norm, list(played))
-        seeds = episode_seeds(run_cfg.seed, last.generation, run_cfg.best_episodes, TAG_BEST)
+        seeds = self.nominations.confirmation_seeds(last.generation)
 
         def short(returns: list[float]) -> bool:
             """Judged by the worst episode, one below the target (or failed) ends it."""
