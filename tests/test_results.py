@@ -141,7 +141,7 @@ def test_readme_fresh_seed_figures_are_their_csvs():
               if float(run["kept_mean"]) >= 3430 and float(run["kept_min"]) >= 0.8 * 3430]
     falling = [run["seed"] for run in runs if run["seed"] not in steady]
     assert f"steady on only {len(steady)}/{len(runs)}" in row
-    assert f"(seeds {' and '.join(falling)} kept policies that fall" in row
+    assert f"(seeds {listed(falling)} kept policies that fall" in row
 
 
 def test_benchmarks_fresh_seed_table_prints_what_its_csv_holds():
