@@ -46,15 +46,17 @@ CHECKS = {
         "es-train configs/pendulum.toml --set run.generations=5 --run-dir runs/pendulum",
     "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=60 --run-dir "
     "runs/hopper --tensorboard":
-        "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=8 --run-dir "
+        "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=5 --run-dir "
         "runs/hopper --tensorboard",
     "tensorboard --logdir runs/hopper/tb": "server",
     "es-eval runs/hopper --episodes 10": "as written",
     "es-eval runs/hopper --episodes 10 --policy best": "as written",
     "es-eval runs/hopper --episodes 10 --random": "as written",
-    "es-eval runs/hopper --episodes 1 --video hopper.mp4": "as written",
+    # A video films ~15 ms a frame in software: 100 steps, not the whole 1,000.
+    "es-eval runs/hopper --episodes 1 --video hopper.mp4":
+        "es-eval runs/hopper --episodes 1 --video hopper.mp4 --video-steps 100",
     "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=90":
-        "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=14",
+        "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=9",
     # Under the real Slurm of tests/parallel/test_slurm.py where it can run, the same program
     # with mpiexec where it cannot; tiny either way.
     "srun --mpi=pmi2 -n 64 es-train configs/humanoid.toml": (
@@ -75,10 +77,13 @@ CHECKS = {
     "es-baseline dqn configs/baselines/cartpole_dqn.toml --set run.generations=20 --run-dir "
     "runs/dqn": "as written",
     "es-compare --env CartPole-v1 --budget-s 10 --seeds 0-1 --jobs 2 --out runs/compare":
-        "es-compare --env CartPole-v1 --budget-s 3 --seeds 0-1 --jobs 2 --out runs/compare",
+        "es-compare --env CartPole-v1 --budget-s 3 --seeds 0 --jobs 2 --out runs/compare",
     "mpiexec -n 2 es-train configs/cartpole.toml --set policy.kind=examples.torch_policies:mlp "
-    "--run-dir runs/torch": "as written",
-    "es-eval runs/torch --episodes 1 --video torch.mp4": "as written",
+    "--run-dir runs/torch":
+        "mpiexec -n 2 es-train configs/cartpole.toml --set policy.kind=examples.torch_policies:mlp "
+        "--run-dir runs/torch --set run.generations=8",
+    "es-eval runs/torch --episodes 1 --video torch.mp4":
+        "es-eval runs/torch --episodes 1 --video torch.mp4 --video-steps 100",
 }
 
 

@@ -238,19 +238,20 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, ranks, message):
 
 def test_es_compare_writes_table_csv_and_plot(tmp_path):
     out = tmp_path / "cmp"
-    result = run_cli(["es-compare", "--env", "CartPole-v1", "--budget-s", "4", "--seeds", "0",
-                      "--methods", "es,pg", "--eval-episodes", "2", "--out", str(out)],
-                     timeout=120)
+    result = run_cli(["es-compare", "--env", "CartPole-v1", "--budget-s", "4", "--seeds", "0-1",
+                      "--jobs", "2", "--methods", "es,pg", "--eval-episodes", "2", "--out",
+                      str(out)], timeout=120)
     assert result.returncode == 0, result.stderr
     table = (out / "compare.md").read_text()
     assert "| es |" in table and "| pg |" in table and "bytes per update" in table
     assert "second half's evals at it (per seed)" in table
     rows = (out / "compare.csv").read_text().splitlines()
-    assert rows[0].startswith("method,seed,run_dir,final_mean") and len(rows) == 3
+    assert rows[0].startswith("method,seed,run_dir,final_mean") and len(rows) == 5
     assert (out / "compare.png").stat().st_size > 1000
     for method in ("es", "pg"):
-        progress = read_progress(out / method / "seed0")
-        assert 3.0 <= float(progress[-1]["time_s"]) < 30  # the budget ended the run
+        for seed in (0, 1):
+            progress = read_progress(out / method / f"seed{seed}")
+            assert 3.0 <= float(progress[-1]["time_s"]) < 30  # the budget ended the run
 
 
 def test_held_share_counts_the_second_half_by_time():

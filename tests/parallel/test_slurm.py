@@ -45,7 +45,7 @@ SLEEPY = ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set", "es.p
 #: ~0.8 s a generation on 4 ranks: 80 generations outlast the first warning of a one-minute
 #: limit (20-50 s after the start: Slurm checks limits every 30 s).
 TIME_LIMITED = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=80"]
-REQUEUED_BY_HAND = [*SLEEPY, "--set", "env.kwargs.step_ms=1", "--set", "run.generations=40"]
+REQUEUED_BY_HAND = [*SLEEPY, "--set", "env.kwargs.step_ms=1", "--set", "run.generations=25"]
 FINISHED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
@@ -152,7 +152,7 @@ def test_a_job_requeued_by_hand_resumes_exactly(slurm, tmp_path):
     output = (folder / "by_hand.out").read_text()
     assert "start 0" in output and "start 1: exit code 0" in output, output
     generations = [int(row["generation"]) for row in read_progress(run_dir)]
-    assert generations == list(range(1, 41))
+    assert generations == list(range(1, 26))
     assert np.array_equal(load_params(run_dir), reference(tmp_path, REQUEUED_BY_HAND))
 
 
@@ -189,7 +189,7 @@ def test_the_batch_script_loses_a_node_and_finishes_on_the_others_bit_identical(
         ("node2", "Slurm found the node not responding", "node0, node1")], output
     assert 0 <= trained - int(relaunches[0][2]) <= 1  # checkpoint_every = 1
     assert "es-train: 2 nodes (node0: ranks 0-1, node1: ranks 2-3)" in output
-    assert [int(row["generation"]) for row in read_progress(run_dir)] == list(range(1, 41))
+    assert [int(row["generation"]) for row in read_progress(run_dir)] == list(range(1, 26))
     assert np.array_equal(load_params(run_dir), reference(tmp_path, REQUEUED_BY_HAND))
 
 
