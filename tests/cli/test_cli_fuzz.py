@@ -122,7 +122,8 @@ eval_argv = command_line(
     options=(flag("--episodes", small("1", "2")), flag("--seed", mixed("0", "7")),
              flag("--video", mixed("v.gif", "v.txt", "DIR/v.gif")),
              flag("--video-steps", small("1", "5")), switch("--random"),
-             flag("--camera", mixed("track", "free", "side"))),
+             flag("--camera", mixed("track", "free", "side")),
+             flag("--video-quality", mixed("fast", "full", "best"))),
 )
 figure = mixed("p.png", "p.svg", "p.txt", "DIR", "DIR.png")
 plot_argv = command_line(

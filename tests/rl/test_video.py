@@ -1,5 +1,6 @@
 """Videos of a policy: readable files, frame counts and sizes, and clear errors."""
 
+import re
 import sys
 
 import gymnasium as gym
@@ -169,3 +170,56 @@ def test_a_camera_the_model_lacks_is_one_line_naming_those_it_has():
     with pytest.raises(ValueError, match="is not a MuJoCo env"):
         check_camera(pong(), "track")
     assert check_camera(pong(), None) is None
+
+
+def test_a_fast_mujoco_video_films_the_same_episode_without_shadows(tmp_path, monkeypatch):
+    """Same steps, return and frame size; the pictures differ (no shadow, reflection or
+    antialiasing), and the scene is left that way for every frame, the first included."""
+    import mujoco
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    videos = {}
+    for quality in ("full", "fast"):
+        env = gym.make("Hopper-v5", render_mode="rgb_array", width=96, height=64)
+        try:
+            videos[quality] = record_video(env, lambda obs: np.full(3, 0.3), tmp_path /
+                                           f"{quality}.mp4", seed=0, max_steps=5,
+                                           quality=quality)
+        except RuntimeError as error:
+            pytest.skip(str(error))
+        if quality == "fast":
+            scene = env.unwrapped.mujoco_renderer.viewer.scn
+            assert not scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW]
+            assert not scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION]
+            assert env.unwrapped.model.vis.quality.offsamples == 0
+        env.close()
+    assert videos["fast"] == videos["full"]  # frames, steps, return, camera
+    full, fast = (imageio.mimread(tmp_path / f"{q}.mp4", memtest=False) for q in ("full", "fast"))
+    assert len(full) == len(fast) == 6 and full[0].shape == fast[0].shape == (64, 96, 3)
+    for full_frame, fast_frame in zip(full, fast, strict=True):
+        assert np.abs(full_frame.astype(int) - fast_frame.astype(int)).mean() > 0.5
+
+
+def test_an_unknown_video_quality_is_one_line(tmp_path):
+    with pytest.raises(ValueError, match=r"^video quality 'best': allowed: full, fast$"):
+        record_video(pong(), lambda obs: 0, tmp_path / "a.gif", seed=0, quality="best")
+
+
+def test_es_eval_films_fast_on_request_and_refuses_the_flag_without_a_video(tmp_path):
+    from conftest import run_cli
+
+    run_dir = tmp_path / "hopper"
+    trained = run_cli(["es-train", "configs/hopper_ars.toml", "--set", "run.generations=1",
+                       "--set", "es.population=4", "--set", "ars.top=2", "--set",
+                       "run.best_episodes=0", "--run-dir", str(run_dir), "--quiet"])
+    assert trained.returncode == 0, trained.stderr
+    filmed = run_cli(["es-eval", str(run_dir), "--episodes", "1", "--video",
+                      str(tmp_path / "h.mp4"), "--video-steps", "20", "--video-quality", "fast"])
+    if "cannot render" in filmed.stderr:
+        pytest.skip(filmed.stderr.strip())
+    assert filmed.returncode == 0, filmed.stderr
+    assert re.search(r"wrote \S+h\.mp4: 21 frames in [\d.]+ s, return", filmed.stdout)
+    assert "--video-quality fast" not in filmed.stderr  # the hint is for full-quality videos
+    refused = run_cli(["es-eval", str(run_dir), "--video-quality", "fast"])
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith("--video-quality fast: only with --video")
