@@ -172,9 +172,10 @@ def _write_video(config, actor: Callable[[Any], Callable[[Any], Any]],
     camera = f", camera {written['camera']!r}" if written["camera"] else ""
     print(f"wrote {args.video}: {written['frames']} frames in {seconds:.1f} s, return "
           f"{written['return']:.2f}{camera}")
-    slow = seconds / written["frames"] > SLOW_FRAME_S
-    if slow and args.video_quality == "full" and hasattr(env.unwrapped, "mujoco_renderer"):
-        print("es-eval: filming took ~{:.0f} ms a frame (OpenGL in software?); "
+    per_frame = seconds / written["frames"]
+    if (per_frame > SLOW_FRAME_S and args.video_quality == "full"
+            and hasattr(env.unwrapped, "mujoco_renderer")):
+        print(f"es-eval: filming took ~{1000 * per_frame:.0f} ms a frame (OpenGL in software?); "
               "--video-quality fast films without shadows, reflections and antialiasing, "
-              "~10x faster".format(1000 * seconds / written["frames"]), file=sys.stderr)
+              "~10x faster", file=sys.stderr)
     return 0
