@@ -13,17 +13,11 @@ BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
 
 
-#: Test files that build clusters of their own (network namespaces, a real Slurm's daemons,
-#: the scripts that start them) or wait on wall-clock deadlines: pytest-xdist runs them one
-#: after another on one worker (``--dist loadgroup``), beside the other worker's tests.
-ONE_AT_A_TIME = {"test_elastic.py", "test_fake_cluster.py", "test_slurm.py", "test_readme.py",
-                 "test_cli_fuzz.py"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.name in ONE_AT_A_TIME:
-            item.add_marker(pytest.mark.xdist_group("clusters"))
+#: The mark of the test files that build clusters of their own (network namespaces, a real
+#: Slurm's daemons, the scripts that start them): ``pytestmark = ONE_WORKER``. With
+#: ``--dist loadgroup`` (pyproject.toml), pytest-xdist runs them one after another on one
+#: worker, so two clusters never meet, beside the other worker's tests.
+ONE_WORKER = pytest.mark.xdist_group("clusters")
 
 
 def tool(name: str) -> str:

@@ -15,10 +15,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from conftest import BIN, REPO
+from conftest import BIN, ONE_WORKER, REPO
 
 from es.parallel.fake_cluster import ClusterError
 from es.parallel.slurm_cluster import check_can_run as check_slurm
+
+pytestmark = ONE_WORKER  # builds clusters: one test after another on one worker
 
 README = (REPO / "README.md").read_text()
 CI_RUN = (REPO / ".ci/run").read_text()

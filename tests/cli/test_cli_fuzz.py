@@ -36,12 +36,14 @@ import traceback
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import ONE_WORKER, REPO, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from es.cli import baseline, bench, compare, evaluate, plot, train
 from es.config import SECTIONS
+
+pytestmark = ONE_WORKER  # builds clusters: one test after another on one worker
 
 ALLOWED_CODES = {0, 1, 2, 75, 130, 143}
 IN_PROCESS = {"es-train": train.main, "es-eval": evaluate.main, "es-plot": plot.main,

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, load_params, read_progress, run_cli, tool
+from conftest import ONE_WORKER, REPO, load_params, read_progress, run_cli, tool
 
 from es.core.seeding import TAG_ENV, episode_seeds
 from es.launch.elastic import Node, supervise
 from es.parallel.fake_cluster import FakeCluster
 from es.rl.checkpoint import load_latest_checkpoint
+
+pytestmark = ONE_WORKER  # builds clusters: one test after another on one worker
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the fake cluster needs root "
                                 "(namespaces)")

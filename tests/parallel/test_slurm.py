@@ -18,13 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, load_params, read_progress, run_cli, tool
+from conftest import ONE_WORKER, REPO, load_params, read_progress, run_cli, tool
 
 from es.cli.slurm_cluster import main
 from es.parallel.fake_cluster import ClusterError
 from es.parallel.slurm_cluster import SlurmCluster, check_can_run
 from es.rl.checkpoint import load_latest_checkpoint
 
+pytestmark = ONE_WORKER  # builds clusters: one test after another on one worker
 
 def _missing() -> str | None:
     try:
