@@ -54,7 +54,7 @@ CHECKS = {
     "es-eval runs/hopper --episodes 10": "as written",
     "es-eval runs/hopper --episodes 10 --policy best": "as written",
     "es-eval runs/hopper --episodes 10 --random": "as written",
-    # A video films ~15 ms a frame in software: 100 steps, not the whole 1,000.
+    # A MuJoCo video films ~90 ms a frame in software: 100 steps, not the whole 1,000.
     "es-eval runs/hopper --episodes 1 --video hopper.mp4":
         "es-eval runs/hopper --episodes 1 --video hopper.mp4 --video-steps 100",
     "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=90":
