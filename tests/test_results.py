@@ -245,7 +245,7 @@ STEP_TABLE = [
      (3430, 5000)),
     ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars", "0-4", (3120,)),
     ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
-    ("Humanoid-v5", "humanoid_ars.toml", "suite_humanoid_ars", "0-2", (6000,)),
+    ("Humanoid-v5", "humanoid_ars.toml", "suite_humanoid_ars", "0-3", (6000,)),
 ]
 
 
@@ -326,6 +326,20 @@ def test_benchmarks_humanoid_seed_0_paragraph_is_its_csv():
             f"{100 * float(run['eval_share']):.2f}% and confirmations "
             f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
     assert f"at **{millions(run['steps_to_6000'])} steps**" in text
+
+
+def test_benchmarks_humanoid_seed_3_paragraph_is_its_csv():
+    (run,) = [run for run in read(RESULTS / "suite_humanoid_ars_runs.csv") if run["seed"] == "3"]
+    text = " ".join(BENCHMARKS.split())
+    assert f"at {millions(run['steps_to_6000'])} steps** (generation" in text
+    assert (f"the run ended by the target at {millions(run['steps'])} steps (generation "
+            f"{run['kept_generation']}), and its stop kept its last policy (generation "
+            f"{run['kept_generation']}: {thousands(run['kept_mean'])} on the suite's 20 fresh "
+            f"episodes, worst {thousands(run['kept_min'])}, **steady**). Evaluations cost "
+            f"{100 * float(run['eval_share']):.2f}% and confirmations "
+            f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
+    assert run["steady_6000"] == "True" and run["kept_generation"] == str(
+        int(run["generations"]) - 1)  # the last generation trained
 
 
 def test_benchmarks_humanoid_falls_table_is_its_csvs():
