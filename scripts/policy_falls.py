@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 from bench_kept import STUDY_SEED, fall_summary, play_study
 from report import emit, script_parser
 
@@ -31,13 +32,23 @@ def falls(run_dir: Path, episodes: int, workers: int) -> list[dict]:
 
     saved = {which: load_policy(run_dir / name) for which, name in FILES.items()
              if (run_dir / name).is_file()}
-    _, played = play_study(run_dir, [(policy.params, policy.norm) for policy in saved.values()],
-                           episodes, workers)
+    # A run that kept its last policy saved it twice: its episodes are played once.
+    distinct = {_identity(policy): policy for policy in saved.values()}
+    _, played = play_study(run_dir, [(policy.params, policy.norm)
+                                     for policy in distinct.values()], episodes, workers)
+    returns = dict(zip(distinct, played, strict=True))
     seed = load_config(run_dir / "config.toml").run.seed
     return [{"run": run_dir.name, "seed": seed, "policy": which,
-             "generation": policy.generation, "episodes": returns.size,
-             **fall_summary(returns)}
-            for (which, policy), returns in zip(saved.items(), played, strict=True)]
+             "generation": policy.generation, "episodes": returns[_identity(policy)].size,
+             **fall_summary(returns[_identity(policy)])}
+            for which, policy in saved.items()]
+
+
+def _identity(policy) -> bytes:
+    """What makes two saved policies play alike: their parameters and normalisation."""
+    norm = policy.norm
+    return b"".join(part.tobytes() for part in (policy.params, norm.mean, norm.std,
+                                               np.float64(norm.clip)))
 
 
 def parser() -> argparse.ArgumentParser:
