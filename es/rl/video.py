@@ -107,17 +107,18 @@ def check_quality(quality: str) -> str:
     return quality
 
 
-def _render_fast(env: gym.Env) -> None:
-    """A MuJoCo env's renderer without antialiasing (before its context exists, so before the
-    first frame), shadows and reflections (on its scene, once the first frame made it)."""
+def _without_antialiasing(env: gym.Env) -> None:
+    """Read when the renderer's OpenGL context is made: before a MuJoCo env's first frame."""
+    env.unwrapped.model.vis.quality.offsamples = 0
+
+
+def _without_shadows_and_reflections(env: gym.Env) -> None:
+    """Flags of the scene a MuJoCo env's first frame made."""
     import mujoco
 
-    renderer = env.unwrapped.mujoco_renderer
-    if renderer.viewer is None:
-        env.unwrapped.model.vis.quality.offsamples = 0
-        return
+    scene = env.unwrapped.mujoco_renderer.viewer.scn
     for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION):
-        renderer.viewer.scn.flags[flag] = 0
+        scene.flags[flag] = 0
 
 
 def _render(env: gym.Env) -> np.ndarray:
@@ -185,12 +186,12 @@ def record_video(
     fast = check_quality(quality) == "fast" and hasattr(env.unwrapped, "mujoco_renderer")
     chosen = use_camera(env, camera)
     if fast:
-        _render_fast(env)
+        _without_antialiasing(env)
     obs, _ = env.reset(seed=seed)
     frame = _render(env)  # before opening the file: a failing backend leaves no file behind
     if fast:
-        _render_fast(env)
-        frame = _render(env)  # the same state, now without shadows and reflections
+        _without_shadows_and_reflections(env)
+        frame = _render(env)  # the same state, now without them
     path.parent.mkdir(parents=True, exist_ok=True)
     steps, total, done = 0, 0.0, False
     with _frame_writer(path, fps) as write:
