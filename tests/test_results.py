@@ -452,3 +452,40 @@ def test_benchmarks_time_budget_costs_are_their_csv():
         assert (f"{names[run['task']]} {strategies[run['strategy']]} "
                 f"**{100 * extra_share(run):.1f}%**"
                 in text), run["config"]
+
+
+def test_benchmarks_training_variants_table_is_its_csvs():
+    """HalfCheetah ARS with more directions: each cell's steps to 3430 and 5000 and its
+    falls-free late policies, from the variants' study CSV (and, for the shipped config, the
+    suite's runs and the tuning seeds' study)."""
+    def millions_or_dash(steps: int | None) -> str:
+        return millions(str(steps)) if steps else "—"
+
+    def cell(to_3430: int | None, to_5000: int | None, late: list[dict]) -> str:
+        steady = [row for row in late if row["falls"] == "0"]
+        best = f" ({round(max(float(row['mean']) for row in steady)):,})" if steady else ""
+        return (f"{millions_or_dash(to_3430)} / {millions_or_dash(to_5000)} · "
+                f"{len(steady)} of {len(late)}{best}")
+
+    def late(rows: list[dict]) -> list[dict]:
+        return [row for row in rows if int(row["generation"]) >= 60]
+
+    def first(rows: list[dict], threshold: int) -> int | None:
+        return min((int(row["timesteps"]) for row in rows
+                    if row["eval_return"] and float(row["eval_return"]) >= threshold),
+                   default=None)
+
+    suite = {run["seed"]: run for run in read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv")}
+    study = read(RESULTS / "kept_study_halfcheetah_ars.csv")
+    shipped = [cell(int(suite[seed]["steps_to_3430"]), int(suite[seed]["steps_to_5000"]),
+                    late([row for row in study if row["seed"] == seed])) for seed in "014"]
+    assert f"| as shipped (`ars.top = 8`) | {' | '.join(shipped)} |" in BENCHMARKS
+    variants = read(RESULTS / "kept_study_halfcheetah_ars_variants.csv")
+    for overrides in dict.fromkeys(row["overrides"] for row in variants):
+        cells = []
+        for seed in "014":
+            rows = [row for row in variants
+                    if row["overrides"] == overrides and row["seed"] == seed]
+            cells.append(cell(first(rows, 3430), first(rows, 5000), late(rows))
+                         if rows else "not run")
+        assert f"| `{overrides}` | {' | '.join(cells)} |" in BENCHMARKS, overrides
