@@ -481,11 +481,11 @@ def test_benchmarks_training_variants_table_is_its_csvs():
                     late([row for row in study if row["seed"] == seed])) for seed in "014"]
     assert f"| as shipped (`ars.top = 8`) | {' | '.join(shipped)} |" in BENCHMARKS
     variants = read(RESULTS / "kept_study_halfcheetah_ars_variants.csv")
-    for overrides in dict.fromkeys(row["overrides"] for row in variants):
+    for variant in dict.fromkeys(row["variant"] for row in variants):
         cells = []
         for seed in "014":
             rows = [row for row in variants
-                    if row["overrides"] == overrides and row["seed"] == seed]
+                    if row["variant"] == variant and row["seed"] == seed]
             cells.append(cell(first(rows, 3430), first(rows, 5000), late(rows))
                          if rows else "not run")
-        assert f"| `{overrides}` | {' | '.join(cells)} |" in BENCHMARKS, overrides
+        assert f"| `{variant}` | {' | '.join(cells)} |" in BENCHMARKS, variant
