@@ -36,12 +36,15 @@ def falls(run_dir: Path, episodes: int, workers: int) -> list[dict]:
     distinct = {_identity(policy): policy for policy in saved.values()}
     _, played = play_study(run_dir, [(policy.params, policy.norm)
                                      for policy in distinct.values()], episodes, workers)
-    returns = dict(zip(distinct, played, strict=True))
+    by_identity = dict(zip(distinct, played, strict=True))
     seed = load_config(run_dir / "config.toml").run.seed
-    return [{"run": run_dir.name, "seed": seed, "policy": which,
-             "generation": policy.generation, "episodes": returns[_identity(policy)].size,
-             **fall_summary(returns[_identity(policy)])}
-            for which, policy in saved.items()]
+    rows = []
+    for which, policy in saved.items():
+        returns = by_identity[_identity(policy)]
+        rows.append({"run": run_dir.name, "seed": seed, "policy": which,
+                     "generation": policy.generation, "episodes": returns.size,
+                     **fall_summary(returns)})
+    return rows
 
 
 def _identity(policy) -> bytes:
