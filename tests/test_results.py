@@ -463,7 +463,8 @@ def test_benchmarks_training_variants_table_is_its_csvs():
 
     def cell(to_3430: int | None, to_5000: int | None, late: list[dict]) -> str:
         steady = [row for row in late if row["falls"] == "0"]
-        best = f" ({round(max(float(row['mean']) for row in steady)):,})" if steady else ""
+        best = (f" ({thousands(max(steady, key=lambda row: float(row['mean']))['mean'])})"
+                if steady else "")
         return (f"{millions_or_dash(to_3430)} / {millions_or_dash(to_5000)} · "
                 f"{len(steady)} of {len(late)}{best}")
 

@@ -27,6 +27,7 @@ from es.rl.checkpoint import load_latest_checkpoint
 
 pytestmark = ONE_WORKER  # builds clusters: one test after another on one worker
 
+
 def _missing() -> str | None:
     try:
         check_can_run()
