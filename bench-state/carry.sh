@@ -3,7 +3,7 @@
 here=$(dirname "$(readlink -f "$0")")
 cd "${OUT:-/work/bgout}" || exit 1
 list=$(mktemp)
-for suite in suite_humanoid suite_steps_walker2d suite_steps_ant suite_time_openai; do
+for suite in suite_humanoid suite_steps_walker2d suite_steps_ant suite_time_openai suite_variants; do
   [ -d $suite ] || continue
   find $suite -path '*/checkpoints' -prune -o -type f -print >> $list
   for ck in $suite/runs/*/checkpoints; do

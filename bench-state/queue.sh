@@ -10,6 +10,13 @@ for seed in 0 2 3 4; do
   .venv/bin/es-bench suite configs/suites/mujoco.toml --tasks humanoid --seeds $seed \
     --out "$out/suite_humanoid" || exit $?
 done
+# The design variants of docs/benchmarks.md's History table, at the same step budgets.
+for task in swimmer halfcheetah_b4_cut500 halfcheetah_b4_whole halfcheetah; do
+  for seed in 0 1 2 3 4; do
+    .venv/bin/es-bench suite configs/suites/mujoco_variants.toml --tasks $task --seeds $seed \
+      --out "$out/suite_variants" || exit $?
+  done
+done
 for task in walker2d ant; do
   for seed in 10 11 12 0 1 2 3 4; do
     .venv/bin/es-bench suite configs/suites/mujoco_steps.toml --tasks $task --seeds $seed \
