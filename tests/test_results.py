@@ -237,21 +237,22 @@ def test_benchmarks_cost_at_budget_table_prints_what_its_csv_holds(config, data)
 #: docs/benchmarks.md's table of the suite at step budgets: (task, config, CSV prefix,
 #: seeds, thresholds), a row each, in the table's order.
 STEP_TABLE = [
-    ("Swimmer-v5", "swimmer_cma.toml", "suite_steps_swimmer_cma", "0-4", (325,)),
-    ("Swimmer-v5", "swimmer_cma.toml", "suite_steps_swimmer_cma_fresh", "10-14", (325,)),
-    ("HalfCheetah-v5", "halfcheetah_ars.toml", "suite_steps_halfcheetah_ars", "0-4",
+    ("Swimmer-v5", "`swimmer_cma.toml`", "suite_steps_swimmer_cma", "0-4", (325,)),
+    ("Swimmer-v5", "`swimmer_cma.toml`", "suite_steps_swimmer_cma_fresh", "10-14", (325,)),
+    ("HalfCheetah-v5", "`halfcheetah_ars.toml`", "suite_steps_halfcheetah_ars", "0-4",
      (3430, 5000)),
-    ("HalfCheetah-v5", "halfcheetah_ars.toml", "suite_steps_halfcheetah_ars_fresh", "10-14",
+    ("HalfCheetah-v5", "`halfcheetah_ars.toml`", "suite_steps_halfcheetah_ars_fresh", "10-14",
      (3430, 5000)),
-    ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars", "0-4", (3120,)),
-    ("Hopper-v5", "hopper_ars.toml", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
-    ("Humanoid-v5", "humanoid_ars.toml", "suite_humanoid_ars", "0-3", (6000,)),
+    ("Hopper-v5", "`hopper_ars.toml`", "suite_steps_hopper_ars", "0-4", (3120,)),
+    ("Hopper-v5", "`hopper_ars.toml`", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
+    ("Humanoid-v5", "`humanoid_ars.toml`", "suite_humanoid_ars", "0-4", (6000,)),
 ]
 
 
 def step_table_row(task: str, config: str, prefix: str, seeds: str,
                    thresholds: tuple[int, ...]) -> str:
-    """One row of the step-budget table, every figure from the run's committed CSVs."""
+    """One row of a step-budget table (``config``: its cell as printed), every figure from
+    the runs' committed CSVs."""
     (summary,) = read(RESULTS / f"{prefix}_summary.csv")
     (budget,) = {run["budget_steps"] for run in read(RESULTS / f"{prefix}_runs.csv")}
     reached = "; ".join(
@@ -261,7 +262,7 @@ def step_table_row(task: str, config: str, prefix: str, seeds: str,
     final = " / ".join(thousands(summary[f"final_{w}"]) for w in ("median", "worst", "best"))
     kept = " / ".join(thousands(summary[k]) for k in ("kept_median", "kept_worst",
                                                      "kept_worst_episode"))
-    return (f"| {task} | `{config}` | {seeds} | {int(float(budget)) / 1e6:g}M | {reached} | "
+    return (f"| {task} | {config} | {seeds} | {int(float(budget)) / 1e6:g}M | {reached} | "
             f"{final} | {kept} | {steady} | [{prefix}](results/{prefix}_runs.csv) |")
 
 
@@ -340,6 +341,27 @@ def test_benchmarks_humanoid_seed_3_paragraph_is_its_csv():
             f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
     assert run["steady_6000"] == "True" and run["kept_generation"] == str(
         int(run["generations"]) - 1)  # the last generation trained
+
+
+def test_benchmarks_humanoid_seed_4_paragraph_is_its_csvs():
+    """The seed that reached 6000 late: trained to the budget, its kept policy not steady."""
+    (run,) = [run for run in read(RESULTS / "suite_humanoid_ars_runs.csv") if run["seed"] == "4"]
+    falls = {row["policy"]: row for row in read(RESULTS / "humanoid_falls_100.csv")
+             if row["seed"] == "4"}
+    text = " ".join(BENCHMARKS.split())
+    assert f"then **6,606 at {millions(run['steps_to_6000'])} steps**" in text
+    assert (f"so the run trained to the budget ({millions(run['steps'])} steps, generation "
+            f"{int(run['generations']) - 1})") in text
+    assert (f"kept generation {run['kept_generation']}, the best worst episode among policies "
+            f"that all fall: {thousands(run['kept_mean'])} on the suite's 20 fresh episodes, "
+            f"worst {thousands(run['kept_min'])}, **not steady**; the final policy "
+            f"{thousands(run['final_mean'])} ± {thousands(run['final_std'])}, worst "
+            f"{thousands(run['final_min'])}") in text
+    assert (f"they fall from {falls['kept']['falls']} and {falls['final']['falls']}"
+            in text)
+    assert (f"Evaluations cost {100 * float(run['eval_share']):.2f}% and confirmations "
+            f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
+    assert run["steady_6000"] == "False" and int(run["steps"]) >= int(float(run["budget_steps"]))
 
 
 def test_benchmarks_humanoid_falls_table_is_its_csvs():
