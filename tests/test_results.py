@@ -32,7 +32,9 @@ def thousands(value: str) -> str:
 
 
 def millions(steps: str) -> str:
-    return f"{int(steps) / 1e6:.2f}M"
+    """Steps as printed; the suite's "—" (no median: fewer than half the seeds got there)
+    stays."""
+    return steps if steps == "—" else f"{int(steps) / 1e6:.2f}M"
 
 
 def listed(items: list[str]) -> str:
@@ -266,11 +268,52 @@ def step_table_row(task: str, config: str, prefix: str, seeds: str,
             f"{final} | {kept} | {steady} | [{prefix}](results/{prefix}_runs.csv) |")
 
 
-def test_benchmarks_step_budget_table_prints_what_its_csvs_hold():
+#: The design variants the shipped configs were chosen over, at the same step budgets
+#: (configs/suites/mujoco_variants.toml): the History's table.
+VARIANT_TABLE = [
+    ("Swimmer-v5", "`swimmer_ars.toml` (ARS V1, N = b = 1)", "suite_variants_swimmer_ars",
+     "0-4", (325,)),
+    ("HalfCheetah-v5", "`halfcheetah_ars.toml` with `ars.top=4`, `es.train_steps=500` (the "
+     "config before 2026-11-24)", "suite_variants_halfcheetah_b4_cut500_ars", "0-4",
+     (3430, 5000)),
+    ("HalfCheetah-v5", "`halfcheetah_ars.toml` with `ars.top=4`, `es.train_steps=0` (whole "
+     "episodes: the config before `es.train_steps`)", "suite_variants_halfcheetah_b4_whole_ars",
+     "0-4", (3430, 5000)),
+    ("HalfCheetah-v5", "`halfcheetah.toml` (OpenAI-ES)", "suite_variants_halfcheetah_openai",
+     "0-4", (3430, 5000)),
+]
+
+
+@pytest.mark.parametrize("header, table", [("| task | config | seeds |", STEP_TABLE),
+                                           ("| task | variant | seeds |", VARIANT_TABLE)])
+def test_benchmarks_step_budget_tables_print_what_their_csvs_hold(header, table):
     lines = BENCHMARKS.splitlines()
-    (first,) = [i for i, line in enumerate(lines) if line.startswith("| task | config | seeds |")]
-    rows = lines[first + 2:first + 2 + len(STEP_TABLE)]
-    assert rows == [step_table_row(*entry) for entry in STEP_TABLE]
+    (first,) = [i for i, line in enumerate(lines) if line.startswith(header)]
+    rows = lines[first + 2:first + 2 + len(table)]
+    assert rows == [step_table_row(*entry) for entry in table]
+
+
+def test_benchmarks_variants_paragraph_is_their_csvs():
+    """What the variants table is read to say, each claim from the runs' CSVs."""
+    def runs(name: str) -> list[dict[str, str]]:
+        return sorted(read(RESULTS / f"suite_variants_{name}_runs.csv"),
+                      key=lambda run: int(run["seed"]))
+    text = " ".join(BENCHMARKS.split())
+    swimmer = runs("swimmer_ars")
+    assert [run["seed"] for run in swimmer if run["steady_325"] == "True"] == ["0"]
+    finals = [float(run["final_mean"]) for run in swimmer[1:]]
+    assert f"others end at {round(min(finals))}-{round(max(finals))}" in text
+    cut = runs("halfcheetah_b4_cut500_ars")
+    assert max(float(run["final_min"]) for run in cut) < 300
+    assert "every final policy's worst episode is below 300" in text
+    (shipped,) = read(RESULTS / "suite_steps_halfcheetah_ars_summary.csv")
+    (fast,) = read(RESULTS / "suite_variants_halfcheetah_b4_cut500_ars_summary.csv")
+    assert (f"5000 on {fast['reached_5000']} at a median of {millions(fast['median_steps_5000'])}"
+            f" steps, the shipped b = 8 and 750 steps {millions(shipped['median_steps_5000'])}"
+            in text)
+    worst = thousands(cut[1]["kept_min"]).replace("-", "−")  # the docs' minus sign
+    assert (f"seed 0 kept a slow {thousands(cut[0]['kept_mean'])}, seed 1 one that falls, worst "
+            f"{worst}") in text
 
 
 def test_benchmarks_hopper_best_share_paragraph_is_its_csvs():
