@@ -314,6 +314,9 @@ def test_benchmarks_variants_paragraph_is_their_csvs():
     worst = thousands(cut[1]["kept_min"]).replace("-", "−")  # the docs' minus sign
     assert (f"seed 0 kept a slow {thousands(cut[0]['kept_mean'])}, seed 1 one that falls, worst "
             f"{worst}") in text
+    (whole,) = read(RESULTS / "suite_variants_halfcheetah_b4_whole_ars_summary.csv")
+    assert (f"whole training episodes (steady {whole['steady_3430']}, 5000 on "
+            f"{whole['reached_5000']})") in readme_row("HalfCheetah-v5")
 
 
 def test_benchmarks_hopper_best_share_paragraph_is_its_csvs():
