@@ -236,8 +236,8 @@ def test_benchmarks_cost_at_budget_table_prints_what_its_csv_holds(config, data)
     assert expected in BENCHMARKS, expected
 
 
-#: docs/benchmarks.md's table of the suite at step budgets: (task, config, CSV prefix,
-#: seeds, thresholds), a row each, in the table's order.
+#: docs/benchmarks.md's table of the suite at step budgets: (task, config cell as printed,
+#: CSV prefix, seeds, thresholds), a row each, in the table's order.
 STEP_TABLE = [
     ("Swimmer-v5", "`swimmer_cma.toml`", "suite_steps_swimmer_cma", "0-4", (325,)),
     ("Swimmer-v5", "`swimmer_cma.toml`", "suite_steps_swimmer_cma_fresh", "10-14", (325,)),
