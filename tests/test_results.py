@@ -130,6 +130,33 @@ def test_readme_fresh_seed_summary_is_its_csv(task):
             f"{summary[f'steady_{threshold}']}") in readme_row(task)
 
 
+def test_readme_walker2d_fresh_seeds_are_their_csv():
+    """Walker2d's fresh seeds ran before its tuning seeds' step-budget runs: the README row
+    gives them beside its time-budgeted figures."""
+    (summary,) = read(RESULTS / "suite_steps_walker2d_ars_fresh_summary.csv")
+    assert summary["seeds"] == "3"
+    runs = sorted(read(RESULTS / "suite_steps_walker2d_ars_fresh_runs.csv"),
+                  key=lambda run: int(run["seed"]))
+    (reached,) = [run for run in runs if run["steps_to_4390"]]
+    best = listed([thousands(run["best_eval"]) for run in runs if run is not reached])
+    assert (f"**Fresh seeds 10-12** (26.6M steps): 4390 on {summary['reached_4390']} (seed "
+            f"{reached['seed']}, at {millions(reached['steps_to_4390'])} steps; best evaluations "
+            f"{best} on the others), kept policy steady on {summary['steady_4390']}: fewer than "
+            "on the tuning seeds (4/5)") in readme_row("Walker2d-v5")
+
+
+def test_walker2d_fresh_seed_costs_are_their_csv():
+    """Issue 42's whole-run cost of Walker2d ARS, from its fresh seeds' suite runs."""
+    runs = read(RESULTS / "suite_steps_walker2d_ars_fresh_runs.csv")
+    total = percent_range([extra_share(run) for run in runs])
+    text = " ".join(BENCHMARKS.split())
+    (evals,) = {f"{100 * float(run['eval_share']):.1f}%" for run in runs}
+    (confirms,) = {f"{100 * float(run['confirm_share']):.1f}%" for run in runs}
+    assert (f"**{total}** of the wall time (evaluations {evals}, confirmations {confirms} on "
+            "each; data:") in text
+    assert f"{total} (Walker2d ARS, fresh seeds 10-12)" in " ".join(README.split())
+
+
 def test_readme_fresh_seed_figures_are_their_csvs():
     (summary,) = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_summary.csv")
     row = readme_row("HalfCheetah-v5")
@@ -247,6 +274,7 @@ STEP_TABLE = [
      (3430, 5000)),
     ("Hopper-v5", "`hopper_ars.toml`", "suite_steps_hopper_ars", "0-4", (3120,)),
     ("Hopper-v5", "`hopper_ars.toml`", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
+    ("Walker2d-v5", "`walker2d_ars.toml`", "suite_steps_walker2d_ars_fresh", "10-12", (4390,)),
     ("Humanoid-v5", "`humanoid_ars.toml`", "suite_humanoid_ars", "0-4", (6000,)),
 ]
 
