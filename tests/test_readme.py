@@ -203,13 +203,23 @@ def test_config_reference_matches_the_code():
     assert with_reference(text) == text, "run: python -m es.cli.config_doc docs/configuration.md"
 
 
+def heading_anchors(markdown: Path) -> set[str]:
+    """The anchors GitHub gives a file's headings: lower case, every character but letters,
+    digits, spaces, ``-`` and ``_`` dropped, spaces as ``-``."""
+    headings = re.findall(r"^#+ (.+)$", markdown.read_text(), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
 def test_readme_stays_short_and_its_links_resolve():
+    """Every relative link of the README and docs/ names a file that exists and, with an
+    anchor, one of that file's headings: a renamed heading would leave a dead link."""
     assert len(README.splitlines()) < 200
-    for target in re.findall(r"\]\(([^)#]+)\)", README):
-        assert (REPO / target).exists(), target
-    for doc in (REPO / "docs").glob("*.md"):
-        for target in re.findall(r"\]\(([^)#:]+)\)", doc.read_text()):
-            assert (doc.parent / target).exists(), f"{doc.name}: {target}"
+    for doc in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
+        for target, anchor in re.findall(r"\]\(([^)#:]*)(?:#([^)]+))?\)", doc.read_text()):
+            path = doc.parent / target if target else doc
+            assert path.exists(), f"{doc.name}: {target}"
+            if anchor:
+                assert anchor in heading_anchors(path), f"{doc.name}: {target}#{anchor}"
 
 
 def test_the_distribution_has_a_name_of_its_own_and_every_hint_uses_it():
