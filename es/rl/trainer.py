@@ -557,9 +557,9 @@ class Trainer:
         what = f"{when}generation {nomination.generation}'s policy (evaluation " \
                f"{nomination.score:.2f})"
         if verdict.confirmed is not None:
-            log.info(f"{what} kept as policy_best.npz: {returns.size}-episode {by} "
-                     f"{verdict.confirmed:.2f} (mean {returns.mean():.2f} +- "
-                     f"{returns.std():.2f}, worst {returns.min():.2f})")
+            log.info(f"{what} kept as policy_best.npz, judged by its {by}: "
+                     f"{returns.size} episodes, mean {returns.mean():.2f} +- "
+                     f"{returns.std():.2f}, worst {returns.min():.2f}")
         else:
             log.info(f"{what} not kept: {by} of {returns.size} confirmation episodes "
                      f"{policy_score(returns, by):.2f}")
