@@ -255,6 +255,10 @@ class AskTell:
             "max_evals": limits["max_evals"] is not None and self.nfev >= limits["max_evals"],
             "max_generations": limits["max_generations"] is not None
             and self.generation >= limits["max_generations"],
+            # Every value NaN or inf (an objective that fails everywhere) leaves nothing to
+            # rank: the local stop that follows would name flatness, not the cause.
+            "no_finite_value": bool(self.strategy.stop_reason) and self.nfev > 0
+            and self.best_f == math.inf,
             self.strategy.stop_reason: bool(self.strategy.stop_reason),
             "timeout_s": limits["timeout_s"] is not None
             and time.perf_counter() - self._started >= limits["timeout_s"],

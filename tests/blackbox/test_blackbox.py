@@ -163,6 +163,9 @@ def test_stopping_criteria_and_their_reasons():
     stalled = es.minimize(es.functions.sphere, x0=np.full(5, 3.0), sigma0=1.0, method="openai",
                           seed=1, max_evals=50_000)
     assert stalled.stop_reason == "stagnation" and stalled.nfev < 50_000
+    failing = es.minimize(lambda x: float("nan"), x0=np.zeros(3), sigma0=0.5, max_evals=1_000)
+    assert failing.stop_reason == "no_finite_value" and failing.fun == np.inf
+    assert failing.nfev < 1_000  # the local stop's generation, not the whole budget
 
 
 def test_bad_input_gives_clear_errors():
