@@ -19,6 +19,7 @@ ROWS = {
     "Swimmer-v5": ("suite_steps_swimmer_cma", (325,)),
     "HalfCheetah-v5": ("suite_steps_halfcheetah_ars", (3430, 5000)),
     "Hopper-v5": ("suite_steps_hopper_ars", (3120,)),
+    "Walker2d-v5": ("suite_steps_walker2d_ars", (4390,)),
 }
 
 
@@ -130,10 +131,43 @@ def test_readme_fresh_seed_summary_is_its_csv(task):
             f"{summary[f'steady_{threshold}']}") in readme_row(task)
 
 
+def test_readme_walker2d_row_details_are_its_csv():
+    """Walker2d's row names each tuning seed's steps to 4390 (or its best evaluation), and
+    says every final policy's worst episode is within 2% of its mean."""
+    runs = sorted(read(RESULTS / "suite_steps_walker2d_ars_runs.csv"),
+                  key=lambda run: int(run["seed"]))
+    reached = [run for run in runs if run["steps_to_4390"]]
+    (missed,) = [run for run in runs if not run["steps_to_4390"]]
+    row = readme_row("Walker2d-v5")
+    assert (f"seeds {reached[0]['seed']}-{reached[-1]['seed']} at "
+            f"{listed([millions(run['steps_to_4390']) for run in reached])}; seed "
+            f"{missed['seed']}'s best evaluation {thousands(missed['best_eval'])})") in row
+    assert all(float(run["final_min"]) >= 0.98 * float(run["final_mean"]) for run in runs)
+    assert "every final policy's worst episode within 2% of its mean" in row
+
+
+def test_benchmarks_walker2d_paragraph_is_its_csvs():
+    """What the Walker2d step-budget paragraph says of steadiness, from both CSVs."""
+    tuning = read(RESULTS / "suite_steps_walker2d_ars_runs.csv")
+    fresh = sorted(read(RESULTS / "suite_steps_walker2d_ars_fresh_runs.csv"),
+                   key=lambda run: int(run["seed"]))
+    within = [float(run[f"{which}_min"]) >= 0.98 * float(run[f"{which}_mean"])
+              for run in tuning for which in ("final", "kept")]
+    assert all(within)
+    assert all(float(run["final_min"]) >= 0.98 * float(run["final_mean"]) for run in fresh)
+    fell = [run for run in fresh if float(run["kept_min"]) < 0.98 * float(run["kept_mean"])]
+    text = " ".join(BENCHMARKS.split())
+    assert (f"seed {fell[0]['seed']}'s {thousands(fell[0]['kept_mean'])} with worst "
+            f"{thousands(fell[0]['kept_min'])}, still steady; seed {fell[1]['seed']}'s "
+            f"{thousands(fell[1]['kept_mean'])} with worst {thousands(fell[1]['kept_min'])})"
+            ) in text
+    assert [run["seed"] for run in fresh if not run["steps_to_4390"]] == ["11", "12"]
+
+
 def test_readme_walker2d_fresh_seeds_are_their_csv():
-    """Walker2d's fresh seeds ran before its tuning seeds' step-budget runs: the README row
-    gives them beside its time-budgeted figures."""
+    """Walker2d's fresh seeds beside its tuning seeds, at the same step budget."""
     (summary,) = read(RESULTS / "suite_steps_walker2d_ars_fresh_summary.csv")
+    (tuning,) = read(RESULTS / "suite_steps_walker2d_ars_summary.csv")
     assert summary["seeds"] == "3"
     runs = sorted(read(RESULTS / "suite_steps_walker2d_ars_fresh_runs.csv"),
                   key=lambda run: int(run["seed"]))
@@ -142,19 +176,19 @@ def test_readme_walker2d_fresh_seeds_are_their_csv():
     assert (f"**Fresh seeds 10-12** (26.6M steps): 4390 on {summary['reached_4390']} (seed "
             f"{reached['seed']}, at {millions(reached['steps_to_4390'])} steps; best evaluations "
             f"{best} on the others), kept policy steady on {summary['steady_4390']}: fewer than "
-            "on the tuning seeds (4/5)") in readme_row("Walker2d-v5")
+            f"on the tuning seeds ({tuning['steady_4390']})") in readme_row("Walker2d-v5")
 
 
-def test_walker2d_fresh_seed_costs_are_their_csv():
-    """Issue 42's whole-run cost of Walker2d ARS, from its fresh seeds' suite runs."""
-    runs = read(RESULTS / "suite_steps_walker2d_ars_fresh_runs.csv")
+def test_walker2d_costs_are_their_csvs():
+    """Issue 42's whole-run cost of Walker2d ARS, from its suite runs at the step budget."""
+    runs = (read(RESULTS / "suite_steps_walker2d_ars_runs.csv")
+            + read(RESULTS / "suite_steps_walker2d_ars_fresh_runs.csv"))
     total = percent_range([extra_share(run) for run in runs])
     text = " ".join(BENCHMARKS.split())
-    (evals,) = {f"{100 * float(run['eval_share']):.1f}%" for run in runs}
-    (confirms,) = {f"{100 * float(run['confirm_share']):.1f}%" for run in runs}
-    assert (f"**{total}** of the wall time (evaluations {evals}, confirmations {confirms} on "
-            "each; data:") in text
-    assert f"{total} (Walker2d ARS, fresh seeds 10-12)" in " ".join(README.split())
+    assert (f"**{total}** of the wall time over the {len(runs)} runs (evaluations "
+            f"{span(runs, 'eval_share')}, confirmations {span(runs, 'confirm_share')}; data:"
+            ) in text
+    assert f"{total} (Walker2d ARS, seeds 0-4 and 10-12)" in " ".join(README.split())
 
 
 def test_readme_fresh_seed_figures_are_their_csvs():
@@ -274,6 +308,7 @@ STEP_TABLE = [
      (3430, 5000)),
     ("Hopper-v5", "`hopper_ars.toml`", "suite_steps_hopper_ars", "0-4", (3120,)),
     ("Hopper-v5", "`hopper_ars.toml`", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
+    ("Walker2d-v5", "`walker2d_ars.toml`", "suite_steps_walker2d_ars", "0-4", (4390,)),
     ("Walker2d-v5", "`walker2d_ars.toml`", "suite_steps_walker2d_ars_fresh", "10-12", (4390,)),
     ("Humanoid-v5", "`humanoid_ars.toml`", "suite_humanoid_ars", "0-4", (6000,)),
 ]
