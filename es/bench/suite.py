@@ -35,7 +35,9 @@ interrupted continues with ``es-train --resume`` (exact, see the README), and on
 it wrote its config starts again. ``--jobs J`` runs J runs at a time, each on ``--ranks``
 ranks. Outputs in ``--out`` (default ``bench-results/suite/<suite file's stem>``; it remembers
 its suite file in ``suite.txt`` and refuses another suite's), covering every finished run in
-the folder, not only this call's selection: ``runs.csv`` (one row per run),
+the folder of the seeds asked for (every task and strategy, this call's and earlier ones'; a
+call with other seeds tables those, training only what is not done): ``runs.csv`` (one row
+per run),
 ``results.md`` (per task and strategy: final score median/worst/best, the kept policy's
 median and worst mean and its worst episode, seeds reaching each threshold, median and worst
 time and steps to it, seeds whose kept policy is steady at it; then per run the final and kept
@@ -691,9 +693,11 @@ def suite(args: argparse.Namespace) -> int:
         return row
 
     run_all(work, runs, args.jobs, "es-bench suite", out)
-    # The tables cover every finished run in the folder, this call's and earlier ones' (a long
-    # suite is run task by task, over several sessions).
-    measured = finished_runs(spec, out)
+    # The tables cover every finished run in the folder of the seeds asked for, this call's and
+    # earlier ones' (a long suite is run task by task, over several sessions), so tuning seeds
+    # and fresh seeds in one folder give a table each: `--seeds 0-4`, then `--seeds 10-14`.
+    asked = set(args.seeds)
+    measured = [run for run in finished_runs(spec, out) if run.seed in asked]
     rows = [run_row(run, run_folder(out, run)) for run in measured]
     chosen = {run.task.name: run.task for run in measured}
     write_csv(out / "runs.csv", rows)

@@ -139,13 +139,18 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     assert "| bare_steps_per_s |" in results
     assert (out / "suite.png").stat().st_size > 10_000
 
-    # A call for a part of the suite still tables every finished run in the folder.
+    # A call for a part of the suite tables every finished run in the folder of its seeds:
+    # every task's, not only its own, and no other seed's (fresh seeds get a table of their
+    # own); asked again for both seeds, the folder's table is whole again, nothing retrained.
     part = run_cli(["es-bench", *command[1:3], "--tasks", "cartpole", "--seeds", "0",
                     *command[5:]], timeout=120)
     assert part.returncode == 0, part.stderr
     assert "2 runs (2 done already)" in part.stdout  # openai and snes, seed 0
-    assert read_csv(out / "runs.csv") == rows
+    assert read_csv(out / "runs.csv") == [row for row in rows if row["seed"] == "0"]
     assert "### pendulum" in (out / "results.md").read_text()
+    whole = run_cli(["es-bench", *command[1:]], timeout=120)
+    assert whole.returncode == 0 and "8 done already" in whole.stdout, whole.stderr
+    assert read_csv(out / "runs.csv") == rows
 
 
 @pytest.mark.parametrize(("text", "message"), [
