@@ -161,6 +161,7 @@ def test_benchmarks_walker2d_paragraph_is_its_csvs():
             f"{thousands(fell[0]['kept_min'])}, still steady; seed {fell[1]['seed']}'s "
             f"{thousands(fell[1]['kept_mean'])} with worst {thousands(fell[1]['kept_min'])})"
             ) in text
+    assert [run["steady_4390"] for run in fell] == ["True", "False"]
     assert [run["seed"] for run in fresh if not run["steps_to_4390"]] == ["11", "12"]
 
 
