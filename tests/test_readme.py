@@ -6,6 +6,7 @@ with a shorter budget, or (the quick start's install lines) by CI itself. A comm
 gains without an entry fails the first test, so README and checks cannot drift apart. The
 docs' config reference is checked against the code the same way."""
 
+import functools
 import json
 import os
 import re
@@ -203,6 +204,7 @@ def test_config_reference_matches_the_code():
     assert with_reference(text) == text, "run: python -m es.cli.config_doc docs/configuration.md"
 
 
+@functools.cache
 def heading_anchors(markdown: Path) -> set[str]:
     """The anchors GitHub gives a file's headings: lower case, every character but letters,
     digits, spaces, ``-`` and ``_`` dropped, spaces as ``-``."""

@@ -28,6 +28,17 @@ def read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def seed_order(name: str) -> list[dict[str, str]]:
+    """A suite's committed runs CSV (``docs/results/NAME``), its rows by seed."""
+    return sorted(read(RESULTS / name), key=lambda run: int(run["seed"]))
+
+
+def within_2_percent(run: dict[str, str], policy: str) -> bool:
+    """Whether a run's ``policy`` ("final" or "kept") has its worst of the suite's episodes
+    within 2% of their mean."""
+    return float(run[f"{policy}_min"]) >= 0.98 * float(run[f"{policy}_mean"])
+
+
 def thousands(value: str) -> str:
     return f"{round(float(value)):,}"
 
@@ -64,7 +75,7 @@ def readme_row(task: str) -> str:
 @pytest.mark.parametrize("task", ROWS)
 def test_readme_row_prints_what_its_csvs_hold(task):
     prefix, thresholds = ROWS[task]
-    runs = sorted(read(RESULTS / f"{prefix}_runs.csv"), key=lambda run: int(run["seed"]))
+    runs = seed_order(f"{prefix}_runs.csv")
     (summary,) = read(RESULTS / f"{prefix}_summary.csv")
     row = readme_row(task)
     kept = " · ".join(f"{thousands(run['kept_mean'])}/{thousands(run['kept_min'])}"
@@ -85,7 +96,7 @@ def test_readme_row_prints_what_its_csvs_hold(task):
 def test_readme_humanoid_row_prints_what_its_csv_holds():
     """Humanoid's seeds finish one at a time (hours each): the row names each finished one
     with its steps to 6000, its final policy at the stop, and its kept policy."""
-    runs = sorted(read(RESULTS / "suite_humanoid_ars_runs.csv"), key=lambda run: int(run["seed"]))
+    runs = seed_order("suite_humanoid_ars_runs.csv")
     row = readme_row("Humanoid-v5")
     seeds = listed([run["seed"] for run in runs])
     steps = listed([f"{millions(run['steps_to_6000'])} steps" for run in runs])
@@ -112,8 +123,7 @@ def test_benchmarks_humanoid_seed_1_cost_is_its_csv():
 
 
 def test_benchmarks_kept_policy_table_prints_what_its_csv_holds():
-    runs = sorted(read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv"),
-                  key=lambda run: int(run["seed"]))
+    runs = seed_order("suite_steps_halfcheetah_ars_runs.csv")
     (row,) = [line for line in BENCHMARKS.splitlines()
               if line.startswith("| now (generation kept) |")]
     cells = [cell.replace("**", "").strip() for cell in row.strip("|").split("|")[1:]]
@@ -134,28 +144,24 @@ def test_readme_fresh_seed_summary_is_its_csv(task):
 def test_readme_walker2d_row_details_are_its_csv():
     """Walker2d's row names each tuning seed's steps to 4390 (or its best evaluation), and
     says every final policy's worst episode is within 2% of its mean."""
-    runs = sorted(read(RESULTS / "suite_steps_walker2d_ars_runs.csv"),
-                  key=lambda run: int(run["seed"]))
+    runs = seed_order("suite_steps_walker2d_ars_runs.csv")
     reached = [run for run in runs if run["steps_to_4390"]]
     (missed,) = [run for run in runs if not run["steps_to_4390"]]
     row = readme_row("Walker2d-v5")
     assert (f"seeds {reached[0]['seed']}-{reached[-1]['seed']} at "
             f"{listed([millions(run['steps_to_4390']) for run in reached])}; seed "
             f"{missed['seed']}'s best evaluation {thousands(missed['best_eval'])})") in row
-    assert all(float(run["final_min"]) >= 0.98 * float(run["final_mean"]) for run in runs)
+    assert all(within_2_percent(run, "final") for run in runs)
     assert "every final policy's worst episode within 2% of its mean" in row
 
 
 def test_benchmarks_walker2d_paragraph_is_its_csvs():
     """What the Walker2d step-budget paragraph says of steadiness, from both CSVs."""
     tuning = read(RESULTS / "suite_steps_walker2d_ars_runs.csv")
-    fresh = sorted(read(RESULTS / "suite_steps_walker2d_ars_fresh_runs.csv"),
-                   key=lambda run: int(run["seed"]))
-    within = [float(run[f"{which}_min"]) >= 0.98 * float(run[f"{which}_mean"])
-              for run in tuning for which in ("final", "kept")]
-    assert all(within)
-    assert all(float(run["final_min"]) >= 0.98 * float(run["final_mean"]) for run in fresh)
-    fell = [run for run in fresh if float(run["kept_min"]) < 0.98 * float(run["kept_mean"])]
+    fresh = seed_order("suite_steps_walker2d_ars_fresh_runs.csv")
+    assert all(within_2_percent(run, policy) for run in tuning for policy in ("final", "kept"))
+    assert all(within_2_percent(run, "final") for run in fresh)
+    fell = [run for run in fresh if not within_2_percent(run, "kept")]
     text = " ".join(BENCHMARKS.split())
     assert (f"seed {fell[0]['seed']}'s {thousands(fell[0]['kept_mean'])} with worst "
             f"{thousands(fell[0]['kept_min'])}, still steady; seed {fell[1]['seed']}'s "
@@ -170,8 +176,7 @@ def test_readme_walker2d_fresh_seeds_are_their_csv():
     (summary,) = read(RESULTS / "suite_steps_walker2d_ars_fresh_summary.csv")
     (tuning,) = read(RESULTS / "suite_steps_walker2d_ars_summary.csv")
     assert summary["seeds"] == "3"
-    runs = sorted(read(RESULTS / "suite_steps_walker2d_ars_fresh_runs.csv"),
-                  key=lambda run: int(run["seed"]))
+    runs = seed_order("suite_steps_walker2d_ars_fresh_runs.csv")
     (reached,) = [run for run in runs if run["steps_to_4390"]]
     best = listed([thousands(run["best_eval"]) for run in runs if run is not reached])
     assert (f"**Fresh seeds 10-12** (26.6M steps): 4390 on {summary['reached_4390']} (seed "
@@ -209,8 +214,7 @@ def test_readme_fresh_seed_figures_are_their_csvs():
 
 
 def test_benchmarks_fresh_seed_table_prints_what_its_csv_holds():
-    runs = sorted(read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv"),
-                  key=lambda run: int(run["seed"]))
+    runs = seed_order("suite_steps_halfcheetah_ars_fresh_runs.csv")
 
     lines = BENCHMARKS.splitlines()
     (kept,) = [i for i, line in enumerate(lines) if line.startswith("| kept (generation) |")]
@@ -259,8 +263,7 @@ def test_benchmarks_swimmer_paragraph_prints_what_its_csvs_hold():
     policies' median (worst) as docs/benchmarks.md prints them."""
     text = " ".join(BENCHMARKS.split())  # the paragraph wraps anywhere
     for suffix, seeds in (("", "0-4"), ("_fresh", "10-14")):
-        runs = sorted(read(RESULTS / f"suite_steps_swimmer_cma{suffix}_runs.csv"),
-                      key=lambda run: int(run["seed"]))
+        runs = seed_order(f"suite_steps_swimmer_cma{suffix}_runs.csv")
         kept = " · ".join(f"{thousands(run['kept_mean'])}/{thousands(run['kept_min'])}"
                           for run in runs)
         assert f"seeds {seeds}: {kept}" in text, kept
@@ -360,8 +363,7 @@ def test_benchmarks_step_budget_tables_print_what_their_csvs_hold(header, table)
 def test_benchmarks_variants_paragraph_is_their_csvs():
     """What the variants table is read to say, each claim from the runs' CSVs."""
     def runs(name: str) -> list[dict[str, str]]:
-        return sorted(read(RESULTS / f"suite_variants_{name}_runs.csv"),
-                      key=lambda run: int(run["seed"]))
+        return seed_order(f"suite_variants_{name}_runs.csv")
     text = " ".join(BENCHMARKS.split())
     swimmer = runs("swimmer_ars")
     assert [run["seed"] for run in swimmer if run["steady_325"] == "True"] == ["0"]
