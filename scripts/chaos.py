@@ -77,7 +77,6 @@ class Session:
     code: int | None = None
     wall_s: float = 0.0
     killed_at: float | None = None
-    killed_pid: int | None = None
     hang: bool = False
     strays: list[int] = field(default_factory=list)
     config_at: float | None = None
@@ -172,7 +171,7 @@ def run_session(train_args: list[str], ranks: int, plain: bool, run_dir: Path, l
                 pid = rank_pids(process.pid).get(kill.rank)
                 if pid is not None:
                     os.kill(pid, signal.SIGKILL)
-                    session.killed_at, session.killed_pid = now, pid
+                    session.killed_at = now
                     deadline = min(deadline, time.monotonic() + hang_s)
             time.sleep(POLL_S)
         if process.poll() is None:

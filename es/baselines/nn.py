@@ -149,12 +149,6 @@ def orthogonal_params(spec: PolicySpec, rng: np.random.Generator,
     return np.concatenate(chunks)
 
 
-def mse(prediction: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray]:
-    """Mean of ``(prediction - target)**2 / 2``."""
-    error = prediction - target
-    return float(0.5 * np.mean(error * error)), error / error.size
-
-
 def huber(prediction: np.ndarray, target: np.ndarray,
           delta: float = 1.0) -> tuple[float, np.ndarray]:
     """Mean Huber loss (quadratic within ``delta``, linear beyond): DQN's clipped error."""

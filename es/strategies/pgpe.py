@@ -82,7 +82,6 @@ class PGPE(NoiseStrategy):
         self.sigma = sigma0
         self.center_lr, self.sigma_lr = float(center_lr), float(sigma_lr)
         self.sigma_max_change = float(sigma_max_change)
-        self.optimizer_name = optimizer
         self.optimizer: Optimizer = (
             ClipUp(dim, self.center_lr, max_speed=max_speed, dtype=dtype)
             if optimizer == "clipup" else Adam(dim, self.center_lr)

@@ -42,12 +42,11 @@ def test_forward_equals_the_es_policy_on_one_observation():
     np.testing.assert_allclose(act(obs), out[0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("loss_fn", [nn.mse, nn.huber])
-def test_regression_losses_gradients(loss_fn):
+def test_huber_gradient():
     rng = np.random.default_rng(2)
     prediction, target = 3 * rng.standard_normal(11), rng.standard_normal(11)
-    _, grad = loss_fn(prediction, target)
-    numeric = numeric_grad(lambda p: loss_fn(p, target)[0], prediction)
+    _, grad = nn.huber(prediction, target)
+    numeric = numeric_grad(lambda p: nn.huber(p, target)[0], prediction)
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 
 
