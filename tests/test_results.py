@@ -579,13 +579,31 @@ def test_benchmarks_as_shipped_costs_are_their_csv():
 
 def test_benchmarks_time_budget_costs_are_their_csv():
     """The one-run costs of the configs outside the README table, each from its CSV row."""
-    names = {"swimmer": "Swimmer", "halfcheetah": "HalfCheetah", "hopper": "Hopper"}
+    names = {"swimmer": "Swimmer", "halfcheetah": "HalfCheetah", "hopper": "Hopper",
+             "walker2d": "Walker2d", "ant": "Ant"}
     strategies = {"ars": "ARS", "openai": "OpenAI-ES", "pgpe": "PGPE"}
     text = " ".join(BENCHMARKS.split())
-    for run in read(RESULTS / "cost_at_time_budget_seed0.csv"):
+    for run in [*read(RESULTS / "cost_at_time_budget_seed0.csv"),
+                *read(RESULTS / "cost_at_time_budget_openai_seed0.csv")]:
         assert (f"{names[run['task']]} {strategies[run['strategy']]} "
                 f"**{100 * extra_share(run):.1f}%**"
                 in text), run["config"]
+
+
+def test_benchmarks_openai_walker2d_ant_runs_are_their_csv():
+    """What the OpenAI-ES Walker2d and Ant cost runs trained, beside their cost."""
+    walker, ant = read(RESULTS / "cost_at_time_budget_openai_seed0.csv")
+    text = " ".join(BENCHMARKS.split())
+    assert (f"bare loop {thousands(walker['bare_steps_per_s'])} and "
+            f"{thousands(ant['bare_steps_per_s'])} steps/s") in text
+    assert (f"({millions(walker['steps'])} steps; 4390 at {millions(walker['steps_to_4390'])}, "
+            f"kept {thousands(walker['kept_mean'])} / worst {thousands(walker['kept_min'])})"
+            ) in text
+    assert not ant["steps_to_3580"]
+    assert {f"{100 * extra_share(run):.1f}%" for run in (walker, ant)} == {"1.4%"}
+    assert "1.4% (Walker2d and Ant OpenAI-ES, 30 min, seed 0)" in " ".join(README.split())
+    assert (f"({millions(ant['steps'])} steps; best evaluation {thousands(ant['best_eval'])}, "
+            "3580 not reached)") in text
 
 
 def test_benchmarks_training_variants_table_is_its_csvs():
