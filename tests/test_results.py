@@ -197,6 +197,39 @@ def test_walker2d_costs_are_their_csvs():
     assert f"{total} (Walker2d ARS, seeds 0-4 and 10-12)" in " ".join(README.split())
 
 
+def test_ant_fresh_seeds_are_their_csvs():
+    """Ant's fresh seeds at the step budget: the README's clause and issue 42's cost."""
+    (summary,) = read(RESULTS / "suite_steps_ant_ars_fresh_summary.csv")
+    runs = read(RESULTS / "suite_steps_ant_ars_fresh_runs.csv")
+    assert summary["seeds"] == str(len(runs)) == "3"
+    assert {run["budget_steps"] for run in runs} == {"13900000"}
+    assert (f"**Fresh seeds 10-12** at the step budget (13.9M steps, the README machine's 30 "
+            f"min): 3580 on {summary['reached_3580']} (worst "
+            f"{millions(summary['worst_steps_3580'])} steps), kept policy steady on "
+            f"{summary['steady_3580']}") in readme_row("Ant-v5")
+    (fell,) = [run for run in runs if run["steady_3580"] == "False"]
+    assert (f"(seed {fell['seed']}'s kept policy fell in one of 20 episodes, worst "
+            f"{thousands(fell['kept_min'])}, where its final policy held: "
+            f"{thousands(fell['final_mean'])} / {thousands(fell['final_min'])})"
+            ) in readme_row("Ant-v5")
+    assert float(fell["final_min"]) >= 0.8 * 3580
+    paused = {row["seed"]: float(row["paused_s"])
+              for row in read(RESULTS / "suite_steps_ant_ars_fresh_pauses.csv")}
+    shares = [extra_share(run) * float(run["train_s"])
+              / (float(run["train_s"]) - paused[run["seed"]]) for run in runs]
+    total = percent_range(shares)
+    text = " ".join(BENCHMARKS.split())
+    assert (f"**{total}** of the wall time over the {len(runs)} runs, the time they were paused "
+            "taken out") in text
+    stopped = [run for run in runs if paused[run["seed"]]]
+    assert (f"Seeds {stopped[0]['seed']} and {stopped[1]['seed']} were stopped (SIGSTOP) while "
+            f"the full test suite ran, {paused[stopped[0]['seed']]:.0f} s and "
+            f"{paused[stopped[1]['seed']]:.0f} s of their wall time") in text
+    assert (f"({100 * extra_share(stopped[0]):.1f}% and {100 * extra_share(stopped[1]):.1f}% in "
+            "the CSV)") in text
+    assert f"{total} (Ant ARS, seeds 10-12)" in " ".join(README.split())
+
+
 def test_readme_fresh_seed_figures_are_their_csvs():
     (summary,) = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_summary.csv")
     row = readme_row("HalfCheetah-v5")
@@ -314,6 +347,7 @@ STEP_TABLE = [
     ("Hopper-v5", "`hopper_ars.toml`", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
     ("Walker2d-v5", "`walker2d_ars.toml`", "suite_steps_walker2d_ars", "0-4", (4390,)),
     ("Walker2d-v5", "`walker2d_ars.toml`", "suite_steps_walker2d_ars_fresh", "10-12", (4390,)),
+    ("Ant-v5", "`ant_ars.toml`", "suite_steps_ant_ars_fresh", "10-12", (3580,)),
     ("Humanoid-v5", "`humanoid_ars.toml`", "suite_humanoid_ars", "0-4", (6000,)),
 ]
 
