@@ -67,6 +67,17 @@ def extra_share(run: dict[str, str]) -> float:
     return float(run["eval_share"]) + float(run["confirm_share"])
 
 
+def humanoid_cost(run: dict[str, str]) -> str:
+    """A Humanoid run's evaluation and confirmation shares of the time it ran: its wall time
+    less the seconds it was paused (SIGSTOP, for timing measurements beside it)."""
+    (paused,) = [float(row["paused_s"]) for row in read(RESULTS / "suite_humanoid_ars_pauses.csv")
+                 if row["seed"] == run["seed"]]
+    running = float(run["train_s"]) / (float(run["train_s"]) - paused)
+    return (f"Evaluations cost {100 * running * float(run['eval_share']):.2f}% and confirmations "
+            f"{100 * running * float(run['confirm_share']):.2f}% of its running time (its wall "
+            f"time less the {paused:,.0f} s it was paused)")
+
+
 def readme_row(task: str) -> str:
     (row,) = [line for line in README.splitlines() if line.startswith(f"| {task} |")]
     return row
@@ -113,8 +124,7 @@ def test_readme_humanoid_row_prints_what_its_csv_holds():
 def test_benchmarks_humanoid_seed_1_cost_is_its_csv():
     (run,) = [run for run in read(RESULTS / "suite_humanoid_ars_runs.csv") if run["seed"] == "1"]
     text = " ".join(BENCHMARKS.split())
-    assert (f"Evaluations cost {100 * float(run['eval_share']):.2f}% and confirmations "
-            f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
+    assert humanoid_cost(run) in text
     assert (f"the run stopped at {millions(run['steps'])} steps (generation "
             f"{run['kept_generation']}), its kept policy the final one: "
             f"{thousands(run['final_mean'])} ± {round(float(run['final_std']))} on the suite's 20 "
@@ -442,6 +452,13 @@ def test_benchmarks_hopper_best_share_paragraph_is_its_csvs():
                 f"{span(before, 'total_share')}" in text)
 
 
+def test_benchmarks_humanoid_runs_costs_are_their_csvs():
+    """Each Humanoid seed's shares, of the time it ran (its pauses committed beside it)."""
+    text = " ".join(BENCHMARKS.split())
+    for run in read(RESULTS / "suite_humanoid_ars_runs.csv"):
+        assert humanoid_cost(run) in text, run["seed"]
+
+
 def test_benchmarks_humanoid_cost_is_its_csv():
     (run,) = read(RESULTS / "cost_humanoid_first_2.28M.csv")
     text = " ".join(BENCHMARKS.split())
@@ -469,9 +486,7 @@ def test_benchmarks_humanoid_seed_0_paragraph_is_its_csv():
             f"on the suite's 20 fresh episodes: {thousands(run['kept_mean'])}, worst "
             f"{thousands(run['kept_min'])} ({steady}); the final policy "
             f"{thousands(run['final_mean'])} ± {round(float(run['final_std']))}, worst "
-            f"{thousands(run['final_min'])}. Evaluations cost "
-            f"{100 * float(run['eval_share']):.2f}% and confirmations "
-            f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
+            f"{thousands(run['final_min'])}. " + humanoid_cost(run)) in text
     assert f"at **{millions(run['steps_to_6000'])} steps**" in text
 
 
@@ -482,9 +497,8 @@ def test_benchmarks_humanoid_seed_3_paragraph_is_its_csv():
     assert (f"the run ended by the target at {millions(run['steps'])} steps (generation "
             f"{run['kept_generation']}), and its stop kept its last policy (generation "
             f"{run['kept_generation']}: {thousands(run['kept_mean'])} on the suite's 20 fresh "
-            f"episodes, worst {thousands(run['kept_min'])}, **steady**). Evaluations cost "
-            f"{100 * float(run['eval_share']):.2f}% and confirmations "
-            f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
+            f"episodes, worst {thousands(run['kept_min'])}, **steady**). "
+            + humanoid_cost(run)) in text
     assert run["steady_6000"] == "True" and run["kept_generation"] == str(
         int(run["generations"]) - 1)  # the last generation trained
 
@@ -505,8 +519,7 @@ def test_benchmarks_humanoid_seed_4_paragraph_is_its_csvs():
             f"{thousands(run['final_min'])}") in text
     assert (f"they fall from {falls['kept']['falls']} and {falls['final']['falls']}"
             in text)
-    assert (f"Evaluations cost {100 * float(run['eval_share']):.2f}% and confirmations "
-            f"{100 * float(run['confirm_share']):.2f}% of its wall time") in text
+    assert humanoid_cost(run) in text
     assert run["steady_6000"] == "False" and int(run["steps"]) >= int(float(run["budget_steps"]))
 
 
