@@ -74,8 +74,8 @@ def humanoid_cost(run: dict[str, str]) -> str:
                  if row["seed"] == run["seed"]]
     running = float(run["train_s"]) / (float(run["train_s"]) - paused)
     return (f"Evaluations cost {100 * running * float(run['eval_share']):.2f}% and confirmations "
-            f"{100 * running * float(run['confirm_share']):.2f}% of its running time (its wall "
-            f"time less the {paused:,.0f} s it was paused)")
+            f"{100 * running * float(run['confirm_share']):.2f}% of its running time, its wall "
+            f"time less the {paused:,.0f} s it was paused")
 
 
 def readme_row(task: str) -> str:
