@@ -5,6 +5,7 @@ is what the CSV holds, rounded as printed. A figure typed by hand that drifts fr
 fails here."""
 
 import csv
+import functools
 from pathlib import Path
 
 import pytest
@@ -67,12 +68,22 @@ def extra_share(run: dict[str, str]) -> float:
     return float(run["eval_share"]) + float(run["confirm_share"])
 
 
+@functools.cache
+def paused_seconds(name: str) -> dict[str, float]:
+    """Per seed, the seconds a suite's runs stood paused (``docs/results/NAME_pauses.csv``)."""
+    return {row["seed"]: float(row["paused_s"]) for row in read(RESULTS / f"{name}_pauses.csv")}
+
+
+def of_running_time(run: dict[str, str], paused: float) -> float:
+    """What turns a share of a run's wall time into a share of the time it ran: the wall time
+    counts the seconds it was paused (SIGSTOP, for measurements beside it)."""
+    return float(run["train_s"]) / (float(run["train_s"]) - paused)
+
+
 def humanoid_cost(run: dict[str, str]) -> str:
-    """A Humanoid run's evaluation and confirmation shares of the time it ran: its wall time
-    less the seconds it was paused (SIGSTOP, for timing measurements beside it)."""
-    (paused,) = [float(row["paused_s"]) for row in read(RESULTS / "suite_humanoid_ars_pauses.csv")
-                 if row["seed"] == run["seed"]]
-    running = float(run["train_s"]) / (float(run["train_s"]) - paused)
+    """A Humanoid run's evaluation and confirmation shares of the time it ran."""
+    paused = paused_seconds("suite_humanoid_ars")[run["seed"]]
+    running = of_running_time(run, paused)
     return (f"Evaluations cost {100 * running * float(run['eval_share']):.2f}% and confirmations "
             f"{100 * running * float(run['confirm_share']):.2f}% of its running time, its wall "
             f"time less the {paused:,.0f} s it was paused")
@@ -223,11 +234,9 @@ def test_ant_fresh_seeds_are_their_csvs():
             f"{thousands(fell['final_mean'])} / {thousands(fell['final_min'])})"
             ) in readme_row("Ant-v5")
     assert float(fell["final_min"]) >= 0.8 * 3580
-    paused = {row["seed"]: float(row["paused_s"])
-              for row in read(RESULTS / "suite_steps_ant_ars_fresh_pauses.csv")}
-    shares = [extra_share(run) * float(run["train_s"])
-              / (float(run["train_s"]) - paused[run["seed"]]) for run in runs]
-    total = percent_range(shares)
+    paused = paused_seconds("suite_steps_ant_ars_fresh")
+    total = percent_range([extra_share(run) * of_running_time(run, paused[run["seed"]])
+                           for run in runs])
     text = " ".join(BENCHMARKS.split())
     assert (f"**{total}** of the wall time over the {len(runs)} runs, the time they were paused "
             "taken out") in text
