@@ -26,9 +26,9 @@ final score is the budget's, unless the config ends its runs at ``run.target_sco
 best evaluation, confirmed on 20 episodes of its own); the kept policy is *steady* at a
 threshold when its mean reaches it and its worst episode reaches 0.8 times it. Times to a
 threshold are the training seconds (``time_s`` of ``progress.csv``: start-up excluded, resumed
-sessions added up) and env steps at the first evaluation that reached it. Thresholds are judged
-on evaluations of ``max(eval_episodes, the config's)`` episodes: a lucky pair of episodes does
-not count.
+sessions added up, pauses taken out: ``paused_s``, see ``pauses``) and env steps at the first
+evaluation that reached it. Thresholds are judged on evaluations of ``max(eval_episodes, the
+config's)`` episodes: a lucky pair of episodes does not count.
 
 The suite resumes: a run with its ``final.json`` is done and not redone; a run that was
 interrupted continues with ``es-train --resume`` (exact, see the README), and one killed before
@@ -79,6 +79,13 @@ STEADY_WORST = 0.8  # steady: the kept policy's worst episode reaches this fract
 SUITE_KEYS = {"eval_episodes", "final_episodes", "tasks"}
 TASK_KEYS = {"thresholds", "budget_s", "budget_steps", "strategies"}
 NO_GENERATION_LIMIT = 10**9  # the budget ends a run, not run.generations
+#: A pause (SIGSTOP) shows in ``progress.csv`` as one gap between consecutive generations'
+#: ``time_s`` this many times the median of the PAUSE_WINDOW gaps around it, and
+#: PAUSE_MARGIN_S seconds beyond it (an evaluation or a confirmation lengthens its generation
+#: far less).
+PAUSE_FACTOR = 3.0
+PAUSE_WINDOW = 21
+PAUSE_MARGIN_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -406,10 +413,36 @@ def read_progress(run_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def pauses(rows: list[dict[str, str]]) -> np.ndarray:
+    """Per progress row, the seconds the run stood paused just before it: ``time_s`` is wall
+    time, so a run stopped (SIGSTOP) for a measurement beside it counts the pause as training.
+    A pause is a gap between consecutive rows' ``time_s`` over PAUSE_FACTOR times the median
+    of the PAUSE_WINDOW gaps around it and PAUSE_MARGIN_S beyond it, less that median. (A
+    resumed session leaves no gap: it continues its checkpoint's clock.)"""
+    times = np.array([float(row["time_s"]) for row in rows], dtype=np.float64)
+    gaps = np.diff(times)
+    paused = np.zeros(len(rows))
+    half = PAUSE_WINDOW // 2
+    for index, gap in enumerate(gaps):
+        usual = float(np.median(gaps[max(0, index - half):index + half + 1]))
+        if gap > PAUSE_FACTOR * usual and gap > usual + PAUSE_MARGIN_S:
+            paused[index + 1] = gap - usual
+    return paused
+
+
+def running_seconds(rows: list[dict[str, str]]) -> np.ndarray:
+    """Per progress row, the training seconds so far with the pauses before it taken out."""
+    times = np.array([float(row["time_s"]) for row in rows], dtype=np.float64)
+    # Rounded to the microsecond: the subtraction's float noise is not a figure.
+    return np.round(times - np.cumsum(pauses(rows)), 6)
+
+
 def evaluations(rows: list[dict[str, str]]) -> list[tuple[float, int, float]]:
-    """(training seconds, env steps, eval return) of every evaluation of the mean policy."""
-    return [(float(r["time_s"]), int(r["timesteps"]), float(r["eval_return"]))
-            for r in rows if r.get("eval_return")]
+    """(training seconds, env steps, eval return) of every evaluation of the mean policy, the
+    seconds without the run's pauses."""
+    seconds = running_seconds(rows)
+    return [(float(t), int(r["timesteps"]), float(r["eval_return"]))
+            for t, r in zip(seconds, rows, strict=True) if r.get("eval_return")]
 
 
 def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
@@ -423,7 +456,8 @@ def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
                             *run.task.configs[run.strategy].overrides]),
         "budget_s": run.task.budget_s,
         "budget_steps": run.task.budget_steps, "generations": int(rows[-1]["generation"]) + 1,
-        "train_s": float(rows[-1]["time_s"]), "steps": int(rows[-1]["timesteps"]),
+        "train_s": float(running_seconds(rows)[-1]),
+        "paused_s": round(float(pauses(rows).sum()), 6), "steps": int(rows[-1]["timesteps"]),
         "best_eval": max((e for _, _, e in evals), default=math.nan),
         "final_mean": float(returns.mean()), "final_std": float(returns.std()),
         "final_min": float(returns.min()), "final_episodes": len(returns),
@@ -472,14 +506,14 @@ def ranks_sum(rows: list[dict[str, str]], kind: str) -> float:
 
 
 def cost_columns(rows: list[dict[str, str]], stop_s: float) -> dict[str, float]:
-    """What evaluations, confirmations and waits cost the run, as shares of its wall time:
-    the ranks' mean seconds in evaluation and confirmation episodes (the stops'
-    confirmations, ``stop_s`` from ``stops_confirm_s``, included: every rank plays them),
-    and rank 0's seconds waiting in the exchanges."""
-    wall = float(rows[-1]["time_s"]) + stop_s
-    return {"eval_share": ranks_sum(rows, "eval") / wall,
-            "confirm_share": (ranks_sum(rows, "confirm") + stop_s) / wall,
-            "wait_share": column_sum(rows, "wait_s") / wall}
+    """What evaluations, confirmations and waits cost the run, as shares of the time it ran
+    (its wall time less its pauses): the ranks' mean seconds in evaluation and confirmation
+    episodes (the stops' confirmations, ``stop_s`` from ``stops_confirm_s``, included: every
+    rank plays them), and rank 0's seconds waiting in the exchanges."""
+    ran = float(running_seconds(rows)[-1]) + stop_s
+    return {"eval_share": ranks_sum(rows, "eval") / ran,
+            "confirm_share": (ranks_sum(rows, "confirm") + stop_s) / ran,
+            "wait_share": column_sum(rows, "wait_s") / ran}
 
 
 def kept_columns(run_dir: Path) -> dict[str, Any]:

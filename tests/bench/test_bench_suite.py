@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO, run_cli, tool
 
@@ -151,6 +152,47 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     whole = run_cli(["es-bench", *command[1:]], timeout=120)
     assert whole.returncode == 0 and "8 done already" in whole.stdout, whole.stderr
     assert read_csv(out / "runs.csv") == rows
+
+
+def progress_rows(gaps: list[float]) -> list[dict[str, str]]:
+    """progress.csv rows of generations ``gaps`` seconds apart, every tenth evaluated (1 s of
+    evaluation episodes), 100 steps each."""
+    rows, clock = [], 0.0
+    for generation, gap in enumerate(gaps):
+        clock += gap
+        evaluated = generation % 10 == 9
+        rows.append({"generation": str(generation), "time_s": f"{clock:g}",
+                     "timesteps": str(100 * (generation + 1)),
+                     "eval_return": str(generation) if evaluated else "",
+                     "eval_ranks_s": "1" if evaluated else "0", "confirm_ranks_s": "0",
+                     "wait_s": "0.1"})
+    return rows
+
+
+def test_a_pause_is_left_out_of_the_seconds_and_the_shares():
+    """A run stopped (SIGSTOP) for a measurement beside it keeps its wall clock going: the
+    suite finds the pause in progress.csv and leaves it out of the training seconds, the
+    times to thresholds and the shares, as if it had not been paused; slow generations (an
+    evaluation, a confirmation of a minute) are not pauses."""
+    from es.bench.suite import cost_columns, evaluations, pauses, running_seconds
+
+    rng = np.random.default_rng(0)
+    gaps = list(2.0 + rng.uniform(-0.5, 0.5, 60))
+    gaps[20] += 55.0  # a long confirmation: 27x the usual generation, under a minute beyond
+    paused = [*gaps[:30], gaps[30] + 900.0, *gaps[31:45], gaps[45] + 120.0, *gaps[46:]]
+    plain, stopped = progress_rows(gaps), progress_rows(paused)
+
+    found = pauses(stopped)
+    assert list(np.flatnonzero(found)) == [30, 45] and not pauses(plain).any()
+    # Each pause less the usual generation around it: off by at most the jitter.
+    assert found[30] == pytest.approx(900.0, abs=0.5) and found[45] == pytest.approx(120, abs=0.5)
+    assert running_seconds(stopped)[-1] == pytest.approx(running_seconds(plain)[-1], abs=1.0)
+    for (t_paused, steps_paused, _), (t_plain, steps_plain, _) in zip(
+            evaluations(stopped), evaluations(plain), strict=True):
+        assert steps_paused == steps_plain and t_paused == pytest.approx(t_plain, abs=1.0)
+    shares, wall = cost_columns(stopped, 0.0), float(stopped[-1]["time_s"])
+    assert shares["eval_share"] == pytest.approx(cost_columns(plain, 0.0)["eval_share"], rel=0.01)
+    assert shares["eval_share"] > 1.5 * 6 / wall  # the wall time would understate it
 
 
 @pytest.mark.parametrize(("text", "message"), [
