@@ -37,13 +37,13 @@ ranks. Outputs in ``--out`` (default ``bench-results/suite/<suite file's stem>``
 its suite file in ``suite.txt`` and refuses another suite's), covering every finished run in
 the folder of the seeds asked for (every task and strategy, this call's and earlier ones'; a
 call with other seeds tables those, training only what is not done): ``runs.csv`` (one row
-per run),
-``results.md`` (per task and strategy: final score median/worst/best, the kept policy's
-median and worst mean and its worst episode, seeds reaching each threshold, median and worst
-time and steps to it, seeds whose kept policy is steady at it; then per run the final and kept
-policy's mean and worst episode, steps and seconds to each threshold and the machine's
-bare-loop rate, measured before the run: ``yardstick``) and ``suite.png`` (median and quartile band
-of the evaluation return against training seconds and against steps, one line per strategy).
+per run), ``results.md`` (per task and strategy: final score median/worst/best, the kept
+policy's median and worst mean and its worst episode, seeds reaching each threshold, median
+and worst time and steps to it, seeds whose kept policy is steady at it; then per run the
+final and kept policy's mean and worst episode, steps and seconds to each threshold, the
+seconds it stood paused and the machine's bare-loop rate, measured before the run:
+``yardstick``) and ``suite.png`` (median and quartile band of the evaluation return against
+training seconds and against steps, one line per strategy).
 """
 
 from __future__ import annotations
@@ -607,11 +607,11 @@ def markdown(summary: list[dict[str, Any]], runs: list[dict[str, Any]],
         per_run = [r for r in runs if r["task"] == name]
         columns = [*RUN_COLUMNS, *(f"{kind}_{t:g}" for t in task.thresholds
                                    for kind in ("steps_to", "time_to", "steady")),
-                   "bare_steps_per_s"]
+                   "paused_s", "bare_steps_per_s"]
         parts.append(f"Seed by seed ({name}): the final and the kept policy's mean and worst "
-                     "episode; env steps and seconds to each threshold, beside the machine's "
-                     "bare-loop rate (steps/s of one process with random actions, measured "
-                     "before the run)\n")
+                     "episode; env steps and seconds to each threshold (the seconds the run "
+                     "stood paused left out), beside the machine's bare-loop rate (steps/s of "
+                     "one process with random actions, measured before the run)\n")
         parts.append(table(per_run, columns))
     return "\n".join(parts)
 

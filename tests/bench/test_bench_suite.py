@@ -137,7 +137,7 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     assert "### cartpole (budget 6,000 steps)" in results
     assert "| strategy | seed | final_mean | final_min | kept_mean | kept_min |" in results
     assert "| steps_to_100 | time_to_100 | steady_100 |" in results
-    assert "| bare_steps_per_s |" in results
+    assert "| paused_s | bare_steps_per_s |" in results
     assert (out / "suite.png").stat().st_size > 10_000
 
     # A call for a part of the suite tables every finished run in the folder of its seeds:
