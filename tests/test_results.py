@@ -20,6 +20,7 @@ ROWS = {
     "HalfCheetah-v5": ("suite_steps_halfcheetah_ars", (3430, 5000)),
     "Hopper-v5": ("suite_steps_hopper_ars", (3120,)),
     "Walker2d-v5": ("suite_steps_walker2d_ars", (4390,)),
+    "Ant-v5": ("suite_steps_ant_ars", (3580,)),
 }
 
 
@@ -204,6 +205,15 @@ def test_walker2d_costs_are_their_csvs():
     assert f"{total} (Walker2d ARS, seeds 0-4 and 10-12)" in " ".join(README.split())
 
 
+def test_benchmarks_ant_tuning_seeds_are_their_csv():
+    """Ant's tuning seeds at the step budget, seed by seed, as docs/benchmarks.md reads them."""
+    runs = seed_order("suite_steps_ant_ars_runs.csv")
+    (summary,) = read(RESULTS / "suite_steps_ant_ars_summary.csv")
+    steps = " / ".join(millions(run["steps_to_3580"]) for run in runs)
+    assert (f"on the tuning seeds 3580 on {summary['reached_3580']} at {steps} steps, the kept "
+            f"policy steady on {summary['steady_3580']}") in " ".join(BENCHMARKS.split())
+
+
 def test_ant_fresh_seeds_are_their_csvs():
     """Ant's fresh seeds at the step budget: the README's clause and issue 42's cost."""
     (summary,) = read(RESULTS / "suite_steps_ant_ars_fresh_summary.csv")
@@ -220,14 +230,16 @@ def test_ant_fresh_seeds_are_their_csvs():
             f"{thousands(fell['final_mean'])} / {thousands(fell['final_min'])})"
             ) in readme_row("Ant-v5")
     assert float(fell["final_min"]) >= 0.8 * 3580
-    total = percent_range([extra_share(run) for run in runs])
+    both = read(RESULTS / "suite_steps_ant_ars_runs.csv") + runs
+    total = percent_range([extra_share(run) for run in both])
     text = " ".join(BENCHMARKS.split())
-    assert f"**{total}** of the running time over the {len(runs)} runs" in text
-    stopped = [run for run in runs if float(run["paused_s"])]
+    assert (f"**{total}** of the running time over the {len(both)} runs (evaluations "
+            f"{span(both, 'eval_share')}, confirmations {span(both, 'confirm_share')})") in text
+    stopped = [run for run in both if float(run["paused_s"])]
     assert (f"Seeds {stopped[0]['seed']} and {stopped[1]['seed']} were stopped (SIGSTOP) while "
             f"the full test suite ran, {float(stopped[0]['paused_s']):.0f} s and "
             f"{float(stopped[1]['paused_s']):.0f} s of their wall time") in text
-    assert f"{total} (Ant ARS, seeds 10-12)" in " ".join(README.split())
+    assert f"{total} (Ant ARS, seeds 0-4 and 10-12)" in " ".join(README.split())
 
 
 def test_readme_fresh_seed_figures_are_their_csvs():
@@ -347,6 +359,7 @@ STEP_TABLE = [
     ("Hopper-v5", "`hopper_ars.toml`", "suite_steps_hopper_ars_fresh", "10-14", (3120,)),
     ("Walker2d-v5", "`walker2d_ars.toml`", "suite_steps_walker2d_ars", "0-4", (4390,)),
     ("Walker2d-v5", "`walker2d_ars.toml`", "suite_steps_walker2d_ars_fresh", "10-12", (4390,)),
+    ("Ant-v5", "`ant_ars.toml`", "suite_steps_ant_ars", "0-4", (3580,)),
     ("Ant-v5", "`ant_ars.toml`", "suite_steps_ant_ars_fresh", "10-12", (3580,)),
     ("Humanoid-v5", "`humanoid_ars.toml`", "suite_humanoid_ars", "0-4", (6000,)),
 ]
