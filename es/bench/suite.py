@@ -414,11 +414,13 @@ def read_progress(run_dir: Path) -> list[dict[str, str]]:
 
 
 def pauses(rows: list[dict[str, str]]) -> np.ndarray:
-    """Per progress row, the seconds the run stood paused just before it: ``time_s`` is wall
-    time, so a run stopped (SIGSTOP) for a measurement beside it counts the pause as training.
-    A pause is a gap between consecutive rows' ``time_s`` over PAUSE_FACTOR times the median
-    of the PAUSE_WINDOW gaps around it and PAUSE_MARGIN_S beyond it, less that median. (A
-    resumed session leaves no gap: it continues its checkpoint's clock.)"""
+    """Per progress row, the seconds the run stood paused just before it that its ``time_s``
+    still counts: es-train leaves the stops it saw out of ``time_s`` (``paused_s``), but the
+    runs of before it did not, so a run stopped (SIGSTOP) for a measurement beside it counted
+    the pause as training. Such a pause is a gap between consecutive rows' ``time_s`` over
+    PAUSE_FACTOR times the median of the PAUSE_WINDOW gaps around it and PAUSE_MARGIN_S beyond
+    it, less that median. (A resumed session leaves no gap: it continues its checkpoint's
+    clock.)"""
     times = np.array([float(row["time_s"]) for row in rows], dtype=np.float64)
     gaps = np.diff(times)
     paused = np.zeros(len(rows))
@@ -428,6 +430,12 @@ def pauses(rows: list[dict[str, str]]) -> np.ndarray:
         if gap > PAUSE_FACTOR * usual and gap > usual + PAUSE_MARGIN_S:
             paused[index + 1] = gap - usual
     return paused
+
+
+def recorded_pause_s(rows: list[dict[str, str]]) -> float:
+    """The seconds es-train saw the run stopped and left out of ``time_s`` itself (its last
+    row's ``paused_s``; 0 for a run of before that column)."""
+    return float(rows[-1].get("paused_s") or 0.0) if rows else 0.0
 
 
 def running_seconds(rows: list[dict[str, str]]) -> np.ndarray:
@@ -457,7 +465,8 @@ def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
         "budget_s": run.task.budget_s,
         "budget_steps": run.task.budget_steps, "generations": int(rows[-1]["generation"]) + 1,
         "train_s": float(running_seconds(rows)[-1]),
-        "paused_s": round(float(pauses(rows).sum()), 6), "steps": int(rows[-1]["timesteps"]),
+        "paused_s": round(float(pauses(rows).sum()) + recorded_pause_s(rows), 6),
+        "steps": int(rows[-1]["timesteps"]),
         "best_eval": max((e for _, _, e in evals), default=math.nan),
         "final_mean": float(returns.mean()), "final_std": float(returns.std()),
         "final_min": float(returns.min()), "final_episodes": len(returns),

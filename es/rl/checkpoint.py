@@ -184,7 +184,7 @@ class TrainingState:
 
     generation: int
     timesteps: int
-    elapsed_s: float
+    elapsed_s: float  # running seconds of every session so far, pauses left out
     strategy: dict[str, np.ndarray]  # the strategy's state(); "theta" is its mean
     obs_sum: np.ndarray
     obs_sumsq: np.ndarray
@@ -197,6 +197,7 @@ class TrainingState:
     # The last generation's progress row, written once its evaluation is played (beside the
     # next generation's members): a resumed run writes it then, as one that never stopped.
     held_row: dict[str, Any] | None = None
+    paused_s: float = 0.0  # seconds the run's processes stood stopped (SIGSTOP), all sessions
 
 
 CHECKPOINT_FORMAT = 2
@@ -257,6 +258,7 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
         "generation": state.generation,
         "timesteps": state.timesteps,
         "elapsed_s": state.elapsed_s,
+        "paused_s": state.paused_s,
         "obs_count": state.obs_count,
         "mean_episode_length": state.mean_episode_length,
         "best_return": state.best_return,
@@ -298,6 +300,7 @@ def read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
                 generation=int(meta["generation"]),
                 timesteps=int(meta["timesteps"]),
                 elapsed_s=float(meta["elapsed_s"]),
+                paused_s=float(meta.get("paused_s", 0.0)),
                 strategy=strategy,
                 obs_sum=data["obs_sum"].copy(),
                 obs_sumsq=data["obs_sumsq"].copy(),

@@ -39,6 +39,7 @@ COLUMNS = (
     "confirm_s",
     "eval_ranks_s",
     "confirm_ranks_s",
+    "paused_s",
 )
 
 

@@ -28,6 +28,7 @@ import tomli_w
 from es.config import Config
 from es.core.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.core.optim import make_optimizer
+from es.core.pauses import PauseClock
 from es.core.seeding import (
     TAG_ACTION_NOISE,
     TAG_ENV,
@@ -189,7 +190,9 @@ class Trainer:
         self.config, self.comm, self.run_dir = config, comm, run_dir
         self.start_time = time.time() if start_time is None else start_time
         self.stop_flag = stop_flag or StopFlag()
-        self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
+        self.elapsed_before = 0.0  # running seconds of earlier sessions of a resumed run
+        self.paused_before = 0.0  # and the seconds they stood stopped
+        self.pause_clock = PauseClock()
         self.resumed_at: int | None = None
         es_cfg = config.es
         self.env = env_from_config(config)
@@ -650,6 +653,7 @@ class Trainer:
             generation=self.strategy.generation,
             timesteps=self.timesteps,
             elapsed_s=self.elapsed_s,
+            paused_s=self.paused_s,
             strategy=self.strategy.state(),
             obs_sum=self.obs_stats.sum.copy(),
             obs_sumsq=self.obs_stats.sumsq.copy(),
@@ -679,6 +683,7 @@ class Trainer:
         self.nominations.waiting = state.nominations
         self.held_row = state.held_row
         self.elapsed_before = state.elapsed_s
+        self.paused_before = state.paused_s
         self.resumed_at = state.generation
         # Spent in earlier sessions: known alike on every rank (it comes from the checkpoint).
         limit = self.config.run.max_seconds
@@ -686,7 +691,15 @@ class Trainer:
 
     @property
     def elapsed_s(self) -> float:
-        return self.elapsed_before + time.time() - self.start_time
+        """Running seconds of every session: what ``run.max_seconds`` and ``time_s`` count.
+        A stopped process (SIGSTOP, a scheduler's suspend) is not running, as Slurm's time
+        limit leaves a suspended job's time out."""
+        return self.elapsed_before + time.time() - self.start_time - self.pause_clock.paused_s
+
+    @property
+    def paused_s(self) -> float:
+        """Seconds the run stood stopped, every session."""
+        return self.paused_before + self.pause_clock.paused_s
 
     def run(self, callback: Callback | None = None) -> TrainResult:
         """Train until a budget is spent or ``callback`` returns False; raises ``Stopped`` or
@@ -700,6 +713,13 @@ class Trainer:
         last finished generation is checkpointed first; then the nominations still waiting
         are confirmed, so every stop leaves its kept policy (``confirm_at_stop``).
         """
+        self.pause_clock.start()
+        try:
+            return self._train(callback)
+        finally:
+            self.pause_clock.stop()
+
+    def _train(self, callback: Callback | None) -> TrainResult:
         writer = self.comm.rank == 0 and self.run_dir is not None
         progress = None
         if writer:
@@ -837,7 +857,8 @@ class Trainer:
 
     def _eta_s(self, generation0: int, timesteps0: int, started: float) -> float | None:
         """Seconds left at this session's pace, to whichever budget ends the run first."""
-        spent, run_cfg = time.perf_counter() - started, self.config.run
+        spent = time.perf_counter() - started - self.pause_clock.paused_s
+        run_cfg = self.config.run
         done_generations = self.strategy.generation - generation0
         if done_generations <= 0:
             return None
@@ -948,6 +969,7 @@ class Trainer:
             "generation": index,
             "timesteps": self.timesteps,
             "time_s": self.elapsed_s,
+            "paused_s": self.paused_s,
             "return_mean": float(np.nanmean(returns)),
             "return_min": float(np.nanmin(returns)),
             "return_max": float(np.nanmax(returns)),

@@ -195,6 +195,20 @@ def test_a_pause_is_left_out_of_the_seconds_and_the_shares():
     assert shares["eval_share"] > 1.5 * 6 / wall  # the wall time would understate it
 
 
+def test_a_pause_es_train_left_out_itself_is_counted_once():
+    """es-train leaves the seconds it stood stopped out of ``time_s`` and writes them to
+    ``paused_s``: the suite adds them to the run's pauses and finds no gap to take out."""
+    from es.bench.suite import pauses, recorded_pause_s, running_seconds
+
+    rows = progress_rows(list(2.0 + np.random.default_rng(1).uniform(-0.5, 0.5, 60)))
+    for index, row in enumerate(rows):
+        row["paused_s"] = "900.5" if index >= 30 else "0"
+    assert not pauses(rows).any() and recorded_pause_s(rows) == 900.5
+    assert running_seconds(rows)[-1] == pytest.approx(float(rows[-1]["time_s"]))
+    assert recorded_pause_s([{k: v for k, v in row.items() if k != "paused_s"}
+                             for row in rows]) == 0.0  # a run from before the column
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("[tasks.a]\nthresholds = [1]\nbudget_s = 5\nstrategies.snes = \"configs/cartpole.toml\"",
      "tasks.a.strategies.snes: 'configs/cartpole.toml' trains with es.strategy = 'openai'"),

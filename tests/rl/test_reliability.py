@@ -309,3 +309,36 @@ def test_a_run_stopped_by_max_seconds_can_be_extended_on_resume(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert [int(r["generation"]) for r in read_progress(run_dir)] == list(range(1, more + 1))
     assert "max_seconds = 0.0" in (run_dir / "config.toml").read_text()
+
+
+def test_time_a_run_stood_stopped_is_left_out_of_its_clock_and_budget(tmp_path):
+    """SIGSTOP on every rank (a scheduler's suspend, a measurement beside the run): the
+    stopped seconds go to ``paused_s``, not to ``time_s`` or ``run.max_seconds``, and a resume
+    carries them on."""
+    run_dir, stopped_s = tmp_path / "paused", 4.0
+    process = start([*LONG, "--set", "run.max_seconds=5", "--run-dir", str(run_dir)], 2)
+    wait_for_rows(run_dir, 2)
+    pids = rank_pids(run_dir)
+    assert len(pids) == 2
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    time.sleep(stopped_s)
+    for pid in pids:
+        os.kill(pid, signal.SIGCONT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr
+    rows = read_progress(run_dir)
+    paused = [float(row["paused_s"]) for row in rows]
+    assert paused[0] == 0.0 and paused == sorted(paused)
+    assert stopped_s - 1.0 <= paused[-1] <= stopped_s + 0.5
+    # No row's clock jumps by the stop, and the budget bought 5 s of running time.
+    times = [float(row["time_s"]) for row in rows]
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) < stopped_s - 1.0
+    assert 5.0 <= times[-1] < 5.0 + stopped_s - 1.0
+    state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
+    assert state.paused_s == pytest.approx(paused[-1], rel=1e-5)
+    more = state.generation + 2
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.max_seconds=0",
+                       "--set", f"run.generations={more}", "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert [float(row["paused_s"]) for row in read_progress(run_dir)[-2:]] == [paused[-1]] * 2
