@@ -15,6 +15,7 @@ import numpy as np
 import tomli_w
 
 from es.config import BUILT_IN_POLICIES, Config, ConfigError
+from es.core.pauses import PauseClock
 from es.core.seeding import TAG_EVAL, episode_seeds
 from es.parallel.comm import Comm
 from es.parallel.exchange import spread
@@ -84,6 +85,8 @@ class BaselineRun:
         self.config, self.comm, self.run_dir, self.spec = config, comm, run_dir, spec
         self.norm = norm
         self.started = time.time() if started is None else started
+        self.pause_clock = PauseClock()  # es-train's rule: time stopped is not run time
+        self.pause_clock.start()
         self.env = env_from_config(config)
         self.best_eval: float | None = None
         self.eval_return: float | None = None
@@ -98,7 +101,7 @@ class BaselineRun:
 
     @property
     def elapsed_s(self) -> float:
-        return time.time() - self.started
+        return time.time() - self.started - self.pause_clock.paused_s
 
     def budget_spent(self, rounds: int, timesteps: int) -> bool:
         """``run.generations`` (rounds here) or ``run.max_timesteps`` reached: the same
@@ -134,6 +137,7 @@ class BaselineRun:
             self.eval_return = row["eval_return"]
             self.best_eval = max(self.eval_return, self.best_eval or -np.inf)
         row.setdefault("time_s", self.elapsed_s)
+        row.setdefault("paused_s", self.pause_clock.paused_s)
         if self.comm.rank != 0:
             return
         printable = {**row}
@@ -148,6 +152,7 @@ class BaselineRun:
                             self.norm, self.config.env.id, int(row["generation"]))
 
     def close(self) -> None:
+        self.pause_clock.stop()
         if self.progress is not None:
             self.progress.close()
 

@@ -1,9 +1,14 @@
 """The baselines: replay memory, target network, DQN/PG gradients, the MPI all-reduce PG,
 Gorila under mpiexec, es-compare, and the CLI as a user types it."""
 
+import os
+import signal
+import subprocess
+import time
+
 import numpy as np
 import pytest
-from conftest import REPO, load_params, read_progress, run_cli
+from conftest import REPO, load_params, read_progress, run_cli, tool
 from test_baselines_nn import numeric_grad
 
 from es.baselines import nn
@@ -323,3 +328,27 @@ def test_every_baseline_config_runs_a_tiny_round(name):
                                                                               LocalComm(), None)
     assert result.rounds == 1 and result.timesteps > 0
     assert result.eval_return is not None and np.isfinite(result.eval_return)
+
+
+def test_a_baseline_run_stood_stopped_keeps_its_budget_as_es_train_does(tmp_path):
+    """es-compare gives ES and the baselines one wall budget: time stopped (SIGSTOP) is left
+    out of both, so a pause beside a comparison cannot shorten one method's run."""
+    run_dir, stopped_s = tmp_path / "pg", 3.0
+    process = subprocess.Popen(
+        [tool("es-baseline"), "pg", "configs/baselines/cartpole_pg.toml", "--run-dir",
+         str(run_dir), "--set", "run.generations=100000", "--set", "run.max_seconds=4",
+         "--quiet"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not (run_dir / "progress.csv").exists() or \
+            len((run_dir / "progress.csv").read_text().splitlines()) < 3:
+        assert process.poll() is None, process.communicate()[1]
+        time.sleep(0.05)
+    process.send_signal(signal.SIGSTOP)
+    time.sleep(stopped_s)
+    os.kill(process.pid, signal.SIGCONT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    rows = read_progress(run_dir)
+    assert stopped_s - 1.0 <= float(rows[-1]["paused_s"]) <= stopped_s + 0.5
+    times = [float(row["time_s"]) for row in rows]
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) < stopped_s - 1.0
+    assert 4.0 <= times[-1] < 4.0 + stopped_s - 1.0
