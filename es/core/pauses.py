@@ -66,13 +66,20 @@ class PauseClock:
         self._ledger: PauseLedger | None = None
         self._continued = 0
         self._stopping = threading.Event()
+        self._lock = threading.Lock()  # one beat at a time; the handler never takes it
         self._thread: threading.Thread | None = None
         self._previous: object = None
 
     @property
     def paused_s(self) -> float:
-        """Seconds counted as stopped since ``start``."""
-        return self._ledger.paused_s if self._ledger is not None else 0.0
+        """Seconds counted as stopped since ``start``. Read, it beats too: just after a stop
+        the reader (the main thread, whose SIGCONT handler has run by then) may be ahead of the
+        heartbeat thread, which a busy machine schedules late."""
+        if self._ledger is None:
+            return 0.0
+        if self._thread is not None:
+            self._tick()
+        return self._ledger.paused_s
 
     def start(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -97,7 +104,10 @@ class PauseClock:
     def _on_continue(self, signum: int, frame: object) -> None:
         self._continued += 1
 
+    def _tick(self) -> None:
+        with self._lock:
+            self._ledger.beat(time.monotonic(), self._continued)
+
     def _beat(self) -> None:
-        ledger, interval = self._ledger, self._settings[0]
-        while not self._stopping.wait(interval):
-            ledger.beat(time.monotonic(), self._continued)
+        while not self._stopping.wait(self._settings[0]):
+            self._tick()

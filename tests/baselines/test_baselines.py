@@ -333,7 +333,7 @@ def test_every_baseline_config_runs_a_tiny_round(name):
 def test_a_baseline_run_stood_stopped_keeps_its_budget_as_es_train_does(tmp_path):
     """es-compare gives ES and the baselines one wall budget: time stopped (SIGSTOP) is left
     out of both, so a pause beside a comparison cannot shorten one method's run."""
-    run_dir, stopped_s = tmp_path / "pg", 3.0
+    run_dir, stopped_s = tmp_path / "pg", 4.0
     process = subprocess.Popen(
         [tool("es-baseline"), "pg", "configs/baselines/cartpole_pg.toml", "--run-dir",
          str(run_dir), "--set", "run.generations=100000", "--set", "run.max_seconds=4",
@@ -348,7 +348,7 @@ def test_a_baseline_run_stood_stopped_keeps_its_budget_as_es_train_does(tmp_path
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     rows = read_progress(run_dir)
-    assert stopped_s - 1.0 <= float(rows[-1]["paused_s"]) <= stopped_s + 0.5
+    assert stopped_s - 1.0 <= float(rows[-1]["paused_s"]) <= stopped_s + 1.0
     times = [float(row["time_s"]) for row in rows]
-    assert max(b - a for a, b in zip(times, times[1:], strict=False)) < stopped_s - 1.0
-    assert 4.0 <= times[-1] < 4.0 + stopped_s - 1.0
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) < stopped_s - 1.5
+    assert 4.0 <= times[-1] < 4.0 + stopped_s - 1.5
