@@ -1,8 +1,9 @@
 """Under a real Slurm 22.05 on this machine (``es.parallel.slurm_cluster``: slurmctld, one
 slurmd and munged per network-namespaced node): ``srun`` starts es across nodes bit-identically,
 a lone copy is refused, ``scripts/slurm_train.sbatch`` is cut by its time limit, requeued and
-resumed exactly, so is a job requeued by hand, and a lost node costs the script's job one
-relaunch on the nodes left (es-train --elastic), not the run. Needs
+resumed exactly, so is a job requeued by hand, a suspended job keeps its time budget, and a
+lost node costs the script's job one relaunch on the nodes left (es-train --elastic), not the
+run. Needs
 root and Debian's slurm-wlm and munge (.ci/run installs them); without them these skip.
 
 The batch jobs run side by side with the ``srun`` tests (submitted when the cluster starts), so
@@ -258,6 +259,38 @@ def test_es_train_requeues_its_own_job_on_the_signal(slurm, tmp_path):
     assert (state, restarts >= 1) == ("COMPLETED", True), output
     assert output.count(f"es-train: requeued Slurm job {jobs['flag']}") == restarts, output
     assert np.array_equal(load_params(folder / "flag"), reference(tmp_path, TIME_LIMITED))
+
+
+@needs_slurm
+def test_a_suspended_job_keeps_its_time_budget(slurm, tmp_path):
+    """``scontrol suspend`` stops every process of the job (SIGSTOP) and ``scontrol resume``
+    continues them (SIGCONT): Slurm's time limit leaves the suspended time out, and so does
+    es-train's ``run.max_seconds`` (``paused_s``, not ``time_s``)."""
+    cluster, _, folder = slurm
+    run_dir, suspended_s = folder / "suspended", 5.0
+    job = sbatch(cluster, ["--nodes=2", "--ntasks-per-node=1", "--exclude=node2", "--time=5",
+                           f"--output={folder}/suspended.out", "--wrap", " ".join([
+                               "srun --mpi=pmi2", tool("es-train"), *SLEEPY, "--set",
+                               "env.kwargs.step_ms=1", "--set", "run.generations=100000",
+                               "--set", "run.max_seconds=8", "--run-dir", str(run_dir)])], [])
+    deadline = time.monotonic() + 120
+    while not (run_dir / "progress.csv").is_file() or len(read_progress(run_dir)) < 3:
+        assert time.monotonic() < deadline and job_state(cluster, job)[0] not in FINISHED
+        time.sleep(0.1)
+    suspended = slurm_run(cluster, ["scontrol", "suspend", job])
+    assert suspended.returncode == 0, suspended.stderr
+    assert job_state(cluster, job)[0] == "SUSPENDED"
+    time.sleep(suspended_s)
+    resumed = slurm_run(cluster, ["scontrol", "resume", job])
+    assert resumed.returncode == 0, resumed.stderr
+    output = (folder / "suspended.out")
+    assert wait_for_job(cluster, job)[0] == "COMPLETED", output.read_text()
+    rows = read_progress(run_dir)
+    times = [float(row["time_s"]) for row in rows]
+    print(f"suspended {suspended_s} s: paused_s {rows[-1]['paused_s']}, time_s {times[-1]}")
+    assert suspended_s - 1.0 <= float(rows[-1]["paused_s"]) <= suspended_s + 1.0
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) < suspended_s - 1.5
+    assert 8.0 <= times[-1] < 8.0 + suspended_s - 1.5
 
 
 @needs_slurm
