@@ -80,6 +80,16 @@ def wait_for_job(cluster: SlurmCluster, job: str, timeout: float = 240) -> tuple
     return state
 
 
+def wait_for_rows(cluster: SlurmCluster, job: str, run_dir: Path, rows: int) -> float:
+    """Until the job's run has written ``rows`` progress rows (it must not end first); returns
+    the deadline it waited within, for what follows."""
+    deadline = time.monotonic() + 120
+    while not (run_dir / "progress.csv").is_file() or len(read_progress(run_dir)) < rows:
+        assert time.monotonic() < deadline and job_state(cluster, job)[0] not in FINISHED
+        time.sleep(0.1)
+    return deadline
+
+
 def sbatch(cluster: SlurmCluster, options: list[str], arguments: list[str],
            environment: dict[str, str] | None = None) -> str:
     done = subprocess.run(["sbatch", "--parsable", *options, *arguments], capture_output=True,
@@ -133,10 +143,7 @@ def slurm(tmp_path_factory):
 def test_a_job_requeued_by_hand_resumes_exactly(slurm, tmp_path):
     cluster, jobs, folder = slurm
     run_dir, job = folder / "by_hand", jobs["by_hand"]
-    deadline = time.monotonic() + 120
-    while not (run_dir / "progress.csv").is_file() or len(read_progress(run_dir)) < 10:
-        assert time.monotonic() < deadline and job_state(cluster, job)[0] not in FINISHED
-        time.sleep(0.2)
+    deadline = wait_for_rows(cluster, job, run_dir, 10)
     requeued = slurm_run(cluster, ["scontrol", "requeue", job])
     assert requeued.returncode == 0, requeued.stderr
     # Pending again (it may start cred_expire = 10 s later): its ranks are gone.
@@ -273,10 +280,7 @@ def test_a_suspended_job_keeps_its_time_budget(slurm, tmp_path):
                                "srun --mpi=pmi2", tool("es-train"), *SLEEPY, "--set",
                                "env.kwargs.step_ms=1", "--set", "run.generations=100000",
                                "--set", "run.max_seconds=8", "--run-dir", str(run_dir)])], [])
-    deadline = time.monotonic() + 120
-    while not (run_dir / "progress.csv").is_file() or len(read_progress(run_dir)) < 3:
-        assert time.monotonic() < deadline and job_state(cluster, job)[0] not in FINISHED
-        time.sleep(0.1)
+    wait_for_rows(cluster, job, run_dir, 3)
     suspended = slurm_run(cluster, ["scontrol", "suspend", job])
     assert suspended.returncode == 0, suspended.stderr
     assert job_state(cluster, job)[0] == "SUSPENDED"
