@@ -7,6 +7,7 @@ fails here."""
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO
 
@@ -693,3 +694,73 @@ def test_benchmarks_training_variants_table_is_its_csvs():
             cells.append(cell(first(rows, 3430), first(rows, 5000), late(rows))
                          if rows else "not run")
         assert f"| `{variant}` | {' | '.join(cells)} |" in BENCHMARKS, variant
+
+
+def test_benchmarks_training_ends_probes_are_their_csvs():
+    """The fallen training episodes as a judge (rank correlations with the study's falls) and
+    the probes that ended them: each quoted figure from its CSV."""
+    def rank_correlation(first: list[float], second: list[float]) -> float:
+        """Spearman's: tied values share their mean rank."""
+        def ranks(values: list[float]) -> np.ndarray:
+            array = np.asarray(values)
+            ranked = np.empty(len(array))
+            ranked[np.argsort(array, kind="stable")] = np.arange(len(array))
+            for value in np.unique(array):
+                ranked[array == value] = ranked[array == value].mean()
+            return ranked
+        return float(np.corrcoef(ranks(first), ranks(second))[0, 1])
+
+    text = " ".join(BENCHMARKS.split())
+    rollouts = read(RESULTS / "kept_probe_halfcheetah_rollout_falls.csv")
+    shares, correlations = [], []
+    for seed in ("0", "1", "12", "14"):
+        rows = [row for row in rollouts if row["seed"] == seed]
+        shares.append(np.mean([int(row["fallen"]) / int(row["rollouts"])
+                               for row in rows if row["fallen"]]))
+        judged = [row for row in rows if row["study_falls"] and int(row["generation"]) >= 24]
+        assert len(judged) == 33
+        correlations.append(rank_correlation([float(row["fallen"]) for row in judged],
+                                             [float(row["study_falls"]) for row in judged]))
+    assert f"({round(100 * min(shares))}-{round(100 * max(shares))}% of a run's" in text
+    assert "rank correlations {:.2f}, {:.2f}, {:.2f} and {:.2f}".format(*correlations) in text
+    fallen_12 = {row["generation"]: row["fallen"] for row in rollouts if row["seed"] == "12"}
+    assert f"had {fallen_12['36']}, {fallen_12['51']} and {fallen_12['63']} fallen of 64" in text
+
+    ends = read(RESULTS / "kept_probe_halfcheetah_training_ends.csv")
+
+    def run(variant: str, seed: str) -> list[dict]:
+        return [row for row in ends if row["variant"] == variant and row["seed"] == seed]
+
+    def first(rows: list[dict], threshold: int) -> str:
+        return millions(str(min(int(row["timesteps"]) for row in rows
+                                if float(row["eval_return"]) >= threshold)))
+
+    def falls_free(rows: list[dict]) -> str:
+        late = [row for row in rows if row["falls"] and int(row["timesteps"]) >= 2_880_000]
+        return f"{sum(row['falls'] == '0' for row in late)} of {len(late)}"
+
+    flip = [run("training episodes end at a flip", seed) for seed in "014"]
+    assert "({}, {} and {} generations in 5.8M steps".format(
+        *[rows[-1]["generation"] for rows in flip]) in text
+    fewer = [1 - int(rows[-1]["timesteps"]) / int(rows[-1]["generation"]) / 48_000
+             for rows in flip]
+    assert f"plays {round(100 * min(fewer))}-{round(100 * max(fewer))}% fewer steps" in text
+    assert "3430 at {} / {} / {} steps".format(*[first(rows, 3430) for rows in flip]) in text
+    assert "5000 at {} / {} / {}".format(*[first(rows, 5000) for rows in flip]) in text
+    assert "falls-free {}, {} and {}".format(*[falls_free(rows) for rows in flip]) in text
+    stall = {seed: run("training episodes end after 50 steps that earned nothing", seed)
+             for seed in "014"}
+    assert (f"seed 1 reached 3430 at {first(stall['1'], 3430)} and 5000 at "
+            f"{first(stall['1'], 5000)} steps") in text
+    assert f"{falls_free(stall['1'])} late policies falls-free" in text
+    last = stall["1"][-1]
+    saved = 1 - int(last["timesteps"]) / int(last["generation"]) / 48_000
+    assert f"with {round(100 * saved)}% fewer steps a generation" in text
+    for seed in "04":
+        rows = stall[seed]
+        best = max(float(row["eval_return"]) for row in rows)
+        assert (f"at {first(rows, 3430)} (stopped at {millions(rows[-1]['timesteps'])}, "
+                f"best {'evaluation ' if seed == '0' else ''}{thousands(str(best))})") in text
+        assert best < 5000
+    whole = run("the same, whole training episodes", "1")
+    assert (f"3430 came at {first(whole, 3430)} and 5000 at {first(whole, 5000)}") in text
