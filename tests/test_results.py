@@ -727,40 +727,36 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
     assert f"had {fallen_12['36']}, {fallen_12['51']} and {fallen_12['63']} fallen of 64" in text
 
     ends = read(RESULTS / "kept_probe_halfcheetah_training_ends.csv")
-
-    def run(variant: str, seed: str) -> list[dict]:
-        return [row for row in ends if row["variant"] == variant and row["seed"] == seed]
+    rows_of = {
+        "750-step cut, ending at a flip": ("training episodes end at a flip", 48_000),
+        "750-step cut, ending after 50 steps that earned nothing":
+            ("training episodes end after 50 steps that earned nothing", 48_000),
+        "whole, ending after 50 steps that earned nothing":
+            ("the same, whole training episodes", 64_000),
+        "whole, ending after 150 steps that earned nothing":
+            ("whole training episodes that end after 150 steps that earned nothing", 64_000),
+    }
 
     def first(rows: list[dict], threshold: int) -> str:
-        return millions(str(min(int(row["timesteps"]) for row in rows
-                                if float(row["eval_return"]) >= threshold)))
+        steps = [int(row["timesteps"]) for row in rows if float(row["eval_return"]) >= threshold]
+        return millions(str(min(steps))) if steps else "—"
 
-    def falls_free(rows: list[dict]) -> str:
+    def cell(rows: list[dict]) -> str:
         late = [row for row in rows if row["falls"] and int(row["timesteps"]) >= 2_880_000]
-        return f"{sum(row['falls'] == '0' for row in late)} of {len(late)}"
+        if not late:  # stopped early: no study
+            return (f"{first(rows, 3430)} / {first(rows, 5000)} (stopped at "
+                    f"{millions(rows[-1]['timesteps'])})")
+        steady = [row for row in late if row["falls"] == "0"]
+        best = (f" ({thousands(max(steady, key=lambda row: float(row['mean']))['mean'])})"
+                if steady else "")
+        return (f"{first(rows, 3430)} / {first(rows, 5000)} · "
+                f"{len(steady)} of {len(late)}{best}")
 
-    flip = [run("training episodes end at a flip", seed) for seed in "014"]
-    assert "({}, {} and {} generations in 5.8M steps".format(
-        *[rows[-1]["generation"] for rows in flip]) in text
-    fewer = [1 - int(rows[-1]["timesteps"]) / int(rows[-1]["generation"]) / 48_000
-             for rows in flip]
-    assert f"plays {round(100 * min(fewer))}-{round(100 * max(fewer))}% fewer steps" in text
-    assert "3430 at {} / {} / {} steps".format(*[first(rows, 3430) for rows in flip]) in text
-    assert "5000 at {} / {} / {}".format(*[first(rows, 5000) for rows in flip]) in text
-    assert "falls-free {}, {} and {}".format(*[falls_free(rows) for rows in flip]) in text
-    stall = {seed: run("training episodes end after 50 steps that earned nothing", seed)
-             for seed in "014"}
-    assert (f"seed 1 reached 3430 at {first(stall['1'], 3430)} and 5000 at "
-            f"{first(stall['1'], 5000)} steps") in text
-    assert f"{falls_free(stall['1'])} late policies falls-free" in text
-    last = stall["1"][-1]
-    saved = 1 - int(last["timesteps"]) / int(last["generation"]) / 48_000
-    assert f"with {round(100 * saved)}% fewer steps a generation" in text
-    for seed in "04":
-        rows = stall[seed]
-        best = max(float(row["eval_return"]) for row in rows)
-        assert (f"at {first(rows, 3430)} (stopped at {millions(rows[-1]['timesteps'])}, "
-                f"best {'evaluation ' if seed == '0' else ''}{thousands(str(best))})") in text
-        assert best < 5000
-    whole = run("the same, whole training episodes", "1")
-    assert (f"3430 came at {first(whole, 3430)} and 5000 at {first(whole, 5000)}") in text
+    assert len({row["variant"] for row in ends}) == len(rows_of)
+    for label, (variant, played) in rows_of.items():
+        runs = [[row for row in ends if row["variant"] == variant and row["seed"] == seed]
+                for seed in "014"]
+        fewer = [1 - int(rows[-1]["timesteps"]) / int(rows[-1]["generation"]) / played
+                 for rows in runs]
+        assert (f"| {label} | {' | '.join(cell(rows) for rows in runs)} | "
+                f"{round(100 * min(fewer))}-{round(100 * max(fewer))}% fewer |") in BENCHMARKS
