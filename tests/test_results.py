@@ -760,3 +760,25 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
                  for rows in runs]
         assert (f"| {label} | {' | '.join(cell(rows) for rows in runs)} | "
                 f"{round(100 * min(fewer))}-{round(100 * max(fewer))}% fewer |") in BENCHMARKS
+
+
+def test_benchmarks_whole_idle50_suite_probe_is_its_csv():
+    """Whole training episodes ending after 50 idle steps, through the suite: every cell."""
+    def first(run: dict, threshold: int) -> str:
+        steps = run[f"steps_to_{threshold}"]
+        return millions(steps) if steps else "—"
+
+    def steady(run: dict) -> bool:
+        return float(run["kept_mean"]) >= 3430 and float(run["kept_min"]) >= 0.8 * 3430
+
+    runs = read(RESULTS / "suite_probe_halfcheetah_whole_idle50_runs.csv")
+    fresh = ("10", "11", "12", "13", "14")
+    for label, seeds in (("0-4 (tuning)", "01234"), ("10-14 (fresh)", fresh)):
+        chosen = [next(run for run in runs if run["seed"] == seed) for seed in seeds]
+        cells = " · ".join(f"{first(run, 3430)} / {first(run, 5000)} · "
+                           f"{thousands(run['kept_mean'])} / {thousands(run['kept_min'])}"
+                           for run in chosen)
+        shares = [100 * (float(run["eval_share"]) + float(run["confirm_share"]))
+                  for run in chosen]
+        assert (f"| {label} | {cells} | {sum(map(steady, chosen))}/5 | "
+                f"{min(shares):.1f}-{max(shares):.1f}% |") in BENCHMARKS, label
