@@ -821,8 +821,9 @@ class Trainer:
         ``run.max_seconds`` is spent, every ``check_every`` generations a checksum of its
         parameters, and its peak resident memory. Returns the signal to stop on, if any;
         sets ``out_of_time`` alike on every rank (clocks differ a little, so the ranks must
-        agree, or some would wait forever for the others) and ``peak_rss_mb``, the largest
-        rank's."""
+        agree, or some would wait forever for the others): rank 0's clock decides, the one
+        that writes ``time_s`` and the checkpoint's running seconds; and ``peak_rss_mb``, the
+        largest rank's."""
         index = self.strategy.generation
         check = index % self.config.run.check_every == 0
         theta_sum = checksum(self.strategy.mean) if check else 0
@@ -834,7 +835,7 @@ class Trainer:
                      dtype=np.float64),
             counts=[1] * self.comm.size,
         )
-        self.out_of_time = bool(rows[:, 3].max())
+        self.out_of_time = bool(rows[0, 3])
         self.peak_rss_mb = float(rows[:, 4].max()) / 1024
         if check and np.unique(rows[:, 2]).size > 1:
             reference = rows[0, 2]
