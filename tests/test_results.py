@@ -658,20 +658,24 @@ def test_benchmarks_openai_walker2d_ant_runs_are_their_csv():
             "3580 not reached)") in text
 
 
+def steps_to_thresholds(to_3430: int | None, to_5000: int | None) -> str:
+    """HalfCheetah's env steps to 3430 / 5000 as the tables print them (— : not reached)."""
+    return " / ".join(millions(str(steps)) if steps else "—" for steps in (to_3430, to_5000))
+
+
+def study_cell(to_3430: int | None, to_5000: int | None, late: list[dict]) -> str:
+    """A HalfCheetah ARS study cell: the steps to 3430 / 5000, then the late evaluated
+    policies that never fell in the study's episodes (the best of their means)."""
+    steady = [row for row in late if row["falls"] == "0"]
+    best = (f" ({thousands(max(steady, key=lambda row: float(row['mean']))['mean'])})"
+            if steady else "")
+    return f"{steps_to_thresholds(to_3430, to_5000)} · {len(steady)} of {len(late)}{best}"
+
+
 def test_benchmarks_training_variants_table_is_its_csvs():
     """HalfCheetah ARS with more directions: each cell's steps to 3430 and 5000 and its
     falls-free late policies, from the variants' study CSV (and, for the shipped config, the
     suite's runs and the tuning seeds' study)."""
-    def millions_or_dash(steps: int | None) -> str:
-        return millions(str(steps)) if steps else "—"
-
-    def cell(to_3430: int | None, to_5000: int | None, late: list[dict]) -> str:
-        steady = [row for row in late if row["falls"] == "0"]
-        best = (f" ({thousands(max(steady, key=lambda row: float(row['mean']))['mean'])})"
-                if steady else "")
-        return (f"{millions_or_dash(to_3430)} / {millions_or_dash(to_5000)} · "
-                f"{len(steady)} of {len(late)}{best}")
-
     def late(rows: list[dict]) -> list[dict]:
         return [row for row in rows if int(row["generation"]) >= 60]
 
@@ -682,7 +686,7 @@ def test_benchmarks_training_variants_table_is_its_csvs():
 
     suite = {run["seed"]: run for run in read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv")}
     study = read(RESULTS / "kept_study_halfcheetah_ars.csv")
-    shipped = [cell(int(suite[seed]["steps_to_3430"]), int(suite[seed]["steps_to_5000"]),
+    shipped = [study_cell(int(suite[seed]["steps_to_3430"]), int(suite[seed]["steps_to_5000"]),
                     late([row for row in study if row["seed"] == seed])) for seed in "014"]
     assert f"| as shipped (`ars.top = 8`) | {' | '.join(shipped)} |" in BENCHMARKS
     variants = read(RESULTS / "kept_study_halfcheetah_ars_variants.csv")
@@ -691,7 +695,7 @@ def test_benchmarks_training_variants_table_is_its_csvs():
         for seed in "014":
             rows = [row for row in variants
                     if row["variant"] == variant and row["seed"] == seed]
-            cells.append(cell(first(rows, 3430), first(rows, 5000), late(rows))
+            cells.append(study_cell(first(rows, 3430), first(rows, 5000), late(rows))
                          if rows else "not run")
         assert f"| `{variant}` | {' | '.join(cells)} |" in BENCHMARKS, variant
 
@@ -737,20 +741,16 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
             ("whole training episodes that end after 150 steps that earned nothing", 64_000),
     }
 
-    def first(rows: list[dict], threshold: int) -> str:
-        steps = [int(row["timesteps"]) for row in rows if float(row["eval_return"]) >= threshold]
-        return millions(str(min(steps))) if steps else "—"
+    def first(rows: list[dict], threshold: int) -> int | None:
+        return min((int(row["timesteps"]) for row in rows
+                    if float(row["eval_return"]) >= threshold), default=None)
 
     def cell(rows: list[dict]) -> str:
         late = [row for row in rows if row["falls"] and int(row["timesteps"]) >= 2_880_000]
         if not late:  # stopped early: no study
-            return (f"{first(rows, 3430)} / {first(rows, 5000)} (stopped at "
-                    f"{millions(rows[-1]['timesteps'])})")
-        steady = [row for row in late if row["falls"] == "0"]
-        best = (f" ({thousands(max(steady, key=lambda row: float(row['mean']))['mean'])})"
-                if steady else "")
-        return (f"{first(rows, 3430)} / {first(rows, 5000)} · "
-                f"{len(steady)} of {len(late)}{best}")
+            return (f"{steps_to_thresholds(first(rows, 3430), first(rows, 5000))} "
+                    f"(stopped at {millions(rows[-1]['timesteps'])})")
+        return study_cell(first(rows, 3430), first(rows, 5000), late)
 
     assert len({row["variant"] for row in ends}) == len(rows_of)
     for label, (variant, played) in rows_of.items():
