@@ -111,8 +111,8 @@ class RunConfig:
     max_seconds: float = _doc(
         "stop after this many seconds since launch, all resumed sessions together (0: no "
         "limit), time stopped (SIGSTOP, a scheduler's suspend) left out as Slurm's time "
-        "limit leaves it; the ranks agree on it, and the last generation is evaluated and "
-        "saved; es-compare gives every method the same budget this way", 0.0
+        "limit leaves it; every rank follows rank 0's clock, and the last generation is "
+        "evaluated and saved; es-compare gives every method the same budget this way", 0.0
     )
     tensorboard: bool = _doc(
         "also write TensorBoard event files under RUN_DIR/tb/ (every progress.csv column "
