@@ -762,6 +762,52 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
                 f"{round(100 * min(fewer))}-{round(100 * max(fewer))}% fewer |") in BENCHMARKS
 
 
+def test_benchmarks_training_changes_probes_are_their_csvs():
+    """Harder starts, bootstrapped cut episodes and momentum: every cell from its CSV; and the
+    flips' steps: each share quoted from the per-policy counts."""
+    changes = read(RESULTS / "kept_probe_halfcheetah_training_changes.csv")
+    rows_of = {
+        "starts with reset noise 0.3": "training starts with reset noise 0.3",
+        "cut episodes bootstrapped at their last 50 steps' reward rate":
+            "cut training episodes bootstrapped at their last 50 steps' reward rate",
+        "momentum 0.8": "update with momentum 0.8",
+    }
+
+    def first(rows: list[dict], threshold: int) -> int | None:
+        return min((int(row["timesteps"]) for row in rows
+                    if float(row["eval_return"]) >= threshold), default=None)
+
+    assert {row["variant"] for row in changes} == set(rows_of.values())
+    for label, variant in rows_of.items():
+        cells = []
+        for seed in "014":
+            rows = [row for row in changes if row["variant"] == variant and row["seed"] == seed]
+            late = [row for row in rows if row["falls"] and int(row["timesteps"]) >= 2_880_000]
+            assert len(late) == 22, (variant, seed)
+            cells.append(study_cell(first(rows, 3430), first(rows, 5000), late))
+        assert f"| {label} | {' | '.join(cells)} |" in BENCHMARKS, label
+
+    text = " ".join(BENCHMARKS.split())
+    flips = read(RESULTS / "kept_probe_halfcheetah_flip_steps.csv")
+    totals, early, before_750 = [], [], []
+    for seed in ("12", "14"):
+        rows = [row for row in flips if row["seed"] == seed]
+        assert all(int(row["generation"]) >= 60 and row["episodes"] == "100" for row in rows)
+        total = sum(int(row["flips"]) for row in rows)
+        totals.append(str(total))
+        early.append(f"{round(100 * sum(int(row['flips_before_100']) for row in rows) / total)}%")
+        before_750.append(
+            f"{round(100 * sum(int(row['flips_before_750']) for row in rows) / total)}%")
+    assert (f"of {totals[0]} and {totals[1]} flips on seeds 12 and 14, {early[0]} and "
+            f"{early[1]} come in the first 100 steps") in text
+    assert f"({before_750[0]} and {before_750[1]} before step 750)" in text
+    study = {(row["seed"], row["generation"]): row["falls"]
+             for row in read(RESULTS / "kept_study_halfcheetah_ars_fresh.csv")}
+    falls = sum(int(study[row["seed"], row["generation"]]) for row in flips)
+    assert (f"{sum(int(row['flips']) for row in flips)} flips against the study's {falls} "
+            f"falls over these {len(flips)} policies") in text
+
+
 def test_benchmarks_whole_idle50_suite_probe_is_its_csv():
     """Whole training episodes ending after 50 idle steps, through the suite: every cell."""
     def first(run: dict, threshold: int) -> str:
