@@ -771,6 +771,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "cut episodes bootstrapped at their last 50 steps' reward rate":
             "cut training episodes bootstrapped at their last 50 steps' reward rate",
         "momentum 0.8": "update with momentum 0.8",
+        "`ars.top=16 ars.lr=0.04 es.train_steps=500` (no patch)":
+            "ars.top=16 ars.lr=0.04 es.train_steps=500",
     }
 
     def first(rows: list[dict], threshold: int) -> int | None:
@@ -783,7 +785,7 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         for seed in "014":
             rows = [row for row in changes if row["variant"] == variant and row["seed"] == seed]
             late = [row for row in rows if row["falls"] and int(row["timesteps"]) >= 2_880_000]
-            assert len(late) == 22, (variant, seed)
+            assert len(late) in (22, 32), (variant, seed)  # 750- and 500-step training cuts
             cells.append(study_cell(first(rows, 3430), first(rows, 5000), late))
         assert f"| {label} | {' | '.join(cells)} |" in BENCHMARKS, label
 
