@@ -663,6 +663,18 @@ def steps_to_thresholds(to_3430: int | None, to_5000: int | None) -> str:
     return " / ".join(millions(str(steps)) if steps else "—" for steps in (to_3430, to_5000))
 
 
+def first_reaching(rows: list[dict], threshold: int) -> int | None:
+    """The env steps of a run's first evaluation at or above ``threshold`` (None: never)."""
+    return min((int(row["timesteps"]) for row in rows
+                if row["eval_return"] and float(row["eval_return"]) >= threshold), default=None)
+
+
+def late_studied(rows: list[dict]) -> list[dict]:
+    """A probe's evaluated policies from 2.88M steps on (generation 60 as shipped) that the
+    study played."""
+    return [row for row in rows if row["falls"] and int(row["timesteps"]) >= 2_880_000]
+
+
 def study_cell(to_3430: int | None, to_5000: int | None, late: list[dict]) -> str:
     """A HalfCheetah ARS study cell: the steps to 3430 / 5000, then the late evaluated
     policies that never fell in the study's episodes (the best of their means)."""
@@ -679,11 +691,6 @@ def test_benchmarks_training_variants_table_is_its_csvs():
     def late(rows: list[dict]) -> list[dict]:
         return [row for row in rows if int(row["generation"]) >= 60]
 
-    def first(rows: list[dict], threshold: int) -> int | None:
-        return min((int(row["timesteps"]) for row in rows
-                    if row["eval_return"] and float(row["eval_return"]) >= threshold),
-                   default=None)
-
     suite = {run["seed"]: run for run in read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv")}
     study = read(RESULTS / "kept_study_halfcheetah_ars.csv")
     shipped = [study_cell(int(suite[seed]["steps_to_3430"]), int(suite[seed]["steps_to_5000"]),
@@ -695,8 +702,8 @@ def test_benchmarks_training_variants_table_is_its_csvs():
         for seed in "014":
             rows = [row for row in variants
                     if row["variant"] == variant and row["seed"] == seed]
-            cells.append(study_cell(first(rows, 3430), first(rows, 5000), late(rows))
-                         if rows else "not run")
+            cells.append(study_cell(first_reaching(rows, 3430), first_reaching(rows, 5000),
+                                    late(rows)) if rows else "not run")
         assert f"| `{variant}` | {' | '.join(cells)} |" in BENCHMARKS, variant
 
 
@@ -741,16 +748,12 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
             ("whole training episodes that end after 150 steps that earned nothing", 64_000),
     }
 
-    def first(rows: list[dict], threshold: int) -> int | None:
-        return min((int(row["timesteps"]) for row in rows
-                    if float(row["eval_return"]) >= threshold), default=None)
-
     def cell(rows: list[dict]) -> str:
-        late = [row for row in rows if row["falls"] and int(row["timesteps"]) >= 2_880_000]
+        late = late_studied(rows)
         if not late:  # stopped early: no study
-            return (f"{steps_to_thresholds(first(rows, 3430), first(rows, 5000))} "
-                    f"(stopped at {millions(rows[-1]['timesteps'])})")
-        return study_cell(first(rows, 3430), first(rows, 5000), late)
+            reached = steps_to_thresholds(first_reaching(rows, 3430), first_reaching(rows, 5000))
+            return f"{reached} (stopped at {millions(rows[-1]['timesteps'])})"
+        return study_cell(first_reaching(rows, 3430), first_reaching(rows, 5000), late)
 
     assert len({row["variant"] for row in ends}) == len(rows_of)
     for label, (variant, played) in rows_of.items():
@@ -775,18 +778,15 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             "ars.top=16 ars.lr=0.04 es.train_steps=500",
     }
 
-    def first(rows: list[dict], threshold: int) -> int | None:
-        return min((int(row["timesteps"]) for row in rows
-                    if float(row["eval_return"]) >= threshold), default=None)
-
     assert {row["variant"] for row in changes} == set(rows_of.values())
     for label, variant in rows_of.items():
         cells = []
         for seed in "014":
             rows = [row for row in changes if row["variant"] == variant and row["seed"] == seed]
-            late = [row for row in rows if row["falls"] and int(row["timesteps"]) >= 2_880_000]
+            late = late_studied(rows)
             assert len(late) in (22, 32), (variant, seed)  # 750- and 500-step training cuts
-            cells.append(study_cell(first(rows, 3430), first(rows, 5000), late))
+            cells.append(study_cell(first_reaching(rows, 3430), first_reaching(rows, 5000),
+                                    late))
         assert f"| {label} | {' | '.join(cells)} |" in BENCHMARKS, label
 
     text = " ".join(BENCHMARKS.split())
