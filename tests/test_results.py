@@ -766,8 +766,9 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
 
 
 def test_benchmarks_training_changes_probes_are_their_csvs():
-    """Harder starts, bootstrapped cut episodes and momentum: every cell from its CSV; and the
-    flips' steps: each share quoted from the per-policy counts."""
+    """Harder starts, bootstrapped cut episodes, momentum, other cuts and populations, replayed
+    directions: every cell from its CSV; and the flips' steps: each share quoted from the
+    per-policy counts."""
     changes = read(RESULTS / "kept_probe_halfcheetah_training_changes.csv")
     rows_of = {
         "starts with reset noise 0.3": "training starts with reset noise 0.3",
@@ -776,6 +777,12 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "momentum 0.8": "update with momentum 0.8",
         "`ars.top=16 ars.lr=0.04 es.train_steps=500` (no patch)":
             "ars.top=16 ars.lr=0.04 es.train_steps=500",
+        "`ars.top=16 ars.lr=0.04 es.train_steps=600` (no patch)":
+            "ars.top=16 ars.lr=0.04 es.train_steps=600",
+        "`es.population=128 ars.top=16 ars.lr=0.04` (no patch; evaluations every 2 generations)":
+            "es.population=128 ars.top=16 ars.lr=0.04 run.eval_every=2",
+        "the top directions replayed on a second start":
+            "the top directions replayed on a second start",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
@@ -784,7 +791,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         for seed in "014":
             rows = [row for row in changes if row["variant"] == variant and row["seed"] == seed]
             late = late_studied(rows)
-            assert len(late) in (22, 32), (variant, seed)  # 750- and 500-step training cuts
+            # The study played every policy evaluated from 2.88M steps on, and only those.
+            assert late == [row for row in rows if int(row["timesteps"]) >= 2_880_000], variant
             cells.append(study_cell(first_reaching(rows, 3430), first_reaching(rows, 5000),
                                     late))
         assert f"| {label} | {' | '.join(cells)} |" in BENCHMARKS, label
