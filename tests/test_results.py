@@ -783,6 +783,9 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             "es.population=128 ars.top=16 ars.lr=0.04 run.eval_every=2",
         "the top directions replayed on a second start":
             "the top directions replayed on a second start",
+        "directions chosen by min(r+, r-)": "directions chosen by min(r+, r-)",
+        "observation statistics from the best quarter of the episodes":
+            "observation statistics from the best quarter of the episodes",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
@@ -791,13 +794,28 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         for seed in "014":
             rows = [row for row in changes if row["variant"] == variant and row["seed"] == seed]
             late = late_studied(rows)
+            reached = first_reaching(rows, 3430), first_reaching(rows, 5000)
+            if not late:  # a probe stopped before its study
+                cells.append(f"{steps_to_thresholds(*reached)} (not studied)")
+                continue
             # The study played every policy evaluated from 2.88M steps on, and only those.
             assert late == [row for row in rows if int(row["timesteps"]) >= 2_880_000], variant
-            cells.append(study_cell(first_reaching(rows, 3430), first_reaching(rows, 5000),
-                                    late))
+            cells.append(study_cell(*reached, late))
         assert f"| {label} | {' | '.join(cells)} |" in BENCHMARKS, label
 
     text = " ".join(BENCHMARKS.split())
+    pitch = read(RESULTS / "kept_probe_halfcheetah_pitch_statistics.csv")
+
+    def spread(source: str, column: str, seeds: str) -> str:
+        values = [float(row[column]) for row in pitch
+                  if row["statistics_from"].startswith(source) and row["seed"] in seeds.split()]
+        return f"{min(values):.2f}-{max(values):.2f}"
+
+    assert (f"moves the pitch's mean to {spread('every', 'pitch_mean', '0 1 2 3 4')} rad and its "
+            f"standard deviation to {spread('every', 'pitch_std', '0 1 2 3 4')} (the suite's "
+            "seeds 0-4 at 5.8M steps)") in text
+    assert (f"(pitch mean {spread('the best', 'pitch_mean', '0 1 4')}, standard deviation "
+            f"{spread('the best', 'pitch_std', '0 1 4')})") in text
     flips = read(RESULTS / "kept_probe_halfcheetah_flip_steps.csv")
     totals, early, before_750 = [], [], []
     for seed in ("12", "14"):
