@@ -185,20 +185,26 @@ class FakeCluster:
 
     def signal(self, host: str, signum: int, program: str | None = None) -> list[int]:
         """Send ``signum`` to the processes on ``host`` (those whose command line names
-        ``program``, if given); returns their pids."""
+        ``program``, if given); returns their pids. Every target is chosen before the first
+        signal: a rank killed first makes its proxy reap the others, whose command lines
+        then read empty."""
+        targets = [pid for pid in self.pids(host)
+                   if program is None or self._runs(pid, program)]
         hit = []
-        for pid in self.pids(host):
-            if program is not None:
-                try:
-                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                except OSError:
-                    continue
-                if not any(arg.endswith(program.encode()) for arg in argv):
-                    continue
+        for pid in targets:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
                 hit.append(pid)
         return hit
+
+    @staticmethod
+    def _runs(pid: int, program: str) -> bool:
+        """Whether process ``pid``'s command line names ``program`` (False once it is gone)."""
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return any(arg.endswith(program.encode()) for arg in argv)
 
     def pids(self, host: str) -> list[int]:
         """The processes running on ``host`` (its network namespace)."""
