@@ -766,9 +766,9 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
 
 
 def test_benchmarks_training_changes_probes_are_their_csvs():
-    """Harder starts, bootstrapped cut episodes, momentum, other cuts and populations, replayed
-    directions: every cell from its CSV; and the flips' steps: each share quoted from the
-    per-policy counts."""
+    """The training-side probes (starts, cuts, momentum, populations, how directions are chosen,
+    the observation statistics): every cell from its CSV; the pitch statistics quoted; and
+    the flips' steps: each share quoted from the per-policy counts."""
     changes = read(RESULTS / "kept_probe_halfcheetah_training_changes.csv")
     rows_of = {
         "starts with reset noise 0.3": "training starts with reset noise 0.3",
@@ -807,6 +807,7 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
     pitch = read(RESULTS / "kept_probe_halfcheetah_pitch_statistics.csv")
 
     def spread(source: str, column: str, seeds: str) -> str:
+        """The range of ``column`` over these seeds' runs, as the text quotes it."""
         values = [float(row[column]) for row in pitch
                   if row["statistics_from"].startswith(source) and row["seed"] in seeds.split()]
         return f"{min(values):.2f}-{max(values):.2f}"
