@@ -767,8 +767,8 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
 
 def test_benchmarks_training_changes_probes_are_their_csvs():
     """The training-side probes (starts, cuts, momentum, populations, how directions are chosen,
-    the observation statistics): every cell from its CSV; the pitch statistics quoted; and
-    the flips' steps: each share quoted from the per-policy counts."""
+    the observation statistics, the policy class): every cell from its CSV; the pitch
+    statistics quoted; and the flips' steps: each share quoted from the per-policy counts."""
     changes = read(RESULTS / "kept_probe_halfcheetah_training_changes.csv")
     rows_of = {
         "starts with reset noise 0.3": "training starts with reset noise 0.3",
@@ -786,6 +786,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "directions chosen by min(r+, r-)": "directions chosen by min(r+, r-)",
         "observation statistics from the best quarter of the episodes":
             "observation statistics from the best quarter of the episodes",
+        "`policy.kind=mlp policy.hidden=[32,32]` (no patch)":
+            "policy.kind=mlp policy.hidden=[32,32]",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
@@ -793,6 +795,9 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         cells = []
         for seed in "014":
             rows = [row for row in changes if row["variant"] == variant and row["seed"] == seed]
+            if not rows:
+                cells.append("not run")
+                continue
             late = late_studied(rows)
             reached = first_reaching(rows, 3430), first_reaching(rows, 5000)
             if not late:  # a probe stopped before its study
