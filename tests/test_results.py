@@ -767,7 +767,7 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
 
 def test_benchmarks_training_changes_probes_are_their_csvs():
     """The training-side probes (starts, cuts, momentum, populations, how directions are chosen,
-    the observation statistics, the policy class): every cell from its CSV; the pitch
+    the observation statistics, the policy class, the step size): every cell from its CSV; the pitch
     statistics quoted; and the flips' steps: each share quoted from the per-policy counts."""
     changes = read(RESULTS / "kept_probe_halfcheetah_training_changes.csv")
     rows_of = {
@@ -788,6 +788,7 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             "observation statistics from the best quarter of the episodes",
         "`policy.kind=mlp policy.hidden=[32,32]` (no patch)":
             "policy.kind=mlp policy.hidden=[32,32]",
+        "`es.lr_decay=0.99 es.lr_min=0.008` (no patch)": "es.lr_decay=0.99 es.lr_min=0.008",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
