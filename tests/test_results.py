@@ -663,10 +663,11 @@ def steps_to_thresholds(to_3430: int | None, to_5000: int | None) -> str:
     return " / ".join(millions(str(steps)) if steps else "—" for steps in (to_3430, to_5000))
 
 
-def first_reaching(rows: list[dict], threshold: int) -> int | None:
-    """The env steps of a run's first evaluation at or above ``threshold`` (None: never)."""
-    return min((int(row["timesteps"]) for row in rows
-                if row["eval_return"] and float(row["eval_return"]) >= threshold), default=None)
+def steps_to_3430_and_5000(rows: list[dict]) -> tuple[int | None, int | None]:
+    """The env steps of a run's first evaluation at or above 3430, and 5000 (None: never)."""
+    return tuple(min((int(row["timesteps"]) for row in rows
+                      if row["eval_return"] and float(row["eval_return"]) >= threshold),
+                     default=None) for threshold in (3430, 5000))
 
 
 def late_studied(rows: list[dict]) -> list[dict]:
@@ -702,8 +703,8 @@ def test_benchmarks_training_variants_table_is_its_csvs():
         for seed in "014":
             rows = [row for row in variants
                     if row["variant"] == variant and row["seed"] == seed]
-            cells.append(study_cell(first_reaching(rows, 3430), first_reaching(rows, 5000),
-                                    late(rows)) if rows else "not run")
+            cells.append(study_cell(*steps_to_3430_and_5000(rows), late(rows))
+                         if rows else "not run")
         assert f"| `{variant}` | {' | '.join(cells)} |" in BENCHMARKS, variant
 
 
@@ -751,9 +752,9 @@ def test_benchmarks_training_ends_probes_are_their_csvs():
     def cell(rows: list[dict]) -> str:
         late = late_studied(rows)
         if not late:  # stopped early: no study
-            reached = steps_to_thresholds(first_reaching(rows, 3430), first_reaching(rows, 5000))
+            reached = steps_to_thresholds(*steps_to_3430_and_5000(rows))
             return f"{reached} (stopped at {millions(rows[-1]['timesteps'])})"
-        return study_cell(first_reaching(rows, 3430), first_reaching(rows, 5000), late)
+        return study_cell(*steps_to_3430_and_5000(rows), late)
 
     assert len({row["variant"] for row in ends}) == len(rows_of)
     for label, (variant, played) in rows_of.items():
@@ -800,7 +801,7 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
                 cells.append("not run")
                 continue
             late = late_studied(rows)
-            reached = first_reaching(rows, 3430), first_reaching(rows, 5000)
+            reached = steps_to_3430_and_5000(rows)
             if not late:  # a probe stopped before its study
                 cells.append(f"{steps_to_thresholds(*reached)} (not studied)")
                 continue
