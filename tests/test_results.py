@@ -790,6 +790,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "`policy.kind=mlp policy.hidden=[32,32]` (no patch)":
             "policy.kind=mlp policy.hidden=[32,32]",
         "`es.lr_decay=0.99 es.lr_min=0.008` (no patch)": "es.lr_decay=0.99 es.lr_min=0.008",
+        "`es.population=32 ars.top=4` (no patch; evaluations every 6 generations)":
+            "es.population=32 ars.top=4 run.eval_every=6",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
