@@ -792,6 +792,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "`es.lr_decay=0.99 es.lr_min=0.008` (no patch)": "es.lr_decay=0.99 es.lr_min=0.008",
         "`es.population=32 ars.top=4` (no patch; evaluations every 6 generations)":
             "es.population=32 ars.top=4 run.eval_every=6",
+        "one start for every episode of a generation":
+            "one start for every episode of a generation",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
