@@ -794,6 +794,9 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             "es.population=32 ars.top=4 run.eval_every=6",
         "one start for every episode of a generation":
             "one start for every episode of a generation",
+        "each member the worse of two starts, the best 4 of 16 directions (population 32: 64 "
+        "episodes a generation as shipped)":
+            "each member the worse of two starts, es.population=32 ars.top=4",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
