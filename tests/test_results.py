@@ -797,6 +797,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "each member the worse of two starts, the best 4 of 16 directions (population 32: 64 "
         "episodes a generation as shipped)":
             "each member the worse of two starts, es.population=32 ars.top=4",
+        "directions chosen by min(r+, r-) from generation 61 (the shipped run before)":
+            "directions chosen by min(r+, r-) from generation 61",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
@@ -849,6 +851,19 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
     falls = sum(int(study[row["seed"], row["generation"]]) for row in flips)
     assert (f"{sum(int(row['flips']) for row in flips)} flips against the study's {falls} "
             f"falls over these {len(flips)} policies") in text
+
+    def median_falls(rows: list[dict]) -> str:
+        """The median of the late policies' falls in the study's 100 episodes, per seed."""
+        medians = [f"{np.median([int(row['falls']) for row in rows if row['seed'] == seed]):g}"
+                   for seed in "014"]
+        return f"{medians[0]}, {medians[1]} and {medians[2]}"
+
+    shipped = [row for row in read(RESULTS / "kept_study_halfcheetah_ars.csv")
+               if int(row["generation"]) >= 60]
+    switched = late_studied([row for row in changes if row["variant"]
+                             == "directions chosen by min(r+, r-) from generation 61"])
+    assert (f"median falls in 100 starts are {median_falls(switched)} on seeds 0, 1 and 4 (as "
+            f"shipped: {median_falls(shipped)})") in text
 
 
 def test_benchmarks_whole_idle50_suite_probe_is_its_csv():
