@@ -799,6 +799,7 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             "each member the worse of two starts, es.population=32 ars.top=4",
         "directions chosen by min(r+, r-) from generation 61 (the shipped run before)":
             "directions chosen by min(r+, r-) from generation 61",
+        r"directions chosen by \|r+ - r-\|": "directions chosen by |r+ - r-|",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
