@@ -800,6 +800,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "directions chosen by min(r+, r-) from generation 61 (the shipped run before)":
             "directions chosen by min(r+, r-) from generation 61",
         r"directions chosen by \|r+ - r-\|": "directions chosen by |r+ - r-|",
+        r"directions chosen by \|r+ - r-\| from generation 61 (the shipped run before)":
+            "directions chosen by |r+ - r-| from generation 61",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
