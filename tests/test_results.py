@@ -804,6 +804,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             "directions chosen by |r+ - r-| from generation 61",
         r"the best 8 directions by max(r+, r-) and 8 more by \|r+ - r-\| (the step scaled as "
         "for 8)": "the best 8 directions by max(r+, r-) and 8 more by |r+ - r-|",
+        r"directions chosen by \|r+ - r-\|, `ars.lr=0.04`":
+            "directions chosen by |r+ - r-|, ars.lr=0.04",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
