@@ -806,6 +806,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "for 8)": "the best 8 directions by max(r+, r-) and 8 more by |r+ - r-|",
         r"directions chosen by \|r+ - r-\|, `ars.lr=0.04`":
             "directions chosen by |r+ - r-|, ars.lr=0.04",
+        r"directions chosen by \|r+ - r-\| and `ars.lr=0.04` from generation 61 (the shipped run "
+        "before)": "directions chosen by |r+ - r-| and ars.lr=0.04 from generation 61",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
