@@ -875,6 +875,26 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             f"shipped: {median_falls(shipped)})") in text
 
 
+def test_benchmarks_switched_runs_race_table_is_its_csv():
+    """The stop's race replayed on the runs switched to the contrast rule: every cell (race
+    share, chance of no fall in 20, kept mean) and the shipped study's kept mean quoted."""
+    rows = read(RESULTS / "kept_tradeoff_halfcheetah_ars_switched.csv")
+    assert {row["every"] for row in rows} == {"1"}
+    for episodes in ("100", "50", "30", "20"):
+        cells = []
+        for seed in "014":
+            row = next(row for row in rows
+                       if row["seed"] == seed and row["best_episodes"] == episodes)
+            cells.append(f"{100 * float(row['race_share']):.1f}%, "
+                         f"{float(row['no_fall_in_20']):.2f}, {thousands(row['kept_mean'])}")
+        assert f"| {episodes} | {' | '.join(cells)} |" in BENCHMARKS, episodes
+    shipped = next(row for row in read(RESULTS / "kept_tradeoff_halfcheetah_ars.csv")
+                   if row["seed"] == "0" and row["best_episodes"] == "100"
+                   and row["every"] == "1")
+    assert f"on the tuning seeds' study: {thousands(shipped['kept_mean'])} on seed 0" in " ".join(
+        BENCHMARKS.split())
+
+
 def test_benchmarks_whole_idle50_suite_probe_is_its_csv():
     """Whole training episodes ending after 50 idle steps, through the suite: every cell."""
     def first(run: dict, threshold: int) -> str:
