@@ -808,6 +808,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             "directions chosen by |r+ - r-|, ars.lr=0.04",
         r"directions chosen by \|r+ - r-\| and `ars.lr=0.04` from generation 61 (the shipped run "
         "before)": "directions chosen by |r+ - r-| and ars.lr=0.04 from generation 61",
+        r"directions chosen by \|r+ - r-\| from generation 82 (the shipped run before)":
+            "directions chosen by |r+ - r-| from generation 82",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
@@ -880,14 +882,15 @@ def test_benchmarks_switched_runs_race_table_is_its_csv():
     share, chance of no fall in 20, kept mean) and the shipped study's kept mean quoted."""
     rows = read(RESULTS / "kept_tradeoff_halfcheetah_ars_switched.csv")
     assert {row["every"] for row in rows} == {"1"}
-    for episodes in ("100", "50", "30", "20"):
-        cells = []
-        for seed in "014":
-            row = next(row for row in rows
-                       if row["seed"] == seed and row["best_episodes"] == episodes)
-            cells.append(f"{100 * float(row['race_share']):.1f}%, "
-                         f"{float(row['no_fall_in_20']):.2f}, {thousands(row['kept_mean'])}")
-        assert f"| {episodes} | {' | '.join(cells)} |" in BENCHMARKS, episodes
+    for switch in ("61", "82"):
+        for episodes in ("100", "50", "30", "20"):
+            cells = []
+            for seed in "014":
+                row = next(row for row in rows if row["switched_from_generation"] == switch
+                           and row["seed"] == seed and row["best_episodes"] == episodes)
+                cells.append(f"{100 * float(row['race_share']):.1f}%, "
+                             f"{float(row['no_fall_in_20']):.2f}, {thousands(row['kept_mean'])}")
+            assert f"| {switch} | {episodes} | {' | '.join(cells)} |" in BENCHMARKS, episodes
     shipped = next(row for row in read(RESULTS / "kept_tradeoff_halfcheetah_ars.csv")
                    if row["seed"] == "0" and row["best_episodes"] == "100"
                    and row["every"] == "1")
