@@ -877,6 +877,19 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             f"shipped: {median_falls(shipped)})") in text
 
 
+def race_cells(rows: list[dict], kept_mean: bool, **setting: str) -> str:
+    """A race table's cells for seeds 0, 1 and 4 (``scripts/kept_tradeoff.py`` rows matching
+    ``setting``): the race's share of the run, the chance of no fall in 20, and the kept
+    policy's mean if asked."""
+    cells = []
+    for seed in "014":
+        row = next(row for row in rows if row["seed"] == seed
+                   and all(row[column] == value for column, value in setting.items()))
+        cell = f"{100 * float(row['race_share']):.1f}%, {float(row['no_fall_in_20']):.2f}"
+        cells.append(f"{cell}, {thousands(row['kept_mean'])}" if kept_mean else cell)
+    return " | ".join(cells)
+
+
 def test_benchmarks_shipped_race_table_is_its_csv():
     """The stop's race replayed on the shipped config's study: every cell (race share, chance
     of no fall in 20) of the rows the table shows."""
@@ -885,13 +898,8 @@ def test_benchmarks_shipped_race_table_is_its_csv():
               ("1", "20"): "20", ("2", "100"): "100, evaluations every 6",
               ("2", "30"): "30, evaluations every 6"}
     for (every, episodes), label in labels.items():
-        cells = []
-        for seed in "014":
-            row = next(row for row in rows if row["every"] == every
-                       and row["best_episodes"] == episodes and row["seed"] == seed)
-            cells.append(f"{100 * float(row['race_share']):.1f}%, "
-                         f"{float(row['no_fall_in_20']):.2f}")
-        assert f"| {label} | {' | '.join(cells)} |" in BENCHMARKS, label
+        cells = race_cells(rows, kept_mean=False, every=every, best_episodes=episodes)
+        assert f"| {label} | {cells} |" in BENCHMARKS, label
 
 
 def test_benchmarks_switched_runs_race_table_is_its_csv():
@@ -901,13 +909,9 @@ def test_benchmarks_switched_runs_race_table_is_its_csv():
     assert {row["every"] for row in rows} == {"1"}
     for switch in ("61", "82"):
         for episodes in ("100", "50", "30", "20"):
-            cells = []
-            for seed in "014":
-                row = next(row for row in rows if row["switched_from_generation"] == switch
-                           and row["seed"] == seed and row["best_episodes"] == episodes)
-                cells.append(f"{100 * float(row['race_share']):.1f}%, "
-                             f"{float(row['no_fall_in_20']):.2f}, {thousands(row['kept_mean'])}")
-            assert f"| {switch} | {episodes} | {' | '.join(cells)} |" in BENCHMARKS, episodes
+            cells = race_cells(rows, kept_mean=True, switched_from_generation=switch,
+                               best_episodes=episodes)
+            assert f"| {switch} | {episodes} | {cells} |" in BENCHMARKS, episodes
     shipped = next(row for row in read(RESULTS / "kept_tradeoff_halfcheetah_ars.csv")
                    if row["seed"] == "0" and row["best_episodes"] == "100"
                    and row["every"] == "1")
