@@ -368,7 +368,7 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(ranks))
         print(f"es-train: {comm.size} ranks: {listed}", file=sys.stderr, flush=True)
 
-    from es.rl.trainer import StopFlag, Stopped, Trainer, TrainingError
+    from es.rl.trainer import STOP_SIGNALS, StopFlag, Stopped, Trainer, TrainingError
 
     stop_flag = StopFlag()
     stop_flag.install()
@@ -393,6 +393,10 @@ def _train_one(args: argparse.Namespace, comm) -> int:
                             lambda: f"generation {trainer.strategy.generation + 1}"), trainer:
             result = trainer.run()
     except Stopped as stop:
+        # The checkpoint is written: a late copy of the signal (the launcher's forwarded
+        # one, a requeue's SIGTERM) must not turn the exit code into a kill's.
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
         code = 128 + stop.signum if stop.signum == signal.SIGINT else CHECKPOINTED
         if comm.rank == 0:
             again = ("the same command" if args.resume_or_start else
@@ -446,14 +450,10 @@ def requeue_slurm_job() -> None:
     is written: Slurm then stops the job's processes and starts the same script again."""
     import subprocess
 
-    from es.rl.trainer import STOP_SIGNALS
-
     array_job, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     job = f"{array_job}_{task}" if array_job and task else os.environ["SLURM_JOB_ID"]
-    # The requeue ends this job's steps with SIGTERM, maybe before scontrol returns: expected
-    # here, and it must not cut the report short (the checkpoint is already written).
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
+    # The requeue ends this job's steps with SIGTERM, maybe before scontrol returns: the
+    # caller ignores it from the stop on, so it cannot cut the report short.
     try:
         done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,
                               timeout=60)

@@ -108,19 +108,31 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 
 class StopFlag:
-    """Set by a signal handler; read once per generation. A second signal stops at once."""
+    """Set by a signal handler; read once per generation. A second signal stops at once,
+    unless it comes within ``REPEAT_WINDOW_S`` of the first: then it is a copy of it. A batch
+    system's SIGTERM (scancel, a time limit) and a terminal's Ctrl-C reach every rank and
+    the launcher, and Hydra forwards its own copy to the ranks, so a rank sees two; taken as
+    a second request, the copy cut the run short: exit 130 without the checkpoint, or one
+    rank interrupted mid-exchange and the other left waiting."""
 
-    def __init__(self) -> None:
+    #: Seconds in which a further signal is the first one's copy (copies come within ms).
+    REPEAT_WINDOW_S = 2.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.signum = 0
+        self.clock = clock
+        self.first_at = 0.0
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.signum:
+        now = self.clock()
+        if not self.signum:
+            self.signum, self.first_at = signum, now
+        elif now - self.first_at > self.REPEAT_WINDOW_S:
             raise KeyboardInterrupt
-        self.signum = signum
 
 
 def make_noise(config: Config, comm: Comm) -> NoiseSource:

@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO, load_params, read_progress, run_cli, tool
 
 from es.rl.checkpoint import load_latest_checkpoint
+from es.rl.trainer import StopFlag
 
 PENDULUM = ["configs/pendulum.toml", "--set", "es.population=10", "--set", "run.eval_every=2",
             "--set", "run.checkpoint_every=2", "--quiet"]
@@ -155,6 +156,40 @@ def test_a_signal_on_one_rank_checkpoints_and_exits_with_its_documented_code(
     assert resumed.returncode == 0, resumed.stderr
     generations = [int(r["generation"]) for r in read_progress(run_dir)]
     assert generations == list(range(1, state.generation + 2))
+
+
+def test_a_signal_that_reaches_the_ranks_twice_is_one_stop_with_its_checkpoint(tmp_path):
+    """scancel or a terminal's Ctrl-C signals the launcher and every rank, and Hydra forwards
+    its copy to the ranks: each rank sees the signal twice, which is one request to stop
+    (75, checkpointed), not the second one that stops at once (130, no checkpoint)."""
+    run_dir = tmp_path / "twice"
+    # Generations of about a second: the second copy lands before the stop, as scancel's do.
+    process = start([*LONG, "--set", "es.population=400", "--run-dir", str(run_dir)], ranks=2)
+    wait_for_rows(run_dir, 2)
+    pids = rank_pids(run_dir)
+    os.kill(process.pid, signal.SIGTERM)  # mpiexec: Hydra forwards it to both ranks
+    time.sleep(0.2)  # the forwarded copy handled before the batch system's own arrives
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 75, stderr
+    assert "checkpoint saved (exit code 75)" in stderr
+    state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
+    assert state.generation == int(read_progress(run_dir)[-1]["generation"])
+
+
+def test_a_second_signal_stops_at_once_only_after_the_repeat_window():
+    """Copies of the first signal within ``REPEAT_WINDOW_S`` are ignored; a signal after it
+    is the user asking again, which stops at once."""
+    now = [100.0]
+    flag = StopFlag(clock=lambda: now[0])
+    flag._handle(signal.SIGTERM, None)
+    now[0] += StopFlag.REPEAT_WINDOW_S / 2
+    flag._handle(signal.SIGINT, None)  # a copy: the first signal's meaning stays
+    assert flag.signum == signal.SIGTERM
+    now[0] += StopFlag.REPEAT_WINDOW_S
+    with pytest.raises(KeyboardInterrupt):
+        flag._handle(signal.SIGINT, None)
 
 
 def test_a_killed_rank_ends_the_job_promptly_and_the_checkpoint_survives(tmp_path):
