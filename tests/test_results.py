@@ -810,6 +810,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
         "before)": "directions chosen by |r+ - r-| and ars.lr=0.04 from generation 61",
         r"directions chosen by \|r+ - r-\| from generation 82 (the shipped run before)":
             "directions chosen by |r+ - r-| from generation 82",
+        r"directions chosen by \|r+ - r-\| and `ars.lr=0.01` from generation 61 (the shipped run "
+        "before)": "directions chosen by |r+ - r-| and ars.lr=0.01 from generation 61",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
@@ -907,11 +909,13 @@ def test_benchmarks_switched_runs_race_table_is_its_csv():
     share, chance of no fall in 20, kept mean) and the shipped study's kept mean quoted."""
     rows = read(RESULTS / "kept_tradeoff_halfcheetah_ars_switched.csv")
     assert {row["every"] for row in rows} == {"1"}
-    for switch in ("61", "82"):
+    labels = {("61", "0.02"): "61", ("82", "0.02"): "82", ("61", "0.01"): "61, `ars.lr=0.01` after"}
+    assert {(row["switched_from_generation"], row["lr_after"]) for row in rows} == set(labels)
+    for (switch, lr), label in labels.items():
         for episodes in ("100", "50", "30", "20"):
             cells = race_cells(rows, kept_mean=True, switched_from_generation=switch,
-                               best_episodes=episodes)
-            assert f"| {switch} | {episodes} | {cells} |" in BENCHMARKS, episodes
+                               lr_after=lr, best_episodes=episodes)
+            assert f"| {label} | {episodes} | {cells} |" in BENCHMARKS, episodes
     shipped = next(row for row in read(RESULTS / "kept_tradeoff_halfcheetah_ars.csv")
                    if row["seed"] == "0" and row["best_episodes"] == "100"
                    and row["every"] == "1")
