@@ -172,8 +172,12 @@ class AskTell:
         x0 = np.array(x0, dtype=np.float64).ravel()
         if x0.size < 1 or not np.all(np.isfinite(x0)):
             raise ValueError(f"x0 must be a non-empty finite vector, got {x0!r}")
-        if not sigma0 > 0:
-            raise ValueError(f"sigma0 {sigma0}: must be > 0")
+        if np.ndim(sigma0) != 0 or not sigma0 > 0:
+            raise ValueError(f"sigma0 {sigma0!r}: must be one number > 0, the step size of "
+                             "every coordinate (coordinates of other scales: rescale them in "
+                             "fun)")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed {seed!r}: must be an integer >= 0")
         # A zero or negative budget would return x0 unevaluated (fun = inf) as if it had run.
         for name, value in (("max_evals", max_evals), ("max_generations", max_generations),
                             ("timeout_s", timeout_s)):
@@ -188,6 +192,10 @@ class AskTell:
         popsize = default_popsize(dim, mirrored) if popsize is None else popsize
         if popsize < 2:
             raise ValueError(f"popsize {popsize}: must be >= 2")
+        if mirrored and popsize % 2:
+            raise ValueError(f"popsize {popsize}: {self.method!r} samples mirrored pairs, so "
+                             f"it must be even ({popsize - 1} or {popsize + 1}; or "
+                             "mirrored=False)")
         self.strategy = Restarts(factory, x0, population=popsize, sigma=float(sigma0),
                                  seed=seed, max_restarts=restarts, bipop=bipop,
                                  criteria=LocalStop(tolfun=tolfun, tolx=tolx,
@@ -328,6 +336,9 @@ def minimize(
     ``"callback"``. Under ``mpiexec`` rank 0's callback decides for every rank.
     """
     from es.parallel.comm import make_comm, rank_zero_decides
+
+    if callback is not None and not callable(callback):  # else a traceback after a generation
+        raise ValueError(f"callback {callback!r}: must be callable with a history row")
     from es.parallel.evaluate import make_evaluator
 
     if max_evals is None and max_generations is None and timeout_s is None:

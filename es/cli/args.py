@@ -101,6 +101,8 @@ def int_list(low: int = 1, high: int | None = None) -> Callable[[str], list[int]
     """The type of a flag such as ``--dims``: '1-5', '1,8' or a mix -> sorted distinct
     integers within [low, high], at most ``MAX_LIST``, counted before the list is built."""
     bound = f"{low}..{high}" if high is not None else f">= {low}"
+    top = high if high is not None else low + 7  # the examples stay within the bounds
+    examples = f"'{low}-{min(low + 4, top)}' or '{low},{min(low + 7, top)}'"
 
     def parse(spec: str) -> list[int]:
         spans = _spans(spec)
@@ -110,7 +112,7 @@ def int_list(low: int = 1, high: int | None = None) -> Callable[[str], list[int]
         values = sorted({value for first, last in spans for value in range(first, last + 1)})
         if (not values or any(last < first for first, last in spans) or values[0] < low
                 or (high is not None and values[-1] > high)):
-            raise SpecError(f"{spec!r}: expected integers {bound} as '1-5' or '1,8'")
+            raise SpecError(f"{spec!r}: expected integers {bound} as {examples}")
         return values
 
     parse.flag_kind = "list"  # type: ignore[attr-defined]  # per program; alike in kind

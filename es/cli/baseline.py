@@ -16,7 +16,7 @@ from es.cli.train import (
     prepare,
     world_comm,
 )
-from es.rl.runs import configure_logging
+from es.rl.runs import configure_logging, start_run_dir
 
 ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
 
@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                                  force=args.force, sweep_parent=None)
     prepared = prepare(request) if comm.rank == 0 else None
     config, _, run_dir, _, error = comm.broadcast(prepared)
+    if not error:  # checked: written now (es-train writes it once its trainer is built)
+        error = comm.broadcast(start_run_dir(run_dir, config) if comm.rank == 0 else None)
     if error:
         return fail_on_rank("es-baseline", error, comm.rank)
 

@@ -32,10 +32,10 @@ def parser() -> argparse.ArgumentParser:
                   "es-eval RUN_DIR --random"],
     )
     parser.add_argument("run_dir", help="a run folder written by es-train")
-    parser.add_argument("--policy", choices=POLICY_FILES, default="final",
-                        help="final: the run's last mean policy (policy.npz); best: the one "
-                             "whose best evaluation was confirmed on run.best_episodes fresh "
-                             "episodes (policy_best.npz)")
+    parser.add_argument("--policy", choices=POLICY_FILES, default=None,
+                        help="final (default): the run's last mean policy (policy.npz); "
+                             "best: the one whose best evaluation was confirmed on "
+                             "run.best_episodes fresh episodes (policy_best.npz)")
     add_flag(parser, "--episodes", default=10)
     add_flag(parser, "--seed", "the seed of the first episode; episode i plays seed N + i",
              default=12345)
@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     from es.rl.policies import PolicyError
     from es.rl.rollout import random_policy, safe_episode
 
+    if args.random and args.policy is not None:
+        return fail("es-eval", f"--policy {args.policy} and --random: --random plays a random "
+                     "policy instead of the run's; give one of them")
+    if args.video_steps is not None and not args.video:
+        return fail("es-eval", f"--video-steps {args.video_steps}: only with --video")
+    args.policy = args.policy or "final"
     run_dir = Path(args.run_dir)
     policy_path = run_dir / POLICY_FILES[args.policy]
     try:

@@ -24,7 +24,7 @@ from es.cli.args import (
     positive_int,
 )
 from es.launch.elastic import CHECKPOINTED, PEER_LOST
-from es.rl.runs import configure_logging, default_run_dir, prepare_run_dir
+from es.rl.runs import check_run_dir, configure_logging, default_run_dir, start_run_dir
 
 LAUNCHED_AT = time.time()
 
@@ -222,7 +222,7 @@ def prepare(args: argparse.Namespace):
             requested = str(Path(args.sweep_parent) / default_run_dir(
                 "", config.env.id, config.run.name, config.run.seed, stamped=False))
         # Resumed or started: the folder holds nothing of another run (checked above).
-        run_dir, error = prepare_run_dir(requested, config, bool(
+        run_dir, error = check_run_dir(requested, config, bool(
             args.force or args.resume or args.resume_or_start))
         if error:
             return None, None, None, [], error
@@ -384,6 +384,11 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         return 1
     except Exception as error:  # e.g. out of memory on one rank
         return crash("es-train", error, comm)
+    if state is None:  # a start: the folder is written now that the run can be built
+        error = comm.broadcast(start_run_dir(run_dir, config) if comm.rank == 0 else None)
+        if error:
+            trainer.close()
+            return fail_on_rank("es-train", error, comm.rank)
     nodes = comm.node_ranks()  # the noise tables are built: say where they are
     if comm.rank == 0:
         print(f"es-train: {node_summary(nodes, ranks, config.es.noise)}", file=sys.stderr,
@@ -468,7 +473,12 @@ def requeue_slurm_job() -> None:
 
 
 def _fail_run(message: str, run_dir: str, rank: int) -> int:
+    """A run that failed while training: where its last checkpoint is, or that it has none
+    (it failed in its first generation: nothing to resume, start it again once fixed)."""
     if rank == 0:
-        print(f"es-train: error: {message}. The last generation is checkpointed in "
-              f"{run_dir}", file=sys.stderr, flush=True)
+        saved = any((Path(run_dir) / "checkpoints").glob("ckpt-*.json"))
+        where = (f"The last generation is checkpointed in {run_dir}" if saved else
+                 f"No generation finished, so {run_dir} holds no checkpoint: start the run "
+                 "again (--force) once the cause is fixed")
+        print(f"es-train: error: {message}. {where}", file=sys.stderr, flush=True)
     return 1

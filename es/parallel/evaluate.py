@@ -41,12 +41,21 @@ class WorkerStartError(RuntimeError):
     """Spawned workers could not start; the message says what to do instead."""
 
 
+def one_value(value: Any) -> float:
+    """``fun``'s value at one point as a float, or an error that says what it returned (a
+    vector from a non-vectorized ``fun`` would otherwise read "only 0-dimensional arrays")."""
+    if np.ndim(value) != 0:
+        raise ValueError(f"fun returned shape {np.shape(value)} for one point: it must return "
+                         "one number (or pass vectorized=True for a function of all rows)")
+    return float(value)
+
+
 def values_of(fun: Callable[[np.ndarray], Any], rows: np.ndarray,
               vectorized: bool) -> np.ndarray:
     """``fun`` of each row, as float64: one call per row, or with ``vectorized`` one call on
     all rows that must return one value per row."""
     if not vectorized:
-        return np.array([float(fun(row)) for row in rows], dtype=np.float64)
+        return np.array([one_value(fun(row)) for row in rows], dtype=np.float64)
     values = np.asarray(fun(rows), dtype=np.float64).ravel()
     if values.size != len(rows):
         raise ValueError(f"vectorized fun returned {values.size} values for {len(rows)} rows: "

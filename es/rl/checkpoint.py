@@ -30,6 +30,18 @@ from es.rl.policies import ObsNorm, PolicySpec, bind_policy
 from es.rl.policy import UserPolicy, build_user_policy, import_object, is_instance
 
 
+def _process_umask() -> int:
+    """The process's umask, which can only be read by setting it (and back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: The mode ``open()`` would give a new file: mkstemp's 0600 would hide a run's policies and
+#: checkpoints from the rest of a cluster group that reads its progress.csv.
+FILE_MODE = 0o666 & ~_process_umask()
+
+
 def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write through a temp file in the same folder, fsync, then rename over ``path``.
 
@@ -38,6 +50,7 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     path = Path(path)
     descriptor, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(descriptor, FILE_MODE)
         with os.fdopen(descriptor, "wb") as handle:
             write(handle)
             handle.flush()

@@ -21,36 +21,53 @@ def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
     return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}{stamp}"
 
 
-def prepare_run_dir(requested: str | None, config: Config,
-                    force: bool) -> tuple[str | None, str | None]:
-    """(run folder, None) or (None, error); called on rank 0 only."""
+#: What a run writes in its folder (``tb/``: TensorBoard's event files), all of it removed
+#: when a run starts over there: an old run's kept policy or stops would pass for the new
+#: run's, its checkpoints would be what ``--resume`` finds. Anything else the folder holds
+#: (a user's notes, es-bench's scores) stays.
+RUN_FILES = ("config.toml", "progress.csv", "policy.npz", "policy_best.npz", "stops.csv")
+RUN_FOLDERS = ("checkpoints", "tb")
+
+
+def check_run_dir(requested: str | None, config: Config, force: bool,
+                  overwrite: str = "choose another --run-dir or pass --force to overwrite it"
+                  ) -> tuple[str | None, str | None]:
+    """(run folder, None) or (None, error), touching nothing: the folder is written by
+    ``start_run_dir`` once the run's environment and policy are built, so a config that
+    names one that cannot be built neither leaves a folder that refuses the corrected
+    command nor costs the run that ``force`` would replace. ``overwrite`` says how the
+    caller's user starts over in a folder that holds a run (a flag, or an argument)."""
     run_dir = Path(requested) if requested else default_run_dir(
         config.run.runs_dir, config.env.id, config.run.name, config.run.seed
     )
     if run_dir.exists() and not run_dir.is_dir():
         return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
     if run_dir.is_dir() and any(run_dir.iterdir()) and not force:
-        return None, (
-            f"run folder {str(run_dir)!r}: already holds a run; choose another --run-dir "
-            "or pass --force to overwrite it"
-        )
+        return None, f"run folder {str(run_dir)!r}: already holds a run; {overwrite}"
+    return str(run_dir), None
+
+
+def start_run_dir(run_dir: str, config: Config) -> str | None:
+    """Clear an earlier run's files (``RUN_FILES``, ``RUN_FOLDERS``) from the folder and
+    write the resolved ``config.toml``; None, or the error. On rank 0 only."""
     import tomli_w
 
     from es.rl.checkpoint import write_atomically
 
+    folder = Path(run_dir)
     payload = tomli_w.dumps(config.to_dict()).encode()
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("config.toml", "progress.csv", "policy.npz"):
-            (run_dir / stale).unlink(missing_ok=True)
-        # An old run's checkpoints would otherwise be what --resume finds.
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in RUN_FILES:
+            (folder / stale).unlink(missing_ok=True)
+        for stale in RUN_FOLDERS:
+            shutil.rmtree(folder / stale, ignore_errors=True)
         # At once, not when training starts: a run killed before its first checkpoint can
         # then be resumed (started over) from this file.
-        write_atomically(run_dir / "config.toml", lambda handle: handle.write(payload))
+        write_atomically(folder / "config.toml", lambda handle: handle.write(payload))
     except OSError as error:
-        return None, f"run folder {str(run_dir)!r}: {error.strerror}"
-    return str(run_dir), None
+        return f"run folder {run_dir!r}: {error.strerror}"
+    return None
 
 
 class StatusLine(logging.StreamHandler):

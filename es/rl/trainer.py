@@ -239,6 +239,7 @@ class Trainer:
         self.side_ranks_s = (0.0, 0.0)
         self.io_s = 0.0  # rank 0's file writes after the previous generation
         self.peak_rss_mb = 0.0  # the largest rank's peak resident memory, as they agreed
+        self.policy_saved_at: int | None = None  # the generation policy.npz holds
         self.best_return: float | None = None  # the kept policy's confirmed score
         self.best_generation: int | None = None
         self.confirm_steps = 0  # env steps played by confirmations (run.best_share)
@@ -804,6 +805,10 @@ class Trainer:
             # evaluation beside its next generation, as a run that never stopped does.
             if (row := self.evaluate_held()) is not None:
                 finish(row)
+            if writer and self.policy_saved_at != self.strategy.generation:
+                # Stopped between evaluations (a signal, the callback): policy.npz is the
+                # mean the run stopped at, the checkpoint's, as it is at a budget's end.
+                self._save_policy("policy.npz")
         finally:
             if progress:
                 progress.close()
@@ -1020,5 +1025,7 @@ class Trainer:
         params, norm, generation = ((self.strategy.mean, self.norm, self.strategy.generation)
                                     if nomination is None else
                                     (nomination.params, nomination.norm, nomination.generation))
+        if nomination is None:
+            self.policy_saved_at = generation
         save_policy(self.run_dir / name, self.policy, params, norm, self.config.env.id,
                     generation)

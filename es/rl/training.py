@@ -110,19 +110,22 @@ def train(
     ``run.policy`` acts for one episode; a recurrent policy's next episode wants a fresh one,
     ``run.saved.act(env)``."""
     from es.rl.envs import check_env_id
-    from es.rl.runs import configure_logging, prepare_run_dir
+    from es.rl.runs import check_run_dir, configure_logging, start_run_dir
     from es.rl.tensorboard_log import require_tensorboard
     from es.rl.trainer import Trainer
 
+    if callback is not None and not callable(callback):  # else a traceback after generation 1
+        raise ValueError(f"callback {callback!r}: must be callable with a progress row")
     resolved = resolve_config(config, overrides, policy)
     check_env_id(resolved.env.id)
     if resolved.run.tensorboard:
         require_tensorboard()
     comm = comm or make_comm()
     configure_logging(comm.rank == 0 and not quiet)
-    prepared = prepare_run_dir(None if run_dir is None else str(run_dir), resolved, force) \
-        if comm.rank == 0 else None
-    folder, error = comm.broadcast(prepared)
+    checked = check_run_dir(None if run_dir is None else str(run_dir), resolved, force,
+                            overwrite="choose another run_dir or pass force=True to overwrite "
+                                      "it") if comm.rank == 0 else None
+    folder, error = comm.broadcast(checked)
     if error:
         raise ConfigError(error)
     # One BLAS thread, as es-train pins it: the parallelism is the ranks'. NumPy is loaded
@@ -131,6 +134,10 @@ def train(
     # The trainer is closed after the run: its shared noise table is an MPI window.
     with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder), policy=policy
                                               ) as trainer:
+        # The folder is written once the run's environment and policy are built.
+        error = comm.broadcast(start_run_dir(folder, resolved) if comm.rank == 0 else None)
+        if error:
+            raise ConfigError(error)
         result = trainer.run(callback)
     comm.barrier()  # rank 0's files are complete before any rank reads them
     saved = load_policy(Path(folder) / "policy.npz")

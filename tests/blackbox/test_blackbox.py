@@ -182,6 +182,18 @@ def test_bad_input_gives_clear_errors():
         es.minimize(es.functions.sphere, np.zeros(2), restarts=-1)
     with pytest.raises(ValueError, match="popsize 0: must be >= 2"):  # not the default
         es.minimize(es.functions.sphere, np.zeros(2), popsize=0)
+    # Mirrored pairs: an odd popsize is refused, not quietly asked as one more.
+    with pytest.raises(ValueError, match=r"popsize 5: 'openai' samples mirrored pairs.*4 or 6"):
+        es.AskTell("openai", x0=np.zeros(3), sigma0=0.5, popsize=5)
+    assert len(es.AskTell("openai", np.zeros(3), 0.5, 5, mirrored=False).ask()) == 5
+    with pytest.raises(ValueError, match="^seed -1: must be an integer >= 0$"):
+        es.minimize(es.functions.sphere, np.zeros(2), seed=-1)
+    with pytest.raises(ValueError, match=r"^sigma0 \[1, 2\]: must be one number > 0"):
+        es.minimize(es.functions.sphere, np.zeros(2), sigma0=[1, 2])
+    with pytest.raises(ValueError, match=r"fun returned shape \(2,\) for one point"):
+        es.minimize(lambda x: x, np.zeros(2), max_evals=10)
+    with pytest.raises(ValueError, match="^callback 3: must be callable"):
+        es.minimize(es.functions.sphere, np.zeros(2), callback=3)
     with pytest.raises(ValueError) as unknown:
         es.minimize(es.functions.sphere, np.zeros(2), method="cmaes")
     message = str(unknown.value)
@@ -586,10 +598,21 @@ def test_train_from_python_solves_cartpole_and_returns_a_callable_policy(tmp_pat
     assert run.history[-1]["generation"] == run.generations and len(run.history) >= 1
     observation, _ = gym.make("CartPole-v1").reset(seed=0)
     assert run.policy(observation) in (0, 1)
-    with pytest.raises(ValueError, match="already holds a run"):
+    with pytest.raises(ValueError, match="already holds a run; .* pass force=True"):
         es.train(REPO / "configs/cartpole.toml", run_dir=tmp_path / "run")
     with pytest.raises(ValueError, match="unknown key es.sigmaa"):
         es.train(REPO / "configs/cartpole.toml", overrides={"es.sigmaa": 1.0})
+    with pytest.raises(ValueError, match="^callback 3: must be callable"):
+        es.train(REPO / "configs/cartpole.toml", run_dir=tmp_path / "cb", callback=3)
+    assert not (tmp_path / "cb").exists()
+    # An environment that cannot be built: nothing written, the run it would replace whole.
+    kept = (run.run_dir / "policy.npz").read_bytes()
+    for folder, force in ((tmp_path / "new", False), (run.run_dir, True)):
+        with pytest.raises(ValueError, match="env.kwargs.bogus"):
+            es.train(REPO / "configs/cartpole.toml", overrides={"env.kwargs.bogus": 1},
+                     run_dir=folder, force=force)
+    assert not (tmp_path / "new").exists()
+    assert (run.run_dir / "policy.npz").read_bytes() == kept
 
 
 def test_train_runs_blas_on_one_thread_and_restores_it(tmp_path, monkeypatch):

@@ -116,6 +116,44 @@ def test_existing_run_folder_needs_force(tmp_path):
     ]
 
 
+def test_force_starts_over_with_none_of_the_old_runs_files(tmp_path):
+    """The old run's kept policy, stops and TensorBoard files go with --force (they would pass
+    for the new run's); a file of the user's stays; the policies and checkpoints get the mode
+    any file gets (the umask's), not a temporary file's 0600."""
+    run_dir = tmp_path / "r"
+    args = ["es-train", "configs/cartpole.toml", "--run-dir", str(run_dir), "--quiet"]
+    assert run_cli([*args, "--set", "run.generations=6", "--tensorboard"]).returncode == 0
+    assert (run_dir / "policy_best.npz").exists() and (run_dir / "tb").is_dir()
+    (run_dir / "notes.txt").write_text("mine")
+    again = run_cli([*args, "--force", "--set", "run.generations=1", "--set",
+                     "run.best_episodes=0"])
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "checkpoints", "config.toml", "notes.txt", "policy.npz", "progress.csv", "stops.csv"]
+    assert len(read_progress(run_dir)) == 1
+    assert len((run_dir / "stops.csv").read_text().splitlines()) == 2  # header and this stop
+    plain = (run_dir / "progress.csv").stat().st_mode & 0o777  # as open() makes a file
+    for written in ("config.toml", "policy.npz", "checkpoints/ckpt-00000001.npz"):
+        assert (run_dir / written).stat().st_mode & 0o777 == plain, written
+
+
+def test_a_config_that_cannot_be_built_leaves_no_folder_and_spares_the_run_it_would_replace(
+        tmp_path):
+    """An env keyword or policy the config names but that cannot be built: one line, exit 2,
+    and no folder written, so the corrected command starts there; with --force, the run it
+    would have replaced is still whole."""
+    fresh = tmp_path / "fresh"
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "env.kwargs.bogus=1",
+                            "--run-dir", str(fresh)]), "env.kwargs.bogus", "no such keyword")
+    assert not fresh.exists()
+    assert run_cli(["es-train", "configs/cartpole.toml", "--set", "run.generations=1",
+                    "--run-dir", str(fresh), "--quiet"]).returncode == 0
+    before = {p.name: p.read_bytes() for p in fresh.iterdir() if p.is_file()}
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "policy.kind=es:nothing",
+                            "--run-dir", str(fresh), "--force"]), "policy.kind = 'es:nothing'")
+    assert {p.name: p.read_bytes() for p in fresh.iterdir() if p.is_file()} == before
+
+
 def test_cli_pins_blas_to_one_thread_per_rank():
     import os
     import subprocess

@@ -151,6 +151,10 @@ def test_a_signal_on_one_rank_checkpoints_and_exits_with_its_documented_code(
     state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
     rows = read_progress(run_dir)
     assert state.generation == int(rows[-1]["generation"]) >= 2
+    # policy.npz is the mean the run stopped at, though the last evaluation came earlier.
+    with np.load(run_dir / "policy.npz") as policy:
+        assert int(policy["generation"]) == state.generation
+        assert np.array_equal(policy["params"], state.strategy["theta"].astype(np.float32))
     resumed = run_cli(["es-train", "--resume", str(run_dir), "--set",
                        f"run.generations={state.generation + 1}", "--quiet"])
     assert resumed.returncode == 0, resumed.stderr
@@ -291,11 +295,12 @@ def test_resume_drops_a_progress_row_cut_short_by_a_kill(tmp_path):
 
 def test_the_run_folder_holds_its_config_before_training_starts(tmp_path):
     from es.config import load_config
-    from es.rl.runs import prepare_run_dir
+    from es.rl.runs import check_run_dir, start_run_dir
 
     config = load_config("configs/pendulum.toml", ["run.generations=7"])
-    run_dir, error = prepare_run_dir(str(tmp_path / "early"), config, force=False)
-    assert error is None
+    run_dir, error = check_run_dir(str(tmp_path / "early"), config, force=False)
+    assert error is None and not Path(run_dir).exists()  # checked, not yet written
+    assert start_run_dir(run_dir, config) is None
     assert load_config(Path(run_dir) / "config.toml") == config
 
 

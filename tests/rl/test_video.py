@@ -223,3 +223,10 @@ def test_es_eval_films_fast_on_request_and_refuses_the_flag_without_a_video(tmp_
     refused = run_cli(["es-eval", str(run_dir), "--video-quality", "fast"])
     assert refused.returncode == 2
     assert refused.stderr.strip().endswith("--video-quality fast: only with --video")
+    # Flags that would be ignored are refused in one line instead.
+    refused = run_cli(["es-eval", str(run_dir), "--video-steps", "20"])
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith("--video-steps 20: only with --video")
+    refused = run_cli(["es-eval", str(run_dir), "--policy", "best", "--random"])
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--policy best and --random" in refused.stderr
