@@ -139,9 +139,9 @@ def _load_resume(run_dir: str, overrides: list[str]):
     if not any((Path(run_dir) / "checkpoints").glob("ckpt-*.json")):
         if not (Path(run_dir) / "config.toml").is_file():
             raise ConfigError(
-                f"--resume {run_dir!r}: no checkpoint and no config.toml (stopped before it "
-                "started); start it again with the original command (with --force if the "
-                "folder is not empty)"
+                f"--resume {run_dir!r}: no checkpoint and no config.toml, so not a run "
+                "folder (or one stopped before it started: start it again with the original "
+                "command, with --force if the folder is not empty)"
             )
         config = load_config(Path(run_dir) / "config.toml", overrides)
         return config, None, [f"--resume {run_dir!r}: no checkpoint written yet; starting "

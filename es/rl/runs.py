@@ -43,7 +43,9 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
     if run_dir.exists() and not run_dir.is_dir():
         return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
     if run_dir.is_dir() and any(run_dir.iterdir()) and not force:
-        return None, f"run folder {str(run_dir)!r}: already holds a run; {overwrite}"
+        held = ("already holds a run" if (run_dir / "config.toml").is_file() else
+                "is not empty (no run in it; its files would stay)")
+        return None, f"run folder {str(run_dir)!r}: {held}; {overwrite}"
     return str(run_dir), None
 
 

@@ -107,6 +107,12 @@ def test_existing_run_folder_needs_force(tmp_path):
             "--set", "run.generations=1"]
     assert run_cli(args).returncode == 0
     one_line_error(run_cli(args), "already holds a run", "--force")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    one_line_error(run_cli([*args[:2], "--run-dir", str(other)]), "is not empty (no run in it",
+                   "--force")
+    one_line_error(run_cli(["es-train", "--resume", str(other)]), "not a run folder")
     long_run = [*args[:-1], "run.generations=12", "--set", "run.checkpoint_every=1", "--force"]
     assert run_cli(long_run).returncode == 0
     assert run_cli([*args, "--force"]).returncode == 0
