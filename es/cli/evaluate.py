@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
-from es.cli.args import ArgumentParser, add_flag, fail
+from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag, fail
 
 #: ``--policy`` choices and the files they name in a run folder.
 POLICY_FILES = {"final": "policy.npz", "best": "policy_best.npz"}
@@ -60,6 +60,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from es.parallel.comm import launcher_copies, launcher_rank
+
+    if launcher_copies() > 1:  # each copy would play and print the same episodes
+        message = (f"es-eval plays its episodes in one process, and a launcher started "
+                   f"{launcher_copies()}: run it without mpiexec or srun")
+        return fail("es-eval", message) if launcher_rank() == 0 else USAGE_ERROR
 
     import numpy as np
 

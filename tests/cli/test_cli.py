@@ -100,6 +100,9 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "es.population=9"]),
                    "es.population = 9", "even")
     one_line_error(run_cli(["es-eval", str(tmp_path)]), "no policy.npz")
+    # Under a launcher every copy would play and print the same episodes: said once.
+    one_line_error(run_cli(["es-eval", str(tmp_path)], ranks=2),
+                   "es-eval plays its episodes in one process", "without mpiexec")
 
 
 def test_existing_run_folder_needs_force(tmp_path):
