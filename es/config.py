@@ -344,10 +344,16 @@ class ARSConfig:
     lr: float = _doc("step size alpha of theta += alpha / (b sigma_R) sum (r+ - r-) delta", 0.02)
     top: int = _doc("b: the best directions used, ranked by max(r+, r-) (0: all; V1-t/V2-t "
                     "use fewer)", 0)
+    contrast_from: int = _doc("from this generation's update on, the b directions are ranked "
+                              "by |r+ - r-| instead, which steadies a fast gait that falls "
+                              "from some starts (0: never; the paper)", 0)
+    contrast_lr: float = _doc("alpha from ars.contrast_from on (0: ars.lr)", 0.0)
 
     def validate(self) -> None:
         _positive("ars.lr", self.lr)
         _at_least("ars.top", self.top, 0)
+        _at_least("ars.contrast_from", self.contrast_from, 0)
+        _at_least("ars.contrast_lr", self.contrast_lr, 0)
 
 
 @dataclass(frozen=True)

@@ -165,9 +165,11 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
         return SepCMA(theta0, **common, mu=config.sepcma.mu or None,
                       cov_scale=config.sepcma.cov_scale, step_size=config.sepcma.step_size)
     if es_cfg.strategy == "ars":
-        return ARS(theta0, **common, lr=config.ars.lr, top=config.ars.top or None,
+        ars = config.ars
+        return ARS(theta0, **common, lr=ars.lr, top=ars.top or None,
                    sigma_decay=es_cfg.sigma_decay, sigma_min=es_cfg.sigma_min,
-                   lr_decay=es_cfg.lr_decay, lr_min=es_cfg.lr_min)
+                   lr_decay=es_cfg.lr_decay, lr_min=es_cfg.lr_min,
+                   contrast_from=ars.contrast_from, contrast_lr=ars.contrast_lr or None)
     if es_cfg.strategy == "pgpe":
         pgpe = config.pgpe
         return PGPE(theta0, **common, center_lr=pgpe.center_lr or None,

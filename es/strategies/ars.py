@@ -15,6 +15,12 @@ Beyond the paper, ``nu`` and ``alpha`` may decay exponentially per generation (t
 as OpenAI-ES's sigma and step size can: a fixed ``alpha`` that finds a good gait fast keeps
 stepping as far once it is there, and a gait that is nearly right then tips over.
 
+Also beyond it, a *contrast* phase from a chosen generation on: the directions are ranked by
+``|r+ - r-|`` instead of ``max(r+, r-)``, with a step size of its own. A pair with one side
+fallen (a HalfCheetah flipped onto its back) differs most, so the step moves the mean away
+from what made that side fall: a fast, fragile gait found by the paper's ranking is then
+consolidated into a steady one (docs/benchmarks.md, "Which policies are steady").
+
 The paper's four variants:
 
 - V1: the update above on raw observations; V1-t: with ``top < N``.
@@ -57,10 +63,14 @@ class ARS(NoiseStrategy):
         sigma_min: float = 0.0,
         lr_decay: float = 1.0,
         lr_min: float = 0.0,
+        contrast_from: int = 0,
+        contrast_lr: float | None = None,
     ) -> None:
         """``sigma`` is the paper's nu, ``lr`` its alpha, ``top`` its b (None: all directions,
         V1/V2; fewer: V1-t/V2-t); the decays multiply nu and alpha every generation, down to
-        their floors (1: fixed, the paper)."""
+        their floors (1: fixed, the paper). ``contrast_from``: the first generation whose
+        update ranks the directions by ``|r+ - r-|`` (0: none), stepping with alpha
+        ``contrast_lr`` (None: ``lr``) from then on, decayed as ``lr`` is."""
         super().__init__(mean0, population=population, sigma=sigma, noise=noise, seed=seed,
                          mirrored=mirrored, dtype=dtype)
         if not lr > 0:
@@ -71,6 +81,12 @@ class ARS(NoiseStrategy):
             raise ValueError(f"top {top}: must be between 1 and the {directions} directions")
         check_decay("sigma_decay", sigma_decay)
         check_decay("lr_decay", lr_decay)
+        if contrast_from < 0:
+            raise ValueError(f"contrast_from {contrast_from}: must be >= 0 (0: never)")
+        if contrast_lr is not None and not contrast_lr > 0:
+            raise ValueError(f"contrast_lr {contrast_lr}: must be > 0")
+        self.contrast_from = int(contrast_from)
+        self.contrast_lr0 = float(lr if contrast_lr is None else contrast_lr)
         self.sigma0, self.lr0, self.top = float(sigma), float(lr), top
         self.sigma_decay, self.sigma_min = float(sigma_decay), float(sigma_min)
         self.lr_decay, self.lr_min = float(lr_decay), float(lr_min)
@@ -83,16 +99,25 @@ class ARS(NoiseStrategy):
     scale = sigma
 
     @property
+    def contrasting(self) -> bool:
+        """Whether this generation's update is in the contrast phase (the update that makes
+        generation ``contrast_from`` is its first)."""
+        return bool(self.contrast_from) and self.generation + 1 >= self.contrast_from
+
+    @property
     def lr(self) -> float:
         """This generation's alpha."""
-        return decayed(self.lr0, self.lr_decay, self.lr_min, self.generation)
+        lr0 = self.contrast_lr0 if self.contrasting else self.lr0
+        return decayed(lr0, self.lr_decay, self.lr_min, self.generation)
 
     def top_directions(self, fitness: np.ndarray) -> np.ndarray:
-        """The ``top`` directions with the highest ``max(r+, r-)``, best first (ties: lower
-        direction index first, so the choice is a pure function of the fitness)."""
+        """The ``top`` directions with the highest ``max(r+, r-)`` (in the contrast phase:
+        ``|r+ - r-|``), best first (ties: lower direction index first, so the choice is a
+        pure function of the fitness)."""
         fitness = np.asarray(fitness, dtype=np.float64)
-        best_of_pair = np.maximum(fitness[0::2], fitness[1::2])
-        return np.argsort(-best_of_pair, kind="stable")[: self.top]
+        plus, minus = fitness[0::2], fitness[1::2]
+        rank = np.abs(plus - minus) if self.contrasting else np.maximum(plus, minus)
+        return np.argsort(-rank, kind="stable")[: self.top]
 
     def tell(self, fitness: np.ndarray) -> dict[str, float]:
         """Step along the top directions' return differences (higher fitness is better; a
@@ -122,8 +147,8 @@ class ARS(NoiseStrategy):
         }
 
     def state(self) -> dict[str, np.ndarray]:
-        """The parameters: ARS keeps nothing else (b is fixed, nu and alpha are functions of
-        the generation)."""
+        """The parameters: ARS keeps nothing else (b is fixed; nu, alpha and the contrast
+        phase are functions of the generation)."""
         return {"theta": self.theta.copy()}
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:

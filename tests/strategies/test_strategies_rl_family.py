@@ -144,6 +144,33 @@ def test_ars_top_b_picks_the_directions_with_the_best_member(table):
     np.testing.assert_array_equal(a.mean, b.mean)
 
 
+def test_ars_contrast_phase_ranks_pairs_by_their_difference_with_its_own_step(table):
+    """From ``contrast_from``'s update on, the directions whose pair differs most are used
+    (a pair with one side fallen first), stepping with ``contrast_lr``; before it, ARS."""
+    theta0 = np.array([0.5, -1.0, 2.0])
+    # Pairs (r+, r-): (1, 3), (5, 0), (2, 2), (9, 8): max 3, 5, 2, 9; |r+ - r-| 2, 5, 0, 1.
+    fitness = np.array([1.0, 3.0, 5.0, 0.0, 2.0, 2.0, 9.0, 8.0])
+    paper = ARS(theta0, population=8, sigma=0.5, noise=table, lr=0.1, top=2)
+    switched = ARS(theta0, population=8, sigma=0.5, noise=table, lr=0.1, top=2,
+                   contrast_from=2, contrast_lr=0.03)
+    np.testing.assert_array_equal(switched.top_directions(fitness), [3, 1])  # generation 1
+    paper.tell(fitness)
+    switched.tell(fitness)
+    np.testing.assert_array_equal(switched.mean, paper.mean)  # the same first update
+    assert switched.contrasting and switched.lr == 0.03 and paper.lr == 0.1
+    np.testing.assert_array_equal(switched.top_directions(fitness), [1, 0])
+    gen = switched.ask()
+    before = switched.mean.copy()
+    switched.tell(fitness)
+    sigma_r = np.std([5.0, 1.0, 0.0, 3.0])
+    g = ((5.0 - 0.0) * dense(gen, 1) + (1.0 - 3.0) * dense(gen, 0)) / (2 * sigma_r)
+    np.testing.assert_allclose(switched.mean, before + 0.03 * g, rtol=1e-5)
+    with pytest.raises(ValueError, match="contrast_from -1"):
+        ARS(theta0, population=8, sigma=0.5, noise=table, contrast_from=-1)
+    with pytest.raises(ValueError, match="contrast_lr 0.0"):
+        ARS(theta0, population=8, sigma=0.5, noise=table, contrast_from=2, contrast_lr=0.0)
+
+
 def test_ars_equal_returns_give_no_step(table):
     ars = ARS(np.ones(3), population=4, sigma=0.1, noise=table, top=1)
     info = ars.tell(np.full(4, 7.0))  # sigma_R is 0: guarded, no division by zero

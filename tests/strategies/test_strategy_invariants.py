@@ -15,8 +15,10 @@ from es.config import STRATEGY_NAMES
 # step-size adaptation (its default from 300 parameters), whose first two members every rank
 # places along the last mean shift itself.
 SETTINGS = {"cma": ["--set", "es.mirrored=false", "--set", "es.population=7"],
-            "sepcma-tpa": ["--set", "sepcma.step_size=tpa"]}
-VARIANTS = [*STRATEGY_NAMES, "sepcma-tpa"]
+            "sepcma-tpa": ["--set", "sepcma.step_size=tpa"],
+            # ARS whose contrast phase starts at generation 3: after the resume at 2.
+            "ars-contrast": ["--set", "ars.contrast_from=3", "--set", "ars.contrast_lr=0.01"]}
+VARIANTS = [*STRATEGY_NAMES, "sepcma-tpa", "ars-contrast"]
 BASE = ["configs/pendulum.toml", "--set", "es.population=10", "--set", "run.eval_every=2",
         "--set", "env.max_episode_steps=60", "--quiet"]
 #: The built-in linear policy, and a torch MLP from examples/torch_policies.py (a user's
@@ -65,7 +67,7 @@ def test_parameters_are_bit_identical_for_any_rank_count_schedule_and_resume(tmp
         assert np.array_equal(value, plain), f"{strategy}: {key} differs from the plain run"
 
 
-@pytest.mark.parametrize("strategy", VARIANTS)
+@pytest.mark.parametrize("strategy", [*STRATEGY_NAMES, "sepcma-tpa"])
 def test_bytes_per_generation_do_not_grow_with_the_parameters(tmp_path, strategy):
     sent = {}
     sizes = {"linear": ["--set", "policy.kind=linear"],
