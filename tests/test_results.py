@@ -812,6 +812,8 @@ def test_benchmarks_training_changes_probes_are_their_csvs():
             "directions chosen by |r+ - r-| from generation 82",
         r"directions chosen by \|r+ - r-\| and `ars.lr=0.01` from generation 61 (the shipped run "
         "before)": "directions chosen by |r+ - r-| and ars.lr=0.01 from generation 61",
+        r"directions chosen by \|r+ - r-\| and `ars.lr=0.01` from generation 100 (the shipped run "
+        "before)": "directions chosen by |r+ - r-| and ars.lr=0.01 from generation 100",
     }
 
     assert {row["variant"] for row in changes} == set(rows_of.values())
@@ -909,7 +911,8 @@ def test_benchmarks_switched_runs_race_table_is_its_csv():
     share, chance of no fall in 20, kept mean) and the shipped study's kept mean quoted."""
     rows = read(RESULTS / "kept_tradeoff_halfcheetah_ars_switched.csv")
     assert {row["every"] for row in rows} == {"1"}
-    labels = {("61", "0.02"): "61", ("82", "0.02"): "82", ("61", "0.01"): "61, `ars.lr=0.01` after"}
+    labels = {("61", "0.02"): "61", ("82", "0.02"): "82", ("61", "0.01"): "61, `ars.lr=0.01` after",
+              ("100", "0.01"): "100, `ars.lr=0.01` after"}
     assert {(row["switched_from_generation"], row["lr_after"]) for row in rows} == set(labels)
     for (switch, lr), label in labels.items():
         for episodes in ("100", "50", "30", "20"):
