@@ -70,6 +70,11 @@ class RunConfig:
         "are confirmed at every stop (the end, a signal, the callback), the one that may "
         "still score highest first (0: only at stops)", 0.01,
     )
+    best_from: int = _doc(
+        "the first generation whose evaluation may nominate the kept policy (0: any): from "
+        "ars.contrast_from, so that the consolidated policies compete, not the fast ones "
+        "before them that fall from some starts", 0,
+    )
     target_score: float = _doc(
         "stop once the kept policy's confirmed score (run.best_by over run.best_episodes "
         "fresh episodes) reaches this: a run that already has a policy good enough ends "
@@ -127,6 +132,7 @@ class RunConfig:
         _at_least("run.best_episodes", self.best_episodes, 0)
         _one_of("run.best_by", self.best_by, ("mean", "worst"))
         _at_least("run.best_pool", self.best_pool, 1)
+        _at_least("run.best_from", self.best_from, 0)
         _at_least("run.best_share", self.best_share, 0)
         if self.target_score and not self.best_episodes:
             raise ConfigError(f"run.target_score = {self.target_score:g} needs a kept policy: "

@@ -533,11 +533,12 @@ class Trainer:
                             f"rank {self.comm.rank}: {label}")
 
     def nominate(self, index: int, eval_returns: np.ndarray) -> None:
-        """Nominate the mean policy if the run keeps a policy (``run.best_episodes``) and its
-        evaluation's score (``run.best_by`` over the episodes that finished) beats the kept
-        score (see ``es.rl.kept``)."""
+        """Nominate the mean policy if the run keeps a policy (``run.best_episodes``), the
+        generation is ``run.best_from`` or later, and its evaluation's score (``run.best_by``
+        over the episodes that finished) beats the kept score (see ``es.rl.kept``)."""
         finished = eval_returns[np.isfinite(eval_returns)]
-        if not self.config.run.best_episodes or not finished.size:
+        run_cfg = self.config.run
+        if not run_cfg.best_episodes or not finished.size or index < run_cfg.best_from:
             return
         # ``self.norm`` is computed afresh at each call: the nomination owns its arrays.
         nomination = Nomination(index, policy_score(finished, self.config.run.best_by),

@@ -215,6 +215,17 @@ def test_best_episodes_zero_keeps_no_best_policy(tmp_path):
         "none: run.best_episodes = 0, or no evaluation yet)"]
 
 
+def test_best_from_lets_only_later_evaluations_nominate(tmp_path):
+    """``run.best_from``: the evaluations before it nominate nothing, whatever they score;
+    the kept policy is of that generation or later."""
+    early, late = tmp_path / "early", tmp_path / "late"
+    train(early, "--set", "run.generations=8")
+    train(late, "--set", "run.generations=8", "--set", "run.best_from=7")
+    assert load_policy(early / "policy_best.npz").generation < 7  # else the test shows nothing
+    assert load_policy(late / "policy_best.npz").generation >= 7
+    assert all(score is None for score in kept_scores(late)[:6])
+
+
 def kept_generation_before(rows: list[dict]) -> int:
     """The generation whose confirmation set the last row's kept score (luck = 0: the
     evaluation that scored it)."""
