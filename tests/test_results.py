@@ -961,7 +961,8 @@ def test_benchmarks_whole_idle50_suite_probe_is_its_csv():
 def test_benchmarks_contrast_phase_suite_probes_are_their_csvs():
     """The contrast phase from generation 100 through the suite: every cell of each variant
     on the tuning and the fresh seeds."""
-    variants = {"contrast100": "race of every evaluation, 100 episodes"}
+    variants = {"contrast100": "race of every evaluation, 100 episodes",
+                "contrast100_best_from": "nominated from generation 100, 50 episodes"}
     for name, label in variants.items():
         runs = read(RESULTS / f"suite_probe_halfcheetah_{name}_runs.csv")
         for seeds_label, seeds in (("0-4", tuple("01234")), ("10-14", FRESH)):
