@@ -352,7 +352,8 @@ class ARSConfig:
                     "use fewer)", 0)
     contrast_from: int = _doc("from this generation's update on, the b directions are ranked "
                               "by |r+ - r-| instead, which steadies a fast gait that falls "
-                              "from some starts (0: never; the paper)", 0)
+                              "from some starts (0: never; the paper; with ars.top = 0 every "
+                              "direction is used either way, and only ars.contrast_lr acts)", 0)
     contrast_lr: float = _doc("alpha from ars.contrast_from on (0: ars.lr)", 0.0)
 
     def validate(self) -> None:
