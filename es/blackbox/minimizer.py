@@ -335,10 +335,9 @@ def minimize(
     ``restart``, ``time_s``); returning ``False`` stops there with ``stop_reason``
     ``"callback"``. Under ``mpiexec`` rank 0's callback decides for every rank.
     """
-    from es.parallel.comm import make_comm, rank_zero_decides
-
     if callback is not None and not callable(callback):  # else a traceback after a generation
         raise ValueError(f"callback {callback!r}: must be callable with a history row")
+    from es.parallel.comm import make_comm, rank_zero_decides
     from es.parallel.evaluate import make_evaluator
 
     if max_evals is None and max_generations is None and timeout_s is None:

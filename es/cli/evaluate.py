@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from es.parallel.comm import launcher_copies, launcher_rank
 
-    if launcher_copies() > 1:  # each copy would play and print the same episodes
+    if (copies := launcher_copies()) > 1:  # each copy would play and print the same episodes
         message = (f"es-eval plays its episodes in one process, and a launcher started "
-                   f"{launcher_copies()}: run it without mpiexec or srun")
+                   f"{copies}: run it without mpiexec or srun")
         return fail("es-eval", message) if launcher_rank() == 0 else USAGE_ERROR
 
     import numpy as np

@@ -125,7 +125,7 @@ def _load_resume(run_dir: str, overrides: list[str]):
     None (start over from generation 0). Bad checkpoints are not that case: work existed.
     """
     from es.config import ConfigError, apply_overrides, from_dict, load_config, parse_override
-    from es.rl.checkpoint import CheckpointError, load_latest_checkpoint
+    from es.rl.checkpoint import CheckpointError, has_checkpoint, load_latest_checkpoint
 
     for text in overrides:
         keys, _ = parse_override(text)
@@ -136,7 +136,7 @@ def _load_resume(run_dir: str, overrides: list[str]):
             )
     if not Path(run_dir).is_dir():
         raise ConfigError(f"--resume {run_dir!r}: no such run folder")
-    if not any((Path(run_dir) / "checkpoints").glob("ckpt-*.json")):
+    if not has_checkpoint(run_dir):
         if not (Path(run_dir) / "config.toml").is_file():
             raise ConfigError(
                 f"--resume {run_dir!r}: no checkpoint and no config.toml, so not a run "
@@ -163,11 +163,11 @@ def _resume_or_start(run_dir: str, config_file: str, overrides: list[str]):
     ``--resume-or-start``; rank 0 only. Raises ConfigError when the folder holds another
     config's run."""
     from es.config import ConfigError, from_dict, load_config
+    from es.rl.checkpoint import has_checkpoint
 
     wanted = load_config(config_file, overrides)
     folder = Path(run_dir)
-    if not (folder / "config.toml").is_file() and not any(
-            (folder / "checkpoints").glob("ckpt-*.json")):
+    if not (folder / "config.toml").is_file() and not has_checkpoint(folder):
         return wanted, None, [], None
     config, state, warnings = _load_resume(run_dir, [])
     held = _flat(from_dict(config.to_dict()).to_dict())
@@ -475,10 +475,11 @@ def requeue_slurm_job() -> None:
 def _fail_run(message: str, run_dir: str, rank: int) -> int:
     """A run that failed while training: where its last checkpoint is, or that it has none
     (it failed in its first generation: nothing to resume, start it again once fixed)."""
+    from es.rl.checkpoint import has_checkpoint
+
     if rank == 0:
-        saved = any((Path(run_dir) / "checkpoints").glob("ckpt-*.json"))
-        where = (f"The last generation is checkpointed in {run_dir}" if saved else
-                 f"No generation finished, so {run_dir} holds no checkpoint: start the run "
+        where = (f"The last generation is checkpointed in {run_dir}" if has_checkpoint(run_dir)
+                 else f"No generation finished, so {run_dir} holds no checkpoint: start the run "
                  "again (--force) once the cause is fixed")
         print(f"es-train: error: {message}. {where}", file=sys.stderr, flush=True)
     return 1

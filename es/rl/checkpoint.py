@@ -335,6 +335,11 @@ def _optional(value: Any, kind: Callable[[Any], Any]) -> Any:
     return None if value is None else kind(value)
 
 
+def has_checkpoint(run_dir: str | Path) -> bool:
+    """Whether a run folder holds a checkpoint (intact or not): a run to resume."""
+    return any((Path(run_dir) / "checkpoints").glob("ckpt-*.json"))
+
+
 def load_latest_checkpoint(folder: Path) -> tuple[TrainingState, dict, list[str]]:
     """The newest intact checkpoint, its config, and a warning for each newer bad one."""
     warnings: list[str] = []

@@ -21,14 +21,6 @@ def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
     return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}{stamp}"
 
 
-#: What a run writes in its folder (``tb/``: TensorBoard's event files), all of it removed
-#: when a run starts over there: an old run's kept policy or stops would pass for the new
-#: run's, its checkpoints would be what ``--resume`` finds. Anything else the folder holds
-#: (a user's notes, es-bench's scores) stays.
-RUN_FILES = ("config.toml", "progress.csv", "policy.npz", "policy_best.npz", "stops.csv")
-RUN_FOLDERS = ("checkpoints", "tb")
-
-
 def check_run_dir(requested: str | None, config: Config, force: bool,
                   overwrite: str = "choose another --run-dir or pass --force to overwrite it"
                   ) -> tuple[str | None, str | None]:
@@ -50,19 +42,26 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
 
 
 def start_run_dir(run_dir: str, config: Config) -> str | None:
-    """Clear an earlier run's files (``RUN_FILES``, ``RUN_FOLDERS``) from the folder and
-    write the resolved ``config.toml``; None, or the error. On rank 0 only."""
+    """Clear an earlier run's files from the folder and write the resolved ``config.toml``;
+    None, or the error. On rank 0 only. Everything a run writes there goes (an old run's kept
+    policy or stops would pass for the new run's, its checkpoints would be what ``--resume``
+    finds); anything else the folder holds (a user's notes, es-bench's scores) stays."""
     import tomli_w
 
     from es.rl.checkpoint import write_atomically
+    from es.rl.metrics import STOPS_FILE
+    from es.rl.tensorboard_log import TB_FOLDER
+
+    run_files = ("config.toml", "progress.csv", "policy.npz", "policy_best.npz", STOPS_FILE)
+    run_folders = ("checkpoints", TB_FOLDER)
 
     folder = Path(run_dir)
     payload = tomli_w.dumps(config.to_dict()).encode()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for stale in RUN_FILES:
+        for stale in run_files:
             (folder / stale).unlink(missing_ok=True)
-        for stale in RUN_FOLDERS:
+        for stale in run_folders:
             shutil.rmtree(folder / stale, ignore_errors=True)
         # At once, not when training starts: a run killed before its first checkpoint can
         # then be resumed (started over) from this file.
