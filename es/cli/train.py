@@ -249,8 +249,10 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
     for config in args.configs:
         for seed in seeds:
             overrides = [*args.overrides, *([f"run.seed={seed}"] if seed is not None else [])]
+            label = Path(config).stem + ("" if seed is None else f" seed {seed}")
             runs.append(argparse.Namespace(**{**vars(args), "overrides": overrides},
-                                           config=config, sweep_parent=args.run_dir))
+                                           config=config, sweep_parent=args.run_dir,
+                                           label=label))
     return runs
 
 
@@ -285,7 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     groups = min(world.size, len(runs))
     color = world.rank * groups // world.size  # contiguous blocks of ranks, node-friendly
     comm = world.split(color)
-    codes = [_train_one(run, comm) for run in runs[color::groups]]
+    codes = []
+    for run in runs[color::groups]:
+        if groups > 1:  # each group's leader prints its own run's progress, labelled
+            configure_logging(comm.rank == 0 and not args.quiet, f"[{run.label}] ")
+        codes.append(_train_one(run, comm))
     world.barrier()
     return max(codes)
 

@@ -82,9 +82,11 @@ class StatusLine(logging.StreamHandler):
         self.flush()
 
 
-def configure_logging(progress: bool) -> None:
+def configure_logging(progress: bool, prefix: str = "") -> None:
     """Progress lines (INFO) to stdout, warnings and errors to stderr. On a terminal the
-    progress is a status line rewritten in place; in a file or pipe, one line a generation."""
+    progress is a status line rewritten in place; in a file or pipe, one line a generation.
+    ``prefix`` starts every line: a sweep's groups train side by side and print into one
+    stream, so each line says whose it is."""
     to_stdout = StatusLine(sys.stdout) if sys.stdout.isatty() else logging.StreamHandler(
         sys.stdout)
     to_stdout.addFilter(lambda record: record.levelno < logging.WARNING)
@@ -93,5 +95,5 @@ def configure_logging(progress: bool) -> None:
     logger = logging.getLogger("es")
     logger.handlers[:] = [to_stdout, to_stderr]
     for handler in logger.handlers:
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setFormatter(logging.Formatter(prefix.replace("%", "%%") + "%(message)s"))
     logger.setLevel(logging.INFO if progress else logging.WARNING)

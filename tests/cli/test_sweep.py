@@ -34,6 +34,17 @@ def test_a_sweep_on_four_ranks_equals_separate_runs(tmp_path):
     assert not np.array_equal(load_params(tmp_path / "alone0"), load_params(tmp_path / "alone1"))
 
 
+def test_groups_side_by_side_each_print_their_runs_progress_labelled(tmp_path):
+    """Only the first group's progress was printed: a sweep's other runs trained silently."""
+    done = run_cli(["es-train", "configs/cartpole.toml", "--seeds", "0-1", "--run-dir",
+                    str(tmp_path), *BASE[:-1]], ranks=2)
+    assert done.returncode == 0, done.stderr
+    for seed in (0, 1):
+        lines = [line for line in done.stdout.splitlines()
+                 if line.startswith(f"[cartpole seed {seed}] gen ")]
+        assert len(lines) == 4, done.stdout
+
+
 def test_more_runs_than_ranks_run_in_turn_and_configs_combine_with_seeds(tmp_path):
     done = run_cli(["es-train", "configs/cartpole.toml", "configs/pendulum.toml", "--seeds",
                     "3,4", "--run-dir", str(tmp_path), *BASE], ranks=3)
