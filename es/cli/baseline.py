@@ -44,6 +44,23 @@ def parser() -> argparse.ArgumentParser:
     return parse
 
 
+def section_warning(args: argparse.Namespace) -> list[str]:
+    """A config without the algorithm's section (es-train's config, say) trains the baseline
+    on its defaults: legal, but a user who meant to tune it should hear of it."""
+    import tomllib
+
+    section = "dqn" if args.algorithm == "gorila" else args.algorithm
+    with open(args.config, "rb") as handle:
+        given = set(tomllib.load(handle))
+    given |= {override.split(".", 1)[0] for override in args.overrides}
+    if section in given:
+        return []
+    es_sections = sorted(given & {"es", "ars", "snes", "sepcma", "pgpe"})
+    whose = f" (its [{'], ['.join(es_sections)}] are es-train's)" if es_sections else ""
+    return [f"{args.config} has no [{section}] section: {args.algorithm} trains with its "
+            f"defaults{whose}; e.g. configs/baselines/cartpole_{section}.toml has one"]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.overrides = flag_overrides(args)
@@ -62,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                                  overrides=args.overrides, run_dir=args.run_dir,
                                  force=args.force, sweep_parent=None)
     prepared = prepare(request) if comm.rank == 0 else None
-    config, _, run_dir, _, error = comm.broadcast(prepared)
+    config, _, run_dir, warnings, error = comm.broadcast(prepared)
+    if not error and comm.rank == 0:
+        for warning in [*warnings, *section_warning(args)]:
+            print(f"es-baseline: warning: {warning}", file=sys.stderr, flush=True)
     if not error:  # checked: written now (es-train writes it once its trainer is built)
         error = comm.broadcast(start_run_dir(run_dir, config) if comm.rank == 0 else None)
     if error:

@@ -129,7 +129,29 @@ def _make(
         options["max_episode_steps"] = max_episode_steps
     if render_mode is not None:
         options["render_mode"] = render_mode
+    spec = gym.registry.get(env_id.rpartition(":")[2])
+    if spec is not None and "mujoco" in str(spec.entry_point):
+        _quiet_model_deprecations()
     return gym.make(env_id, disable_env_checker=True, **options)
+
+
+#: MuJoCo warnings about Gymnasium's own model files, which a user cannot act on: HalfCheetah's
+#: XML sets the deprecated ``settotalmass`` (MuJoCo 3.3+), printed at every env a rank builds.
+GYMNASIUM_MODEL_NOTES = ("compiler attribute 'settotalmass' is deprecated",)
+
+
+def _quiet_model_deprecations() -> None:
+    """Route MuJoCo's warnings through a handler that drops ``GYMNASIUM_MODEL_NOTES`` and
+    prints the rest as MuJoCo does; a handler the user installed stays."""
+    import mujoco
+
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_mujoco_warning)
+
+
+def _mujoco_warning(message: str) -> None:
+    if not message.startswith(GYMNASIUM_MODEL_NOTES):
+        print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
 
 def env_from_config(config: Config, render_mode: str | None = None) -> gym.Env:

@@ -185,6 +185,7 @@ def test_allreduce_pg_on_two_ranks_makes_the_single_process_update(tmp_path):
                   ranks=2)
     assert one.returncode == 0, one.stderr
     assert two.returncode == 0, two.stderr
+    assert "warning" not in one.stderr + two.stderr  # the config has its [pg] section
     # Same episodes, same summed gradient up to the order of float64 additions.
     np.testing.assert_allclose(load_params(tmp_path / "two"), load_params(tmp_path / "one"),
                                rtol=1e-5, atol=1e-7)
@@ -193,6 +194,18 @@ def test_allreduce_pg_on_two_ranks_makes_the_single_process_update(tmp_path):
     assert [r["timesteps"] for r in rows_one] == [r["timesteps"] for r in rows_two]
     # The gradient travels: two float64 vectors of the networks' size per update.
     assert int(rows_two[0]["bytes_sent"]) > int(rows_one[0]["bytes_sent"]) > 8 * 2 * 4000
+
+
+def test_a_config_without_the_algorithms_section_trains_on_defaults_and_says_so(tmp_path):
+    """es-baseline pg with es-train's CartPole config: legal, but its [es] tunes nothing here."""
+    plain = run_cli(["es-baseline", "pg", "configs/cartpole.toml", "--run-dir",
+                     str(tmp_path / "plain"), *PG_SHORT])
+    assert plain.returncode == 0, plain.stderr
+    assert ("es-baseline: warning: configs/cartpole.toml has no [pg] section: pg trains with "
+            "its defaults (its [es] are es-train's)") in plain.stderr
+    given = run_cli(["es-baseline", "pg", "configs/cartpole.toml", "--set", "pg.lr=1e-3",
+                     "--run-dir", str(tmp_path / "given"), *PG_SHORT])
+    assert given.returncode == 0 and "warning" not in given.stderr, given.stderr
 
 
 def test_dqn_run_folder_matches_es_train_and_es_eval_plays_it(tmp_path):

@@ -101,3 +101,21 @@ def test_reward_shift_lowers_training_returns_by_the_length_but_never_evaluation
     base = plain.evaluate_population(plain.strategy.ask()).returns
     lowered = shifted.evaluate_population(shifted.strategy.ask()).returns
     np.testing.assert_allclose(lowered, base - 1.5 * 200, rtol=1e-6)  # Pendulum: 200 steps
+
+
+def test_gymnasiums_own_model_deprecation_is_not_printed_and_other_warnings_are():
+    """HalfCheetah's XML uses MuJoCo's deprecated ``settotalmass``: a line per env built, on
+    every rank, that no user can act on."""
+    import subprocess
+    import sys
+
+    made = subprocess.run([sys.executable, "-c", "from es.rl.envs import make_env; "
+                           "make_env('HalfCheetah-v5', None, {}).reset(seed=0)"],
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert "settotalmass" not in made.stderr + made.stdout
+    other = subprocess.run([sys.executable, "-c", "from es.rl.envs import make_env, "
+                            "_mujoco_warning; make_env('Hopper-v5', None, {}); "
+                            "_mujoco_warning('Nan, Inf or huge value in QACC at DOF 0')"],
+                           capture_output=True, text=True, timeout=120)
+    assert other.stderr.strip() == "WARNING: Nan, Inf or huge value in QACC at DOF 0"
