@@ -372,6 +372,8 @@ def need_pycma(methods: list[str]) -> None:
 def bbob(args: argparse.Namespace) -> int:
     """``es-bench bbob``: runs, then ``runs.csv``, ``summary.csv``, ``ecdf.csv``,
     ``results.md`` and ``ecdf.png`` in ``--out``."""
+    if args.bipop and not args.restarts:
+        raise ValueError("--bipop: a rule for restarts, and there are none: add --restarts N")
     try:
         import ioh  # noqa: F401
     except ImportError:

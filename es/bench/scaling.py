@@ -37,6 +37,10 @@ BASE_CONFIG = Path(__file__).parent / "base.toml"
 BREAKDOWN = ("rollout_s", "wait_s", "update_s", "eval_s", "io_s")
 WARMUP_GENERATIONS = 2  # start-up and the first noise-table touches are not steady state
 # The last generation of a run always evaluates the mean policy: not steady state either.
+#: Weak scaling's members per rank and strong scaling's population, where not given.
+WEAK_MEMBERS_PER_RANK = 16
+STRONG_POPULATION = 64
+
 COLUMNS = ["ranks", "population", "seconds_per_generation", "steps_per_s", "efficiency",
            *BREAKDOWN]
 
@@ -236,6 +240,18 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
 def check_scaling(args: argparse.Namespace) -> None:
     """A one-line ValueError for flags that would otherwise fail only after the first
     launches, or with a message about something else."""
+    other = {"weak": ("--population", args.population), "strong":
+             ("--members-per-rank", args.members_per_rank)}[args.mode]
+    if other[1] is not None:
+        raise ValueError(f"{other[0]} {other[1]}: not with --mode {args.mode} (weak scaling "
+                         "sets --members-per-rank, strong scaling --population)")
+    if args.members_per_rank is None:
+        args.members_per_rank = WEAK_MEMBERS_PER_RANK
+    if args.population is None:
+        args.population = STRONG_POPULATION
+    if args.population % 2:
+        raise ValueError(f"--population {args.population}: must be even (members are played "
+                         "in mirrored pairs)")
     at_least = (("--members-per-rank", args.members_per_rank, 1),
                 ("--population", args.population, 2),
                 ("--generations", args.generations, WARMUP_GENERATIONS + 3))

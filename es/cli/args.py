@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +30,64 @@ from es.bench.report import RESULTS
 from es.core.messages import one_line
 
 USAGE_ERROR = 2
+class ReaderGone:
+    """Standard output for a reader that may leave early (``es-train ... | head``): the run
+    goes on and writes its files; what it would still print goes to ``os.devnull`` instead of
+    a ``BrokenPipeError`` per line and a traceback that ends the work."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        # The stream's own buffer is flushed again at exit: it must find a file that takes it.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def survive_closed_stdout() -> None:
+    """Where standard output is a pipe, wrap it in ``ReaderGone``; called first by every
+    ``es-*`` program (a terminal or a file cannot go away)."""
+    try:
+        is_pipe = stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):  # no file behind it (a notebook, a test)
+        return
+    if is_pipe and not isinstance(sys.stdout, ReaderGone):
+        sys.stdout = ReaderGone(sys.stdout)
+
+
+def output_file_error(path: str, flag: str) -> str | None:
+    """Why ``path`` cannot take the file ``flag`` writes (missing folders are created), or
+    None: checked before the work that fills it, so a typo in it costs no episodes."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{flag} {path!r}: is a folder; give a file name, e.g. {target / 'out'}"
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{flag} {path!r}: {str(folder)!r} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{flag} {path!r}: the folder {str(folder)!r} is not writable"
+    return None
+
+
 def fail(program: str, message: str) -> int:
     """Print ``program: error: message`` as one line on stderr; returns the exit code 2."""
     print(f"{program}: error: {one_line(message)}", file=sys.stderr, flush=True)

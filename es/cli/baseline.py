@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag
+from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag, survive_closed_stdout
 from es.cli.train import (
     LAUNCHED_AT,
     crash,
@@ -62,6 +62,7 @@ def section_warning(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    survive_closed_stdout()
     args = parser().parse_args(argv)
     args.overrides = flag_overrides(args)
     comm = world_comm("es-baseline")

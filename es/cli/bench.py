@@ -30,6 +30,7 @@ from es.cli.args import (
     name_list,
     nonnegative_int,
     positive_int,
+    survive_closed_stdout,
 )
 
 
@@ -58,7 +59,7 @@ def parser() -> ArgumentParser:
     # NumPy loads with these: only here, as late as the parser.
     from es.bench.bbob import HIGHDIM_FUNCTIONS, known_methods
     from es.bench.reference import CASES
-    from es.bench.scaling import BASE_CONFIG
+    from es.bench.scaling import BASE_CONFIG, STRONG_POPULATION, WEAK_MEMBERS_PER_RANK
 
     parse = ArgumentParser(prog="es-bench",
                            description="Measured scaling, communication, learning suites and "
@@ -90,8 +91,11 @@ def parser() -> ArgumentParser:
                        help="coalesce synthetic sleeps to at least this long (0: every step)")
     add_ranks(scale, "1,2", several=True, detail="one measurement per count")
     scale.add_argument("--mode", choices=("weak", "strong"), default="weak")
-    scale.add_argument("--members-per-rank", type=int, default=16)
-    scale.add_argument("--population", type=int, default=64, help="strong scaling population")
+    scale.add_argument("--members-per-rank", type=int,
+                       help=f"--mode weak: members per rank (default {WEAK_MEMBERS_PER_RANK}; "
+                            "an odd total is rounded up to pairs)")
+    scale.add_argument("--population", type=int,
+                       help=f"--mode strong: the population, even (default {STRONG_POPULATION})")
     add_flag(scale, "--generations", "at least 5 (warm-up and the final evaluation are not "
              "timed)", default=8)
     add_flag(scale, "--repeats", "runs of each rank count", default=3)
@@ -207,6 +211,7 @@ def add_reference_parser(commands: Any, cases: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    survive_closed_stdout()
     from es.bench import bbob, comm, reference, scaling, suite
     from es.bench.report import out_folder, write_table
 

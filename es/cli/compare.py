@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import sys
 
-from es.cli.args import ArgumentParser, add_flag, add_out, add_ranks, fail, name_list, positive_int
+from es.cli.args import (
+    ArgumentParser,
+    add_flag,
+    add_out,
+    add_ranks,
+    fail,
+    name_list,
+    positive_int,
+    survive_closed_stdout,
+)
 
 
 def parser() -> ArgumentParser:
@@ -40,6 +49,7 @@ def parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    survive_closed_stdout()
     from es.bench.compare import compare
 
     args = parser().parse_args(argv)

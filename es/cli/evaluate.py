@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
-from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag, fail
+from es.cli.args import (
+    USAGE_ERROR,
+    ArgumentParser,
+    add_flag,
+    fail,
+    output_file_error,
+    positive_int,
+    survive_closed_stdout,
+)
 
 #: ``--policy`` choices and the files they name in a run folder.
 POLICY_FILES = {"final": "policy.npz", "best": "policy_best.npz"}
@@ -41,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
              default=12345)
     parser.add_argument("--video", metavar="PATH",
                         help="also record one episode of the policy to PATH (.mp4 or .gif)")
-    parser.add_argument("--video-steps", type=int, default=None,
+    parser.add_argument("--video-steps", type=positive_int, default=None,
                         help="stop the video after this many steps (default: the episode)")
     parser.add_argument("--camera", metavar="NAME",
                         help="with --video, a MuJoCo env: the model's camera to film through, "
@@ -59,6 +67,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    survive_closed_stdout()
     args = parser().parse_args(argv)
     from es.parallel.comm import launcher_copies, launcher_rank
 
@@ -80,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                      "policy instead of the run's; give one of them")
     if args.video_steps is not None and not args.video:
         return fail("es-eval", f"--video-steps {args.video_steps}: only with --video")
+    for flag, path in (("--video", args.video), ("--json", args.json)):
+        if path and (error := output_file_error(path, flag)):
+            return fail("es-eval", error)
     args.policy = args.policy or "final"
     run_dir = Path(args.run_dir)
     policy_path = run_dir / POLICY_FILES[args.policy]
@@ -151,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                   "returns": returns.tolist(), "lengths": lengths.tolist()}
         payload = (json.dumps(record, indent=1) + "\n").encode()
         try:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             write_atomically(Path(args.json), lambda handle: handle.write(payload))
         except OSError as error:
             return fail("es-eval", f"--json {args.json!r}: {error.strerror or error}")

@@ -22,6 +22,7 @@ from es.cli.args import (
     fail,
     nonnegative_int,
     positive_int,
+    survive_closed_stdout,
 )
 from es.launch.elastic import CHECKPOINTED, PEER_LOST
 from es.rl.runs import check_run_dir, configure_logging, default_run_dir, start_run_dir
@@ -241,7 +242,7 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
                          "(no SLURM_JOB_ID): run it in an sbatch script")
     if args.resume or (len(args.configs) <= 1 and not args.seeds):
         return [argparse.Namespace(**vars(args), config=(args.configs or [None])[0],
-                                   sweep_parent=None)]
+                                   sweep_parent=None, label="")]
     if not args.configs:
         raise ValueError("a config file is needed, e.g. es-train configs/cartpole.toml")
     seeds = args.seeds or [None]
@@ -252,7 +253,7 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
             label = Path(config).stem + ("" if seed is None else f" seed {seed}")
             runs.append(argparse.Namespace(**{**vars(args), "overrides": overrides},
                                            config=config, sweep_parent=args.run_dir,
-                                           label=label))
+                                           label=f"[{label}] "))
     return runs
 
 
@@ -268,6 +269,7 @@ def _check_sweep(runs: list[argparse.Namespace]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """One run, or a sweep: the world's ranks split into groups, each training its runs."""
+    survive_closed_stdout()
     args = train_parser().parse_args(argv)
     args.overrides = flag_overrides(args)
     if args.elastic or args.hostfile:
@@ -289,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     comm = world.split(color)
     codes = []
     for run in runs[color::groups]:
-        if groups > 1:  # each group's leader prints its own run's progress, labelled
-            configure_logging(comm.rank == 0 and not args.quiet, f"[{run.label}] ")
+        # Each group's leader prints its own run's progress, labelled.
+        configure_logging(comm.rank == 0 and not args.quiet, run.label)
         codes.append(_train_one(run, comm))
     world.barrier()
     return max(codes)
@@ -433,8 +435,8 @@ def _train_one(args: argparse.Namespace, comm) -> int:
             kept += (f", {result.stop_confirm_episodes} episodes in "
                      f"{result.stop_confirm_s:.1f} s confirming at the stop")
         print(
-            f"done: {result.generations} generations, {result.timesteps} steps (ended by "
-            f"{result.ended_by}), eval return {final}{kept}; run folder {run_dir}",
+            f"{args.label}done: {result.generations} generations, {result.timesteps} steps "
+            f"(ended by {result.ended_by}), eval return {final}{kept}; run folder {run_dir}",
             flush=True,
         )
     return 0

@@ -80,6 +80,27 @@ def test_scaling_says_which_values_its_flags_replace(tmp_path):
         "CartPole-v1", "linear", "20000")
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--mode", "weak", "--population", "100"], "--population 100: not with --mode weak"),
+    (["--mode", "strong", "--members-per-rank", "50"],
+     "--members-per-rank 50: not with --mode strong"),
+    (["--mode", "strong", "--population", "3"], "--population 3: must be even"),
+])
+def test_scaling_refuses_a_population_flag_its_mode_would_ignore_or_change(flags, message):
+    """Each was run without a word: weak scaling with population 16, strong with 64, and an
+    odd population as the next even one."""
+    done = run_cli(["es-bench", "scaling", "--env", "CartPole-v1", "--ranks", "1", *flags])
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_bbob_refuses_bipop_without_restarts():
+    """It ran without restarts, and said so in its header only."""
+    done = run_cli(["es-bench", "bbob", "--bipop", "--dims", "2", "--functions", "1"])
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "--bipop: a rule for restarts, and there are none: add --restarts N" in done.stderr
+
+
 def test_comm_comparison_counts_scalars_against_a_full_all_reduce(tmp_path):
     out = tmp_path / "comm"
     done = run_cli(["es-bench", "comm", "--params", "1e3,1e4", "--populations", "64",

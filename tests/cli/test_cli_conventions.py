@@ -161,3 +161,25 @@ def test_a_script_reports_bad_ranks_in_one_line_too():
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("bench_solve.py: error: argument --ranks: '1,2': one rank "
                                   "count per run"), done.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["es-train", "configs/cartpole.toml", "--set", "run.generations=6", "--set",
+     "es.population=8", "--run-dir", "{tmp}/run"],
+    ["es-bench", "bbob", "--functions", "1,2", "--instances", "1", "--dims", "2",
+     "--budget-per-dim", "50", "--out", "{tmp}/bbob"],
+])
+def test_a_reader_that_leaves_early_ends_neither_the_work_nor_its_files(tmp_path, command):
+    """``es-train ... | head -1``: every later line was a BrokenPipeError (a logging error per
+    generation, then a traceback and exit 1); es-bench bbob lost its results folder."""
+    from conftest import tool
+
+    argv = [tool(command[0]), *(a.replace("{tmp}", str(tmp_path)) for a in command[1:])]
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    assert job.stdout.readline()  # the first line, as head -1 reads it
+    job.stdout.close()
+    _, stderr = job.communicate(timeout=300)
+    assert job.returncode == 0, stderr.decode()[-2000:]
+    assert b"BrokenPipe" not in stderr and b"Traceback" not in stderr
+    produced = tmp_path / ("run" if command[0] == "es-train" else "bbob")
+    assert (produced / ("policy.npz" if command[0] == "es-train" else "runs.csv")).is_file()

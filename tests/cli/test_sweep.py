@@ -43,6 +43,8 @@ def test_groups_side_by_side_each_print_their_runs_progress_labelled(tmp_path):
         lines = [line for line in done.stdout.splitlines()
                  if line.startswith(f"[cartpole seed {seed}] gen ")]
         assert len(lines) == 4, done.stdout
+        (last,) = [line for line in done.stdout.splitlines() if f"__{seed}" in line]
+        assert last.startswith(f"[cartpole seed {seed}] done: 4 generations"), done.stdout
 
 
 def test_more_runs_than_ranks_run_in_turn_and_configs_combine_with_seeds(tmp_path):

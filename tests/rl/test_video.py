@@ -230,3 +230,31 @@ def test_es_eval_films_fast_on_request_and_refuses_the_flag_without_a_video(tmp_
     refused = run_cli(["es-eval", str(run_dir), "--policy", "best", "--random"])
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "--policy best and --random" in refused.stderr
+
+
+def test_es_eval_refuses_output_paths_it_cannot_write_before_playing_an_episode(tmp_path):
+    """A file where a folder must be, or a folder given as the file, was found only after
+    the episodes (a traceback for --video); a missing --json folder is made, as --video's."""
+    from conftest import run_cli
+
+    run_dir = tmp_path / "run"
+    trained = run_cli(["es-train", "configs/cartpole.toml", "--set", "run.generations=1",
+                       "--set", "es.population=4", "--run-dir", str(run_dir), "--quiet"])
+    assert trained.returncode == 0, trained.stderr
+    (tmp_path / "afile").touch()
+    for flags, message in [
+        (["--video", f"{tmp_path}/afile/x.mp4"], f"--video '{tmp_path}/afile/x.mp4': "
+         f"'{tmp_path}/afile' is a file, not a folder"),
+        (["--json", f"{tmp_path}/afile/x.json"], "is a file, not a folder"),
+        (["--json", str(tmp_path)], f"--json '{tmp_path}': is a folder; give a file name"),
+        (["--video", f"{tmp_path}/v.gif", "--video-steps", "-3"],
+         "argument --video-steps: '-3': expected an integer >= 1"),
+    ]:
+        # 10,000 episodes would take minutes: the refusal comes before the first.
+        refused = run_cli(["es-eval", str(run_dir), "--episodes", "10000", *flags], timeout=60)
+        assert refused.returncode == 2, refused.stderr
+        assert message in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    made = run_cli(["es-eval", str(run_dir), "--episodes", "1", "--json",
+                    str(tmp_path / "new" / "sub" / "r.json")])
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "new" / "sub" / "r.json").is_file()
