@@ -42,6 +42,10 @@ COLUMNS = (
     "paused_s",
 )
 
+#: The columns that count (generations, steps, episodes, bytes): ints, the others floats.
+COUNT_COLUMNS = frozenset({"generation", "timesteps", "eval_failed", "episodes",
+                           "failed_episodes", "bytes_sent", "resumed_from", "confirm_steps"})
+
 
 #: ``stops.csv``: one row per stop of a run (its end, a signal, the callback; a resumed run
 #: adds its own), with what confirming the waiting nominations cost at that stop, which

@@ -34,7 +34,7 @@ class TrainingRun:
     run_dir: Path
     policy: Callable[[np.ndarray], Any]
     saved: SavedPolicy
-    history: list[dict[str, float | None]]
+    history: list[dict[str, int | float | None]]
     generations: int
     timesteps: int
     eval_return: float | None
@@ -74,9 +74,13 @@ def resolve_config(config: str | Path | Config, overrides: dict[str, Any] | None
     return from_dict(_with_overrides(data, dict(overrides or {})))
 
 
-def _history(run_dir: Path) -> list[dict[str, float | None]]:
+def _history(run_dir: Path) -> list[dict[str, int | float | None]]:
+    """``progress.csv``'s rows typed as the callback's rows are: counts as ints."""
+    from es.rl.metrics import COUNT_COLUMNS
+
     with (run_dir / "progress.csv").open() as handle:
-        return [{key: float(value) if value else None for key, value in row.items()}
+        return [{key: None if not value else int(value) if key in COUNT_COLUMNS
+                 else float(value) for key, value in row.items()}
                 for row in csv.DictReader(handle)]
 
 

@@ -30,6 +30,9 @@ def test_train_callback_sees_every_row_and_stops_the_run_checkpointed(tmp_path):
     assert all(set(r) == set(COLUMNS) for r in rows)
     assert rows[0]["eval_return"] is None and rows[1]["eval_return"] is not None
     assert [r["timesteps"] for r in rows] == [h["timesteps"] for h in run.history]
+    # The history (read back from progress.csv) is typed as the rows: counts stay ints.
+    assert [{k: type(v) for k, v in row.items()} for row in rows] == [
+        {k: type(v) for k, v in row.items()} for row in run.history]
     state, _, _ = load_latest_checkpoint(tmp_path / "cb/checkpoints")
     assert state.generation == 3
 
