@@ -129,14 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             return fail("es-eval", str(error))
     if args.random:
-        random_act = random_policy(env, args.seed)
-
-        def actor(_: object) -> Callable[[Any], Any]:
-            return random_act
+        def actor(episode_env: Any, seed: int) -> Callable[[Any], Any]:
+            # Seeded by the episode's own seed: the video (seed --seed) replays episode 0.
+            return random_policy(episode_env, seed)
     else:
-        def actor(episode_env: object) -> Callable[[Any], Any]:
+        def actor(episode_env: Any, seed: int) -> Callable[[Any], Any]:
             return policy.act(episode_env)  # per episode: a recurrent state starts fresh
-    episodes = [safe_episode(env, actor(env), args.seed + i,
+    episodes = [safe_episode(env, actor(env, args.seed + i), args.seed + i,
                              f"episode {i} (seed {args.seed + i})")
                 for i in range(args.episodes)]
     finished = [e for e in episodes if np.isfinite(e.total_return)]
@@ -172,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write_video(config, actor: Callable[[Any], Callable[[Any], Any]],
+def _write_video(config, actor: Callable[[Any, int], Callable[[Any], Any]],
                  args: argparse.Namespace) -> int:
     """One episode (seed ``--seed``) rendered headless; MuJoCo needs an OpenGL backend, EGL
     by default here (``MUJOCO_GL`` in the environment wins). Pygame (classic control) draws
@@ -188,7 +187,7 @@ def _write_video(config, actor: Callable[[Any], Callable[[Any], Any]],
     try:
         env = env_from_config(config, render_mode="rgb_array")
         began = time.perf_counter()
-        written = record_video(env, actor(env), Path(args.video), seed=args.seed,
+        written = record_video(env, actor(env, args.seed), Path(args.video), seed=args.seed,
                                max_steps=args.video_steps, camera=args.camera,
                                quality=args.video_quality)
         seconds = time.perf_counter() - began

@@ -258,3 +258,21 @@ def test_es_eval_refuses_output_paths_it_cannot_write_before_playing_an_episode(
                     str(tmp_path / "new" / "sub" / "r.json")])
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "new" / "sub" / "r.json").is_file()
+
+
+def test_es_eval_random_films_the_episode_it_evaluated(tmp_path):
+    """The random policy's video played other random actions than its first episode."""
+    from conftest import run_cli
+
+    run_dir = tmp_path / "run"
+    trained = run_cli(["es-train", "configs/cartpole.toml", "--set", "run.generations=1",
+                       "--set", "es.population=4", "--run-dir", str(run_dir), "--quiet"])
+    assert trained.returncode == 0, trained.stderr
+    for seed in ("3", "4"):
+        played = run_cli(["es-eval", str(run_dir), "--random", "--episodes", "1", "--seed",
+                          seed, "--video", str(tmp_path / "r.gif")])
+        assert played.returncode == 0, played.stderr
+        evaluated = re.search(r"random policy: return ([\d.]+)", played.stdout)[1]
+        filmed = re.search(r"wrote \S+: \d+ frames in [\d.]+ s, return ([\d.]+)",
+                           played.stdout)[1]
+        assert filmed == evaluated, played.stdout
