@@ -40,6 +40,9 @@ WARMUP_GENERATIONS = 2  # start-up and the first noise-table touches are not ste
 #: Weak scaling's members per rank and strong scaling's population, where not given.
 WEAK_MEMBERS_PER_RANK = 16
 STRONG_POPULATION = 64
+#: The synthetic environment's flags (``--synthetic-step-ms``), where not given.
+SYNTHETIC_DEFAULTS = {"lengths": "fixed", "mean_length": 100, "max_length": 1000,
+                      "min_sleep_ms": 10.0}
 
 COLUMNS = ["ranks", "population", "seconds_per_generation", "steps_per_s", "efficiency",
            *BREAKDOWN]
@@ -240,6 +243,13 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:
 def check_scaling(args: argparse.Namespace) -> None:
     """A one-line ValueError for flags that would otherwise fail only after the first
     launches, or with a message about something else."""
+    for key, default in SYNTHETIC_DEFAULTS.items():
+        given = getattr(args, key)
+        if given is not None and args.synthetic_step_ms is None:
+            raise ValueError(f"--{key.replace('_', '-')} {given}: only with --synthetic-step-ms "
+                             "(it shapes the synthetic environment's episodes)")
+        if given is None:
+            setattr(args, key, default)
     other = {"weak": ("--population", args.population), "strong":
              ("--members-per-rank", args.members_per_rank)}[args.mode]
     if other[1] is not None:

@@ -59,7 +59,12 @@ def parser() -> ArgumentParser:
     # NumPy loads with these: only here, as late as the parser.
     from es.bench.bbob import HIGHDIM_FUNCTIONS, known_methods
     from es.bench.reference import CASES
-    from es.bench.scaling import BASE_CONFIG, STRONG_POPULATION, WEAK_MEMBERS_PER_RANK
+    from es.bench.scaling import (
+        BASE_CONFIG,
+        STRONG_POPULATION,
+        SYNTHETIC_DEFAULTS,
+        WEAK_MEMBERS_PER_RANK,
+    )
 
     parse = ArgumentParser(prog="es-bench",
                            description="Measured scaling, communication, learning suites and "
@@ -83,14 +88,27 @@ def parser() -> ArgumentParser:
     scale.add_argument("--policy-kind", choices=("linear", "mlp", "cnn"),
                        help="policy.kind instead of the config's")
     add_flag(scale, "--table-size", "instead of the config's")
-    scale.add_argument("--synthetic-step-ms", type=float, help="use es/Sleep-v0 with this step")
-    scale.add_argument("--lengths", choices=("fixed", "pareto"), default="fixed")
-    scale.add_argument("--mean-length", type=int, default=100)
-    scale.add_argument("--max-length", type=int, default=1000)
-    scale.add_argument("--min-sleep-ms", type=float, default=10.0,
-                       help="coalesce synthetic sleeps to at least this long (0: every step)")
+    scale.add_argument("--synthetic-step-ms", type=float, metavar="MS",
+                       help="train on es/Sleep-v0, whose steps sleep MS milliseconds instead "
+                            "of computing: coordination overhead alone, for more ranks than "
+                            "cores")
+    synthetic = SYNTHETIC_DEFAULTS
+    scale.add_argument("--lengths", choices=("fixed", "pareto"),
+                       help="with --synthetic-step-ms: episode lengths all --mean-length, or "
+                            "heavy-tailed (Pareto) with that mean, capped at --max-length "
+                            f"(default {synthetic['lengths']})")
+    scale.add_argument("--mean-length", type=int, metavar="STEPS",
+                       help=f"with --synthetic-step-ms (default {synthetic['mean_length']})")
+    scale.add_argument("--max-length", type=int, metavar="STEPS",
+                       help=f"with --synthetic-step-ms (default {synthetic['max_length']})")
+    scale.add_argument("--min-sleep-ms", type=float, metavar="MS",
+                       help="with --synthetic-step-ms: coalesce sleeps to at least this long "
+                            f"(0: every step; default {synthetic['min_sleep_ms']})")
     add_ranks(scale, "1,2", several=True, detail="one measurement per count")
-    scale.add_argument("--mode", choices=("weak", "strong"), default="weak")
+    scale.add_argument("--mode", choices=("weak", "strong"), default="weak",
+                       help="weak: --members-per-rank fixed (ideal: the same time per "
+                            "generation at every rank count); strong: --population fixed "
+                            "(ideal: time falling as 1/ranks) (default: weak)")
     scale.add_argument("--members-per-rank", type=int,
                        help=f"--mode weak: members per rank (default {WEAK_MEMBERS_PER_RANK}; "
                             "an odd total is rounded up to pairs)")
@@ -99,7 +117,9 @@ def parser() -> ArgumentParser:
     add_flag(scale, "--generations", "at least 5 (warm-up and the final evaluation are not "
              "timed)", default=8)
     add_flag(scale, "--repeats", "runs of each rank count", default=3)
-    scale.add_argument("--schedule", choices=("static", "dynamic"), default="static")
+    scale.add_argument("--schedule", choices=("static", "dynamic"), default="static",
+                       help="run.schedule: members dealt out up front, or taken by ranks as "
+                            "they finish (default: static)")
     add_out(scale, "scaling", per="ENV-MODE")
     compare = commands.add_parser(
         "comm", help="ES scalars vs a gradient all-reduce",
@@ -143,8 +163,11 @@ def add_bbob_parsers(commands: Any, highdim_functions: tuple[str, ...],
     add_flag(bench, "--dims", "2 to 100", default="2,5,10,20", type=int_list(2, 100))
     add_flag(bench, "--methods", "es.minimize methods and pycma, pycma-diag, pycma-paired",
              default="auto,pycma", type=name_list(methods))
-    bench.add_argument("--budget-per-dim", type=positive_int, default=1000, metavar="N")
-    bench.add_argument("--restarts", type=nonnegative_int, default=0, metavar="N")
+    bench.add_argument("--budget-per-dim", type=positive_int, default=1000, metavar="N",
+                       help="function evaluations per run: N x the dimension (default: 1000)")
+    bench.add_argument("--restarts", type=nonnegative_int, default=0, metavar="N",
+                       help="IPOP restarts (BIPOP with --bipop) after a local stop, every "
+                            "method alike (default: 0)")
     bench.add_argument("--bipop", action="store_true", help="BIPOP restarts (with --restarts)")
     add_flag(bench, "--jobs", "the results do not depend on it, wall times do")
     bench.add_argument("--seed-offset", type=nonnegative_int, default=0, metavar="N",
@@ -183,7 +206,8 @@ def add_suite_parser(commands: Any) -> None:
                   "es-bench suite configs/suites/mujoco.toml --strategies openai,ars --ranks 2"])
     bench.add_argument("suite", help="suite file (TOML), e.g. configs/suites/mujoco.toml")
     bench.add_argument("--tasks", help="comma-separated task names (default: all)")
-    bench.add_argument("--strategies", help="comma-separated strategies (default: all)")
+    bench.add_argument("--strategies", help="comma-separated strategies of the suite file's "
+                       "tasks, e.g. ars,cma (default: all)")
     add_flag(bench, "--seeds", "every task and strategy runs each, and the tables cover these "
              "seeds' finished runs in --out", default="0-4")
     add_ranks(bench, "2", several=False)

@@ -85,10 +85,11 @@ def test_scaling_says_which_values_its_flags_replace(tmp_path):
     (["--mode", "strong", "--members-per-rank", "50"],
      "--members-per-rank 50: not with --mode strong"),
     (["--mode", "strong", "--population", "3"], "--population 3: must be even"),
+    (["--mean-length", "20"], "--mean-length 20: only with --synthetic-step-ms"),
 ])
 def test_scaling_refuses_a_population_flag_its_mode_would_ignore_or_change(flags, message):
-    """Each was run without a word: weak scaling with population 16, strong with 64, and an
-    odd population as the next even one."""
+    """Each was run without a word: weak scaling with population 16, strong with 64, an odd
+    population as the next even one, a synthetic episode length on a real environment."""
     done = run_cli(["es-bench", "scaling", "--env", "CartPole-v1", "--ranks", "1", *flags])
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
