@@ -206,8 +206,7 @@ def add_suite_parser(commands: Any) -> None:
                   "es-bench suite configs/suites/mujoco.toml --strategies openai,ars --ranks 2"])
     bench.add_argument("suite", help="suite file (TOML), e.g. configs/suites/mujoco.toml")
     bench.add_argument("--tasks", help="comma-separated task names (default: all)")
-    bench.add_argument("--strategies", help="comma-separated strategies of the suite file's "
-                       "tasks, e.g. ars,cma (default: all)")
+    bench.add_argument("--strategies", help="comma-separated strategies (default: all)")
     add_flag(bench, "--seeds", "every task and strategy runs each, and the tables cover these "
              "seeds' finished runs in --out", default="0-4")
     add_ranks(bench, "2", several=False)
