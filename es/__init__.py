@@ -16,6 +16,12 @@ _LAZY = {"minimize": "es.blackbox.minimizer", "AskTell": "es.blackbox.minimizer"
          "train": "es.rl.training", "TrainingRun": "es.rl.training"}
 
 
+def __dir__() -> list[str]:
+    """The module's names and the lazy ones, so that tab completion offers ``es.minimize``
+    before it has loaded."""
+    return sorted({*globals(), *_LAZY} - {"Any", "import_module"})
+
+
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'es' has no attribute {name!r}")

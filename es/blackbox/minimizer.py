@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from es.blackbox import checks
 from es.strategies.restarts import LocalStop, Restarts, search_scale
 
 #: ``method="auto"`` uses full CMA-ES up to this dimension (its O(d^2) memory and time per
@@ -69,11 +70,70 @@ def resolve_method(method: str, dim: int) -> str:
 def default_popsize(dim: int, mirrored: bool) -> float:
     """pycma's default ``4 + 3 ln d``, unrounded: the first run has its floor and restarts
     scale the unrounded value, as ``cma.fmin`` does (d = 2: 6, then 12, 24, 48, 97, ...). For
-    mirrored sampling the floor, made even."""
+    mirrored sampling the floor, made even (rounded up): restarts double that even number
+    (d = 5: 8, 16, 32, 64, 128, ...)."""
     population = 4 + 3 * math.log(dim)
     if not mirrored:
         return population
     return int(population) + int(population) % 2
+
+
+def own_keywords() -> set[str]:
+    """The facade's own argument names (offered as close matches of an unknown keyword)."""
+    names: set[str] = set()
+    for function in (minimize, AskTell):
+        names |= {parameter.name for parameter in inspect.signature(function).parameters.values()
+                  if parameter.kind is not parameter.VAR_KEYWORD}
+    return names - {"self", "fun"}
+
+
+class FunctionValueError(TypeError):
+    """``fun`` returned something that is not a number (None, a string, ...)."""
+
+
+def is_number_like(value: Any) -> bool:
+    """Whether ``value`` converts to float64 as a number (a string would convert too, quietly:
+    "1.5" is no objective value)."""
+    if value is None:
+        return False
+    try:
+        kind = np.asarray(value).dtype.kind
+    except Exception:  # e.g. a torch tensor that requires grad: float() will say
+        return True
+    if kind in "biuf":
+        return True
+    if kind != "O":
+        return False
+    try:  # numbers of other types (Fraction, Decimal); a None among them would read as NaN
+        np.asarray(value, dtype=np.float64)
+        entries = np.asarray(value, dtype=object).ravel()
+    except (TypeError, ValueError):
+        return False
+    return all(entry is not None for entry in entries)
+
+
+@dataclass(frozen=True)
+class CheckedFunction:
+    """``fun`` whose values are checked: one that is not a number is a one-line
+    ``FunctionValueError`` naming it and the point, instead of ``float()``'s TypeError.
+    Picklable (spawned workers get it), and the values pass through unchanged."""
+
+    fun: Callable[[np.ndarray], Any]
+    vectorized: bool
+
+    def __call__(self, x: np.ndarray) -> Any:
+        value = self.fun(x)
+        if isinstance(value, float | int | np.floating | np.integer):  # the usual: no cost
+            return value
+        if not is_number_like(value):
+            what = (f"vectorized fun returned {checks.short(value)} ({type(value).__name__}) "
+                    f"for {len(x)} rows" if self.vectorized else
+                    f"fun returned {checks.short(value)} ({type(value).__name__}) at x = "
+                    f"{checks.short(np.asarray(x))}")
+            raise FunctionValueError(f"{what}: it must return a number"
+                                     f"{' per row' if self.vectorized else ''} (NaN or inf "
+                                     "for a failed evaluation)")
+        return value
 
 
 def make_factory(method: str, dim: int, options: dict[str, Any]) -> Callable[..., Any]:
@@ -110,10 +170,13 @@ def make_factory(method: str, dim: int, options: dict[str, Any]) -> Callable[...
     return factory
 
 
-@dataclass
+@dataclass(repr=False)
 class Result:
     """What a minimisation returns (``x``: the best point evaluated, ``fun``: its value,
-    ``x_mean``: the last run's mean, ``restarts``: how many runs followed the first)."""
+    ``x_mean``: the last run's mean, ``restarts``: how many runs followed the first).
+
+    Its repr is a summary, as scipy's ``OptimizeResult``: long vectors abbreviated, the
+    history as its length (a long run's would be megabytes in a notebook)."""
 
     x: np.ndarray
     fun: float
@@ -124,6 +187,19 @@ class Result:
     history: list[dict[str, float]] = field(default_factory=list)
     method: str = ""
     restarts: int = 0
+
+    def __repr__(self) -> str:
+        def vector(x: np.ndarray) -> str:
+            with np.printoptions(threshold=10, edgeitems=3, precision=6, sign="-"):
+                return " ".join(np.array2string(np.asarray(x), separator=", ").split())
+
+        rows = {"method": repr(self.method), "stop_reason": repr(self.stop_reason),
+                "fun": repr(self.fun), "x": vector(self.x), "nfev": str(self.nfev),
+                "ngen": str(self.ngen), "restarts": str(self.restarts),
+                "x_mean": vector(self.x_mean),
+                "history": f"{len(self.history)} rows (one per generation)"}
+        width = max(map(len, rows))
+        return "\n".join(f"{name:>{width}}: {text}" for name, text in rows.items())
 
 
 class AskTell:
@@ -144,7 +220,16 @@ class AskTell:
 
     ``restarts=k`` restarts at each local stop up to k times with a doubled population
     (IPOP), or with ``bipop=True`` interlaces BIPOP's small-population runs (which do not
-    count toward k). ``options`` go to the strategy (for ``openai``: ``lr``, Adam's step).
+    count toward k). The first run's population is ``popsize`` (default: pycma's
+    ``4 + 3 ln d``, see ``default_popsize``); restarts double it.
+
+    ``options`` go to the strategy: the keywords of its constructor (for ``openai`` also
+    ``lr``, Adam's step), or for ``cma`` pycma's options less those this class sets or
+    decides itself (``maxfevals`` is ``max_evals`` here, ``popsize``, ``seed``, the stop
+    tolerances, ...). ``bounds`` (``cma`` only): pycma's ``[lower, upper]``, scipy's
+    ``(low, high)`` per coordinate, or an object with ``lb`` and ``ub``; see
+    ``es.blackbox.checks``. Every mistake in the arguments is a one-line ``TypeError`` or
+    ``ValueError`` naming the argument, raised here, before anything runs.
     """
 
     def __init__(
@@ -169,34 +254,42 @@ class AskTell:
         timeout_s: float | None = None,
         **options: Any,
     ) -> None:
-        x0 = np.array(x0, dtype=np.float64).ravel()
-        if x0.size < 1 or not np.all(np.isfinite(x0)):
-            raise ValueError(f"x0 must be a non-empty finite vector, got {x0!r}")
-        if np.ndim(sigma0) != 0 or not sigma0 > 0:
-            raise ValueError(f"sigma0 {sigma0!r}: must be one number > 0, the step size of "
-                             "every coordinate (coordinates of other scales: rescale them in "
-                             "fun)")
+        x0 = checks.as_x0(x0)
+        sigma0 = checks.check_sigma0(sigma0)
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"seed {seed!r}: must be an integer >= 0")
-        # A zero or negative budget would return x0 unevaluated (fun = inf) as if it had run.
         for name, value in (("max_evals", max_evals), ("max_generations", max_generations),
                             ("timeout_s", timeout_s)):
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} {value}: must be > 0 (None: no such limit)")
-        if restarts < 0:
-            raise ValueError(f"restarts {restarts}: must be >= 0")
+            checks.check_limit(name, value)
+        checks.check_integer("restarts", restarts, 0)
+        if popsize is not None:
+            checks.check_integer("popsize", popsize, 2)
+        checks.check_ftarget(ftarget)
+        for name, value in (("tolfun", tolfun), ("tolx", tolx), ("tolfunhist", tolfunhist)):
+            checks.check_tolerance(name, value)
+        checks.check_flag("bipop", bipop)
+        checks.check_flag("stagnation", stagnation)
+        checks.check_flag("flatfitness", flatfitness)
+        checks.check_flag("maxiter", maxiter, " (pycma's per-run default on or off; a "
+                          "generation budget is max_generations)")
         dim = x0.size
         self.method = resolve_method(method, dim)
+        label = (f"method {method!r}" if method == self.method
+                 else f"method {method!r} (here {self.method!r}, d = {dim})")
+        options = checks.check_options(self.method, label, options,
+                                       strategy_classes()[self.method], own_keywords())
+        self.bounds = checks.check_bounds(options.pop("bounds", None), dim, x0, self.method,
+                                          label)
+        if self.bounds is not None:
+            options["bounds"] = self.bounds
         factory = make_factory(self.method, dim, options)
         mirrored = bool(options.get("mirrored", self.method not in UNMIRRORED))
         popsize = default_popsize(dim, mirrored) if popsize is None else popsize
-        if popsize < 2:
-            raise ValueError(f"popsize {popsize}: must be >= 2")
         if mirrored and popsize % 2:
             raise ValueError(f"popsize {popsize}: {self.method!r} samples mirrored pairs, so "
                              f"it must be even ({popsize - 1} or {popsize + 1}; or "
                              "mirrored=False)")
-        self.strategy = Restarts(factory, x0, population=popsize, sigma=float(sigma0),
+        self.strategy = Restarts(factory, x0, population=popsize, sigma=sigma0,
                                  seed=seed, max_restarts=restarts, bipop=bipop,
                                  criteria=LocalStop(tolfun=tolfun, tolx=tolx,
                                                     tolfunhist=tolfunhist,
@@ -213,6 +306,13 @@ class AskTell:
 
     @property
     def mean(self) -> np.ndarray:
+        """The current run's mean; with ``bounds``, mapped into them as pycma maps its
+        candidates (pycma's ``result.xfavorite``: its own mean may lie outside)."""
+        if self.bounds is not None:
+            optimizer = self.strategy.inner.optimizer
+            return np.asarray(optimizer.gp.pheno(optimizer.mean,
+                                                 into_bounds=optimizer.boundary_handler.repair),
+                              dtype=np.float64)
         return np.asarray(self.strategy.mean, dtype=np.float64)
 
     def ask(self) -> np.ndarray:
@@ -232,6 +332,13 @@ class AskTell:
         candidates = self._pending
         if not np.array_equal(np.asarray(xs, dtype=np.float64), candidates):
             raise ValueError("tell() got other points than ask() returned")
+        if not is_number_like(values):  # None would read as NaN, "1.5" as 1.5: quietly
+            entries = list(np.asarray(values, dtype=object).ravel()) if values is not None \
+                else [None]
+            i = next((i for i, value in enumerate(entries) if not is_number_like(value)), 0)
+            raise FunctionValueError(f"tell() got {checks.short(entries[i])} "
+                                     f"({type(entries[i]).__name__}) as value {i}: values "
+                                     "must be numbers (NaN or inf for a failed evaluation)")
         values = np.asarray(values, dtype=np.float64).ravel()
         if values.size != len(candidates):
             raise ValueError(f"tell() got {values.size} values for {len(candidates)} candidates")
@@ -309,7 +416,9 @@ def minimize(
     stopping criterion is met.
 
     ``method="auto"`` is ``"cma"`` (full CMA-ES through pycma) up to ``AUTO_CMA_MAX_DIM``
-    dimensions and ``"sepcma"`` above; ``strategy_options`` go to the strategy. Without a
+    dimensions and ``"sepcma"`` above; ``strategy_options`` go to the strategy (``AskTell``
+    says which: an unknown one is a one-line error naming it, before anything runs), and
+    ``bounds=`` with ``method="cma"`` to pycma's boundary handling. Without a
     budget (``max_evals``, ``max_generations`` or ``timeout_s``) ``max_evals`` is
     1e4 * dimension. ``restarts``/``bipop``: IPOP or BIPOP restarts at local stops.
 
@@ -330,28 +439,42 @@ def minimize(
     caller's setting is back afterwards); nothing is spawned. Either way
     the result is bit-identical to ``workers=1``.
 
+    A value of ``fun`` that is not a number (None, a string) is a ``FunctionValueError`` (a
+    ``TypeError``) naming it, the point and the generation; NaN and inf are failed
+    evaluations, ranked below every value.
+
     ``callback(row)`` is called after every generation with its ``Result.history`` row
     (``ngen``, ``nfev``, ``best_f``, ``f_min``, ``f_median``, ``sigma_mean``, ``population``,
     ``restart``, ``time_s``); returning ``False`` stops there with ``stop_reason``
     ``"callback"``. Under ``mpiexec`` rank 0's callback decides for every rank.
     """
+    if not callable(fun):
+        raise TypeError(f"fun {checks.short(fun)}: must be callable, the function to minimise")
     if callback is not None and not callable(callback):  # else a traceback after a generation
         raise ValueError(f"callback {callback!r}: must be callable with a history row")
+    checks.check_integer("workers", workers, 1)
+    checks.check_flag("vectorized", vectorized)
+    x0 = checks.as_x0(x0)
     from es.parallel.comm import make_comm, rank_zero_decides
     from es.parallel.evaluate import make_evaluator
 
     if max_evals is None and max_generations is None and timeout_s is None:
-        max_evals = 10_000 * np.asarray(x0).size
+        max_evals = 10_000 * x0.size
     optimizer = AskTell(method, x0, sigma0, popsize, seed, restarts=restarts, bipop=bipop,
                         max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
                         tolfun=tolfun, tolx=tolx, tolfunhist=tolfunhist, stagnation=stagnation,
                         flatfitness=flatfitness, maxiter=maxiter, timeout_s=timeout_s,
                         **strategy_options)
     comm = make_comm() if callback is not None else None
-    with make_evaluator(fun, workers, vectorized) as evaluate:
+    with make_evaluator(CheckedFunction(fun, vectorized), workers, vectorized) as evaluate:
         while not optimizer.stop():
             candidates = optimizer.ask()
-            optimizer.tell(candidates, evaluate(candidates))
+            try:
+                values = evaluate(candidates)
+            except FunctionValueError as error:
+                raise FunctionValueError(f"{error}, in generation {optimizer.generation + 1}"
+                                         ) from None
+            optimizer.tell(candidates, values)
             if comm is not None and not rank_zero_decides(comm, callback,
                                                           dict(optimizer.history[-1])):
                 optimizer.stop_reason = "callback"

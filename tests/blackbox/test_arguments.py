@@ -1,0 +1,253 @@
+"""es.minimize / es.AskTell arguments as a user trial found them: every mistake a one-line error
+naming the argument and what is allowed, raised before anything runs (keywords for the
+strategy, bounds, x0, numbers, the function's values); bounds through pycma for ``cma``;
+the documented restart populations; a short ``Result`` repr; ``dir(es)``."""
+
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import es
+import es.parallel.evaluate
+from es.blackbox.minimizer import FunctionValueError, Result
+
+SPHERE = es.functions.sphere
+
+
+def one_line_error(error_type, call, *fragments):
+    """The error ``call`` raises: of ``error_type``, one short line, with every fragment."""
+    with pytest.raises(error_type) as raised:
+        call()
+    message = str(raised.value)
+    assert "\n" not in message and len(message) < 400, message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    return message
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Fails the test if ``minimize`` got as far as making its evaluator (spawning workers)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the evaluator was made: the check came too late")
+
+    monkeypatch.setattr(es.parallel.evaluate, "make_evaluator", refuse)
+
+
+def never_called(x):
+    raise AssertionError("fun was called: the check came too late")
+
+
+# ---- keywords for the strategy ----------------------------------------------------------------
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_unknown_keywords_name_the_keyword_the_method_and_the_close_or_allowed_ones():
+    x0 = np.ones(5)
+    one_line_error(ValueError, lambda: es.minimize(never_called, x0, 0.5, method="snes",
+                                                   maxevals=100, workers=2),
+                   "method 'snes'", "unknown keyword 'maxevals'", "did you mean 'max_evals'",
+                   "lr_mean, lr_sigma, mirrored")
+    # pycma's ~80 option names are not dumped: the close ones are named instead.
+    message = one_line_error(ValueError, lambda: es.minimize(never_called, x0, 0.5,
+                                                             tolfn=1e-3),
+                             "method 'auto' (here 'cma', d = 5)", "unknown keyword 'tolfn'",
+                             "did you mean 'tolfun'", "cma.CMAOptions()")
+    assert "CMA_active" not in message
+    one_line_error(ValueError, lambda: es.minimize(never_called, x0, 0.5, method="cma",
+                                                   lr=0.1),
+                   "method 'cma'", "unknown keyword 'lr'", "pycma's options")
+    one_line_error(ValueError, lambda: es.AskTell("sepcma", x0, 0.5, pop_size=8),
+                   "unknown keyword 'pop_size'", "did you mean 'popsize'")
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_pycma_options_that_duplicate_the_facades_own_are_refused_with_what_to_use():
+    x0 = np.ones(5)
+    for key, value, instead in [("maxfevals", 50, "use max_evals"),
+                                ("MaxFEvals", 50, "use max_evals"),  # pycma's any case
+                                ("maxiter", 50, "max_generations"),  # the bool flag's type
+                                ("timeout", 5, "use timeout_s"),
+                                ("TolFun", 1e-3, "use tolfun"),
+                                ("tolstagnation", 10, "stagnation=True/False"),
+                                ("termination_callback", print, "callback"),
+                                ("popsize_factor", 2, "use popsize"),
+                                ("is_feasible", print, "NaN")]:
+        error = TypeError if key == "maxiter" else ValueError
+        one_line_error(error, lambda key=key, value=value: es.minimize(
+            never_called, x0, 0.5, method="cma", **{key: value}), key, instead)
+    one_line_error(ValueError, lambda: es.AskTell("cma", x0, 0.5, mirrored=True),
+                   "'mirrored' is not taken", "CMA_mirrors")
+    one_line_error(ValueError, lambda: es.AskTell("openai", x0, 0.5, optimizer=None),
+                   "'optimizer' is set by es.minimize/es.AskTell itself", "lr")
+    one_line_error(ValueError, lambda: es.AskTell("snes", x0, 0.5, population=8),
+                   "'population' is set", "use popsize")
+    one_line_error(TypeError, lambda: es.AskTell("snes", x0, 0.5, mirrored="no"),
+                   "mirrored 'no': must be True or False")
+
+
+def test_a_pycma_option_in_any_case_reaches_pycma():
+    opt = es.AskTell("cma", np.ones(4), 0.5, popsize=6, cma_diagonal=True)
+    assert opt.strategy.inner.options["CMA_diagonal"] is True
+    plain = es.minimize(SPHERE, np.ones(4), 0.5, max_generations=3)
+    diagonal = es.minimize(SPHERE, np.ones(4), 0.5, max_generations=3, CMA_diagonal=True)
+    assert plain.nfev == diagonal.nfev == 24 and diagonal.ngen == 3
+
+
+# ---- bounds -------------------------------------------------------------------------------------
+
+def test_bounds_in_scipys_pycmas_and_lb_ub_forms_are_the_same_bounds_for_cma():
+    x0, kwargs = np.full(5, 0.5), {"method": "cma", "seed": 2, "max_evals": 600}
+    scipy_form = es.minimize(SPHERE, x0, 0.3, bounds=[(0.2, 1.0)] * 5, **kwargs)
+    pycma_form = es.minimize(SPHERE, x0, 0.3, bounds=[0.2, 1.0], **kwargs)
+    vectors = es.minimize(SPHERE, x0, 0.3, bounds=[[0.2] * 5, [1.0] * 5], **kwargs)
+    lb_ub = es.minimize(SPHERE, x0, 0.3, bounds=types.SimpleNamespace(lb=0.2, ub=1.0), **kwargs)
+    for other in (pycma_form, vectors, lb_ub):
+        np.testing.assert_array_equal(other.x, scipy_form.x)
+    # The minimum of the sphere over [0.2, 1]^5 is the corner 0.2; every point inside.
+    assert np.all(scipy_form.x >= 0.2) and np.all(scipy_form.x <= 1.0)
+    assert np.all(scipy_form.x_mean >= 0.2)  # pycma's mean mapped into the bounds
+    assert scipy_form.fun == pytest.approx(5 * 0.04, abs=1e-3)
+    # None: unbounded on that side.
+    half = es.minimize(SPHERE, x0, 0.3, bounds=[(0.2, None)] + [(None, None)] * 4, **kwargs)
+    assert half.x[0] >= 0.2 and half.fun == pytest.approx(0.04, abs=1e-3)
+
+
+def test_every_candidate_asked_lies_inside_the_bounds():
+    opt = es.AskTell("cma", np.zeros(3), 2.0, seed=1, max_generations=20,
+                     bounds=[(-1, 1), (0, 0.5), (None, 3)])
+    while not opt.stop():
+        xs = opt.ask()
+        assert np.all(xs >= [-1, 0, -np.inf]) and np.all(xs <= [1, 0.5, 3])
+        opt.tell(xs, [float(np.sum((x - 5) ** 2)) for x in xs])
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_bounds_that_cannot_be_honoured_are_refused_in_one_line():
+    def call(x0=None, **kwargs):
+        x0 = np.full(5, 0.5) if x0 is None else x0
+        return lambda: es.minimize(never_called, x0, 0.3, **kwargs)
+
+    one_line_error(ValueError, call(method="sepcma", bounds=[(-1, 1)] * 5),
+                   "method 'sepcma'", "bounds are handled by method 'cma' alone")
+    one_line_error(ValueError, call(np.full(101, 0.5), bounds=[0, 1]),
+                   "method 'auto' (here 'sepcma', d = 101)", "method='cma'")
+    one_line_error(ValueError, call(bounds=[(-1, 1)] * 4), "bounds [(-1, 1), (-1, 1)",
+                   "(low, high) pairs", ".lb and .ub")
+    one_line_error(ValueError, call(bounds="abc"), "bounds 'abc'")
+    one_line_error(ValueError, call(bounds=[1, 0]), "coordinate 0 has lower 1.0 and upper 0.0")
+    one_line_error(ValueError, call(bounds=[(0, 1), (1, 1), (0, 1), (0, 1), (0, 1)]),
+                   "coordinate 1")
+    one_line_error(ValueError, call(np.array([0.5, 0.5, 2.0, 0.5, 0.5]), bounds=[0, 1]),
+                   "x0[2] = 2.0 is outside the bounds [0.0, 1.0]")
+    # d = 2: [lower, upper] and two (low, high) pairs read differently: say which.
+    one_line_error(ValueError, call(np.array([0.5, 2.5]), bounds=[(0, 1), (2, 3)]),
+                   "read both as pycma's [lower, upper] and as scipy's", ".lb and .ub")
+
+
+def test_at_d_2_bounds_that_read_one_way_only_are_taken():
+    x0, kwargs = np.array([0.5, 0.5]), {"method": "cma", "max_generations": 3}
+    pairs = es.AskTell("cma", x0, 0.3, bounds=[(-1, 1), (-2, 2)])
+    assert pairs.bounds == [[-1.0, -2.0], [1.0, 2.0]]  # as [lower, upper] it is empty
+    same = es.AskTell("cma", [0.1, 0.5], 0.3, bounds=[[0, 0.2], [0.2, 1]])  # both readings agree
+    assert same.bounds == [[0.0, 0.2], [0.2, 1.0]]
+    assert es.minimize(SPHERE, x0, 0.3, bounds=[(-1, 1), (-2, 2)], **kwargs).ngen == 3
+
+
+# ---- x0, numbers, flags, the function's values --------------------------------------------------
+
+def test_a_number_as_x0_is_one_coordinate_as_scipy_takes_it():
+    result = es.minimize(lambda x: float((x[0] - 1) ** 2), 3.0, 0.5, method="snes",
+                         max_generations=50)
+    assert result.x.shape == (1,) and abs(result.x[0] - 1) < 0.1
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize(("kwargs", "error", "fragment"), [
+    ({"x0": np.zeros((2, 3))}, ValueError, "x0 must be 1-D, got shape (2, 3)"),
+    ({"x0": None}, TypeError, "x0 None: must be a 1-D vector of numbers"),
+    ({"x0": "abc"}, TypeError, "x0 'abc': must be a 1-D vector of numbers"),
+    ({"x0": [1, [2, 3]]}, TypeError, "x0 [1, [2, 3]]"),
+    ({"sigma0": "0.5"}, TypeError, "sigma0 '0.5': must be a number > 0, not str"),
+    ({"sigma0": np.inf}, ValueError, "sigma0 inf"),
+    ({"max_evals": "100"}, TypeError, "max_evals '100': must be a number > 0 or None"),
+    ({"max_generations": True}, TypeError, "max_generations True"),
+    ({"popsize": 7.5}, TypeError, "popsize 7.5: must be an integer >= 2, not float"),
+    ({"restarts": 1.5}, TypeError, "restarts 1.5: must be an integer >= 0, not float"),
+    ({"restarts": True}, TypeError, "restarts True: must be an integer >= 0, not bool"),
+    ({"workers": 2.0}, TypeError, "workers 2.0: must be an integer >= 1"),
+    ({"maxiter": 50}, TypeError, "maxiter 50: must be True or False"),
+    ({"bipop": "yes"}, TypeError, "bipop 'yes': must be True or False"),
+    ({"vectorized": 1}, TypeError, "vectorized 1: must be True or False"),
+    ({"tolfun": "1e-3"}, TypeError, "tolfun '1e-3'"),
+    ({"ftarget": "0"}, TypeError, "ftarget '0'"),
+    ({"fun": 3}, TypeError, "fun 3: must be callable"),
+])
+def test_bad_arguments_are_one_line_errors_naming_them(kwargs, error, fragment):
+    call = {"fun": never_called, "x0": np.zeros(3), "sigma0": 0.5, **kwargs}
+    one_line_error(error, lambda: es.minimize(**call), fragment)
+
+
+def test_budgets_may_be_written_as_floats():
+    assert es.minimize(SPHERE, np.ones(3), 0.5, max_evals=1e2, tolfun=None).nfev == 105
+
+
+@pytest.mark.parametrize(("fun", "vectorized", "fragments"), [
+    (lambda x: None, False, ["fun returned None (NoneType) at x = [", "generation 1"]),
+    (lambda x: "1.5", False, ["fun returned '1.5' (str)", "generation 1"]),
+    (lambda rows: None, True, ["vectorized fun returned None", "for 8 rows"]),
+    (lambda rows: [None] * len(rows), True, ["returned [None, None", "a number per row"]),
+])
+def test_a_function_value_that_is_not_a_number_is_named(fun, vectorized, fragments):
+    one_line_error(FunctionValueError, lambda: es.minimize(fun, np.ones(3), 0.5, popsize=8,
+                                                           vectorized=vectorized), *fragments)
+    assert issubclass(FunctionValueError, TypeError)
+
+
+def test_tell_names_a_value_that_is_not_a_number():
+    opt = es.AskTell("cma", np.zeros(3), 0.5, popsize=4)
+    xs = opt.ask()
+    one_line_error(FunctionValueError, lambda: opt.tell(xs, [1.0, 2.0, None, 3.0]),
+                   "tell() got None (NoneType) as value 2")
+    opt.tell(xs, [1.0, 2.0, np.nan, 3.0])  # NaN is a failed evaluation, ranked last
+
+
+# ---- restart populations, as docs/python-api.md states them ------------------------------------
+
+@pytest.mark.parametrize(("method", "dim", "popsize", "expected"), [
+    ("cma", 2, None, [6, 12, 24, 48, 97]),       # cma.fmin's: the unrounded 6.08 doubled
+    ("snes", 5, None, [8, 16, 32, 64, 128]),     # mirrored: floor(8.83) = 8, even, doubled
+    ("sepcma", 7, None, [10, 20, 40, 80, 160]),  # floor(9.84) = 9 made even: 10, doubled
+    ("snes", 5, 6, [6, 12, 24, 48, 96]),         # the user's, doubled
+])
+def test_restart_populations_double_as_documented(method, dim, popsize, expected):
+    flat = es.minimize(lambda x: 1.0, np.zeros(dim), 0.5, method=method, popsize=popsize,
+                       restarts=4)  # a flat function: every run stops after one generation
+    assert [row["population"] for row in flat.history] == expected
+    assert flat.restarts == 4
+
+
+# ---- Result's repr and dir(es) -------------------------------------------------------------------
+
+def test_result_repr_is_a_short_summary_whatever_the_history():
+    history = [{"ngen": i, "nfev": 10 * i, "best_f": 1.0 / i} for i in range(1, 5001)]
+    result = Result(np.arange(1000.0), 0.125, 50_000, 5000, "tolfun", np.zeros(1000), history,
+                    "sepcma", 2)
+    text = repr(result)
+    assert len(text) < 800 and text == str(result)
+    for fragment in ("method: 'sepcma'", "stop_reason: 'tolfun'", "fun: 0.125",
+                     "nfev: 50000", "ngen: 5000", "restarts: 2", "history: 5000 rows",
+                     "x: [ 0., 1., 2., ..., 997., 998., 999.]"):
+        assert fragment in text, (fragment, text)
+    small = repr(es.minimize(SPHERE, np.ones(3), 0.5, max_generations=2))
+    assert "x: [" in small and "..." not in small and "history: 2 rows" in small
+
+
+def test_dir_es_lists_the_lazy_api_without_loading_it():
+    assert {"minimize", "AskTell", "Result", "train", "functions"} <= set(dir(es))
+    code = ("import sys, es; names = dir(es); "
+            "assert 'minimize' in names and 'AskTell' in names, names; "
+            "assert 'numpy' not in sys.modules and 'es.blackbox' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
