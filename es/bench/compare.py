@@ -244,13 +244,14 @@ def compare(args: argparse.Namespace) -> int:
     table = markdown_table(summaries, threshold, args.budget_s)
     (out / "compare.md").write_text(f"## {args.env}\n\n{table}")
     print(table)
-    try:
-        from es.bench.curves import plot
+    from es.bench.curves import plot
 
+    try:  # each method's seeds are one config: one curve per method
         plot([d for _, _, d, _ in finished], out / "compare.png", "time_s", "eval_return",
              f"{args.env}: {', '.join(methods)}, {len(args.seeds)} seeds, {args.budget_s:g} s each",
              log_x=True)
         print(f"wrote {out / 'compare.csv'}, {out / 'compare.md'}, {out / 'compare.png'}")
-    except RuntimeError as error:  # no matplotlib: the table and CSV still stand
+    except (RuntimeError, ValueError) as error:  # no matplotlib, a run without evaluations:
+        print(f"wrote {out / 'compare.csv'}, {out / 'compare.md'}")  # the table stands
         print(f"es-compare: no plot: {error}", file=sys.stderr)
     return 0

@@ -76,15 +76,20 @@ def output_file_error(path: str, flag: str) -> str | None:
     """Why ``path`` cannot take the file ``flag`` writes (missing folders are created), or
     None: checked before the work that fills it, so a typo in it costs no episodes."""
     target = Path(path)
-    if target.is_dir():
-        return f"{flag} {path!r}: is a folder; give a file name, e.g. {target / 'out'}"
-    folder = target.parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{flag} {path!r}: {str(folder)!r} is a file, not a folder"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{flag} {path!r}: the folder {str(folder)!r} is not writable"
+    try:
+        if target.is_dir():
+            return f"{flag} {path!r}: is a folder; give a file name, e.g. {target / 'out'}"
+        folder = target.parent
+        while not folder.exists():
+            folder = folder.parent
+        if not folder.is_dir():
+            return f"{flag} {path!r}: {str(folder)!r} is a file, not a folder"
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{flag} {path!r}: the folder {str(folder)!r} is not writable"
+        if target.exists() and not os.access(target, os.W_OK):
+            return f"{flag} {path!r}: the file is not writable"
+    except OSError as error:  # a name too long, a folder that cannot be searched
+        return f"{flag} {path!r}: {error.strerror or error}"
     return None
 
 

@@ -26,7 +26,9 @@ def parser() -> ArgumentParser:
     from es.bench.compare import METHODS, THRESHOLDS
 
     parse = ArgumentParser(
-        prog="es-compare", description=__doc__.splitlines()[0],
+        prog="es-compare",
+        description="ES against the baselines on one env: equal wall-clock budgets, the same "
+        "seeds.",
         examples=["es-compare --env CartPole-v1 --budget-s 120 --seeds 0-2",
                   "es-compare --env Pendulum-v1 --methods es,pg --ranks 2 --jobs 2",
                   "es-compare --env Acrobot-v1 --method-config es=configs/cartpole.toml "

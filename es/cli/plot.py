@@ -1,9 +1,10 @@
-"""``es-plot``: learning curves from run folders, seeds of one configuration as mean ± std.
+"""``es-plot``: learning curves from run folders, the seeds of one config as mean ± std.
 
     es-plot runs/pendulum__* --figure pendulum.png
     es-plot runs/pong30 --x time_s --y eval_return -o pong.svg
 
-How runs are grouped and averaged: ``es.bench.curves``.
+Which runs are the seeds of one config, their labels and how unequal seeds are averaged:
+``es.bench.curves`` (es-compare draws with it too).
 """
 
 from __future__ import annotations
@@ -12,15 +13,25 @@ import sys
 from pathlib import Path
 
 from es.bench.curves import X_COLUMNS, Y_COLUMNS, plot
-from es.cli.args import ArgumentParser, fail
+from es.cli.args import ArgumentParser, fail, output_file_error, survive_closed_stdout
+from es.core.messages import one_line
 
 
 def parser() -> ArgumentParser:
-    parse = ArgumentParser(prog="es-plot", description=__doc__.splitlines()[0],
-                           examples=["es-plot runs/Pendulum-v1__pendulum__* --figure pendulum.png",
-                                     "es-plot runs/pong30 --x time_s --y eval_return -o pong.svg",
-                                     "es-plot runs/hc__* -o hc.pdf --log-x --title HalfCheetah"])
-    parse.add_argument("run_dirs", nargs="+", type=Path, help="run folders written by es-train")
+    parse = ArgumentParser(
+        prog="es-plot",
+        description="Learning curves from run folders: the seeds of one config as mean ± std "
+        "(solid where every seed counts, dotted where only the longer runs do).",
+        examples=["es-plot runs/Pendulum-v1__pendulum__* --figure pendulum.png",
+                  "es-plot runs/pong30 --x time_s --y eval_return -o pong.svg",
+                  "es-plot runs/hc__* -o hc.pdf --log-x --title HalfCheetah"])
+    parse.add_argument(
+        "run_dirs", nargs="+", type=Path,
+        help="run folders written by es-train or es-baseline. Runs whose config.toml differ "
+        "only in run.seed and in [run] keys that do not change what is trained (budgets such "
+        "as run.generations, run.max_timesteps, run.max_seconds; evaluation; bookkeeping) "
+        "are the seeds of one config, one curve; a seed given twice is drawn as separate "
+        "runs; groups of one env and run name are labelled with the keys they differ in")
     parse.add_argument("-o", "--figure", type=Path, required=True, metavar="PATH",
                        help="the image file to write (.png, .svg or .pdf)")
     parse.add_argument("--x", choices=X_COLUMNS, default="timesteps")
@@ -32,15 +43,21 @@ def parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    survive_closed_stdout()
     args = parser().parse_args(argv)
     if args.figure.suffix.lower() not in (".png", ".svg", ".pdf"):
         return fail("es-plot", f"--figure {str(args.figure)!r}: allowed suffixes are .png, "
                     ".svg, .pdf")
+    if problem := output_file_error(str(args.figure), "--figure"):  # before any run is read
+        return fail("es-plot", problem)
     try:
-        groups = plot(args.run_dirs, args.figure, args.x, args.y, args.title, args.log_x)
-    except (ValueError, RuntimeError, OSError, KeyError) as error:
+        labels = plot(args.run_dirs, args.figure, args.x, args.y, args.title, args.log_x)
+    except (ValueError, RuntimeError, OSError) as error:
         return fail("es-plot", str(error))
-    print(f"wrote {args.figure} ({groups} group{'s' if groups != 1 else ''})")
+    print(f"wrote {one_line(str(args.figure))} ({len(labels)} "
+          f"group{'s' if len(labels) != 1 else ''})")
+    for label in labels:
+        print(f"  {one_line(label)}")
     return 0
 
 
