@@ -44,6 +44,16 @@ class TrainingRun:
     # its kept policy reached ("run.target_score = 450"), or "the callback".
     ended_by: str
 
+    def __repr__(self) -> str:
+        """A summary: the generated repr printed every history row and the policies'
+        parameters (a notebook cell's worth of numbers for a long run)."""
+        best = ("None" if self.best is None else
+                f"generation {self.best.generation}, return {self.best_return}")
+        return (f"TrainingRun(run_dir={str(self.run_dir)!r}, env={self.saved.env_id!r}, "
+                f"generations={self.generations}, timesteps={self.timesteps}, "
+                f"eval_return={self.eval_return}, best: {best}, "
+                f"ended_by={self.ended_by!r}, history: {len(self.history)} rows)")
+
 
 def _with_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """``{"es.sigma": 0.05}`` into the nested config tables."""

@@ -35,6 +35,11 @@ def test_train_callback_sees_every_row_and_stops_the_run_checkpointed(tmp_path):
         {k: type(v) for k, v in row.items()} for row in run.history]
     state, _, _ = load_latest_checkpoint(tmp_path / "cb/checkpoints")
     assert state.generation == 3
+    # Printed in a notebook, a summary, not every row and parameter.
+    assert repr(run) == (f"TrainingRun(run_dir='{tmp_path / 'cb'}', env='Pendulum-v1', "
+                         f"generations=3, timesteps={run.timesteps}, eval_return="
+                         f"{run.eval_return}, best: generation {run.best.generation}, return "
+                         f"{run.best_return}, ended_by='the callback', history: 3 rows)")
 
 
 def test_train_callback_returning_anything_but_false_goes_on(tmp_path):
