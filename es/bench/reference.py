@@ -228,8 +228,10 @@ def comparison(case: Case, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ratio = ours.mean() / reference.mean if reference.mean else math.nan
         lines.append({
             "case": case.name, "steps": f"{case.steps:,}", "metric": reference.metric,
-            "ours": f"{ours.mean():,.1f} ± {ours.std():,.1f} (seeds "
-                    f"{','.join(str(r['seed']) for r in rows)})",
+            # One seed has no spread over seeds: a "± 0.0" would read as a measured one.
+            "ours": (f"{ours.mean():,.1f} ± {ours.std():,.1f} (seeds "
+                     f"{','.join(str(r['seed']) for r in rows)})" if len(rows) > 1 else
+                     f"{ours[0]:,.1f} (seed {rows[0]['seed']} alone)"),
             "reference": f"{reference.mean:,.1f} ± {reference.std:,.1f} ({reference.runs})",
             # Returns can be negative (Pendulum): "ours / reference" reads the wrong way there.
             "ours / reference": f"{ratio:.2f}" if reference.mean > 0 else "—",

@@ -95,3 +95,14 @@ def test_every_shipped_case_names_an_existing_config_and_its_source():
         assert (REPO / case.config).is_file(), case.config
         assert case.references and all(r.source and r.metric in (TRAINING, EVALUATION)
                                        for r in case.references)
+
+
+def test_one_seed_is_shown_without_a_spread_over_seeds():
+    """'466.2 ± 0.0 (seeds 0)' read as a measured spread."""
+    def row(value: float, seed: int) -> dict:
+        return {TRAINING: value, EVALUATION: value, "seed": seed}
+
+    (line, *_) = bench_reference.comparison(TINY["tiny-ppo"], [row(466.25, 0)])
+    assert line["ours"] == "466.2 (seed 0 alone)"
+    (line, *_) = bench_reference.comparison(TINY["tiny-ppo"], [row(1.0, 0), row(3.0, 1)])
+    assert line["ours"] == "2.0 ± 1.0 (seeds 0,1)"
