@@ -969,3 +969,46 @@ def test_benchmarks_contrast_phase_suite_probes_are_their_csvs():
             cells, steady, worst, shares = suite_probe_cells(runs, seeds)
             assert (f"| {label} | {seeds_label} | {cells} | {steady}/5 | {worst} | "
                     f"{shares} |") in BENCHMARKS, (name, seeds_label)
+
+
+def test_benchmarks_later_nomination_and_new_seeds_are_their_csvs():
+    """Nominations from generation 106 on seeds 0-4, 10-14 and 20-24, and the shipped config
+    on 20-24: every cell, and the paragraph's means, shares and crossings."""
+    later = read(RESULTS / "suite_probe_halfcheetah_contrast100_best_from106_runs.csv")
+    shipped_new = read(RESULTS / "suite_probe_halfcheetah_shipped_seeds20_runs.csv")
+    new = ("20", "21", "22", "23", "24")
+    sets = (("0-4", tuple("01234")), ("10-14", FRESH), ("20-24", new))
+    label = "nominated from generation 106, 50 episodes"
+    for seeds_label, seeds in sets:
+        cells, steady, worst, shares = suite_probe_cells(later, seeds)
+        assert (f"| {label} | {seeds_label} | {cells} | {steady}/5 | {worst} | "
+                f"{shares} |") in BENCHMARKS, seeds_label
+    cells, steady, worst, shares = suite_probe_cells(shipped_new, new)
+    assert f"| as shipped | 20-24 | {cells} | {steady}/5 | {worst} | {shares} |" in BENCHMARKS
+    text = " ".join(BENCHMARKS.split())
+
+    def mean_kept(runs: list[dict]) -> str:
+        return thousands(str(np.mean([float(run["kept_mean"]) for run in runs])))
+
+    by_set = [[run for run in later if run["seed"] in seeds] for _, seeds in sets]
+    tuning = read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv")
+    fresh = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
+    assert (f"({mean_kept(by_set[0])} and {mean_kept(by_set[1])} against {mean_kept(tuning)} "
+            f"and {mean_kept(fresh)}) and higher on 20-24 ({mean_kept(by_set[2])} against "
+            f"{mean_kept(shipped_new)})") in text
+    confirm = [float(run["confirm_share"]) for run in later]
+    shipped_confirm = [float(run["confirm_share"]) for run in shipped_new]
+    assert (f"Confirmations cost {percent_range(confirm)} of the wall time (as shipped on "
+            f"20-24: {percent_range(shipped_confirm)})") in text
+    reached = [sum(bool(run["steps_to_5000"]) for run in runs) for runs in by_set]
+    assert f"reached on {reached[0]}/5, {reached[1]}/5 and {reached[2]}/5 of the sets" in text
+    def steady(run: dict, policy: str) -> bool:
+        return float(run[f"{policy}_mean"]) >= 3430 and float(run[f"{policy}_min"]) >= 2744
+
+    assert (f"keeps a steady policy on {sum(steady(run, 'kept') for run in later)}/15 seeds, "
+            f"0-4, 10-14 and the new 20-24, its final policy steady on "
+            f"{sum(steady(run, 'final') for run in later)}/15, but crosses 5000 on "
+            f"{sum(reached)}/15") in readme_row("HalfCheetah-v5")
+    crossed = [sum(bool(run["steps_to_5000"]) for run in runs)
+               for runs in (tuning, fresh, shipped_new)]
+    assert f"as shipped: {crossed[0]}/5, {crossed[1]}/5 and {crossed[2]}/5 on 20-24" in text
