@@ -285,7 +285,7 @@ class MPIComm:
 
     def _units_on_rank_zero(self, count: int, request_tag: int,
                             reply_tag: int) -> Iterator[int]:
-        server = _UnitServer(self._scheduler, self._mpi, count, self.size - 1, request_tag,
+        server = _UnitServer(self._scheduler, count, self.size - 1, request_tag,
                              reply_tag, self.poll_interval_s)
         self._server = server
         try:
@@ -392,23 +392,26 @@ class MPIComm:
 
 class _UnitServer:
     """Rank 0's side of one round of ``MPIComm.work_units``: the counter, and the requests of
-    the other ranks answered from it."""
+    the other ranks answered from it. One receive is posted per asking rank, never one from
+    ``ANY_SOURCE``: with MPICH's UCX netmod between hosts a wildcard receive, re-posted after
+    each match, missed requests that had arrived (a rank waiting for its reply forever, seen
+    with a hostfile of two names on a loaded machine, 5 of 5 runs)."""
 
-    def __init__(self, scheduler: Any, mpi: Any, count: int, askers: int, request_tag: int,
+    def __init__(self, scheduler: Any, count: int, askers: int, request_tag: int,
                  reply_tag: int, poll_interval_s: float) -> None:
-        self._scheduler, self._mpi, self._count = scheduler, mpi, count
+        self._scheduler, self._count = scheduler, count
         self._askers, self._request_tag, self._reply_tag = askers, request_tag, reply_tag
         self._poll = poll_interval_s
         self._next = 0
-        self._asker = np.empty(1, dtype=np.int64)
-        self._request = self._listen() if askers else None
+        # Rank r's request lands in row r - 1; its receive stays posted until r hears -1.
+        self._asked = np.empty((askers, 1), dtype=np.int64)
+        self._requests = {rank: self._listen(rank) for rank in range(1, askers + 1)}
         self.finished = 0  # ranks told "none left" (-1)
         self.replies = 0
         self.next_look = 0.0
 
-    def _listen(self) -> Any:
-        return self._scheduler.Irecv(self._asker, source=self._mpi.ANY_SOURCE,
-                                     tag=self._request_tag)
+    def _listen(self, rank: int) -> Any:
+        return self._scheduler.Irecv(self._asked[rank - 1], source=rank, tag=self._request_tag)
 
     def take(self) -> int:
         """The next unit, or -1 when none is left."""
@@ -423,13 +426,18 @@ class _UnitServer:
     def answer(self) -> None:
         """Reply to every request that has arrived (8-byte sends complete at once)."""
         self.next_look = time.perf_counter() + self._poll
-        while self._request is not None and self._request.Test():
+        for rank, request in list(self._requests.items()):
+            if not request.Test():
+                continue
             reply = self.take()
-            self.finished += reply < 0
             self.replies += 1
-            self._scheduler.Send(np.array([reply], dtype=np.int64), dest=int(self._asker[0]),
+            self._scheduler.Send(np.array([reply], dtype=np.int64), dest=rank,
                                  tag=self._reply_tag)
-            self._request = None if self.answered_all() else self._listen()
+            if reply < 0:
+                self.finished += 1
+                del self._requests[rank]
+            else:
+                self._requests[rank] = self._listen(rank)
 
 
 def rank_zero_decides(comm: Comm, callback: Callable[[Any], object], row: Any) -> bool:

@@ -138,6 +138,32 @@ def test_dynamic_schedule_gives_the_static_schedules_parameters(tmp_path):
         assert np.array_equal(value, reference), key
 
 
+def test_dynamic_schedule_between_two_hostfile_hosts_ends_on_a_loaded_machine(tmp_path):
+    """Two names of this machine in a hostfile make Hydra treat the ranks as two hosts, so
+    MPICH talks over its default UCX netmod rather than shared memory. There the schedule's
+    wildcard receive on rank 0 missed requests that had arrived: the run hung for good
+    (2 of 2 runs of 150 CartPole generations beside two busy processes, 5 of 5 in a user's
+    trial). With a receive per rank, it ends, with the parameters of one process."""
+    import subprocess
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1:1\nlocalhost:1\n")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    args = ["configs/cartpole.toml", "--set", "run.generations=150", "--set",
+            "run.schedule=dynamic", "--quiet"]
+    try:
+        done = subprocess.run([tool("mpiexec"), "-f", str(hosts), "-n", "2", tool("es-train"),
+                               *args, "--run-dir", str(tmp_path / "two")], cwd=REPO,
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        for process in busy:
+            process.kill()
+    assert done.returncode == 0, done.stderr[-2000:]
+    alone = run_cli(["es-train", *args, "--run-dir", str(tmp_path / "one")])
+    assert alone.returncode == 0, alone.stderr
+    assert np.array_equal(load_params(tmp_path / "two"), load_params(tmp_path / "one"))
+
+
 def test_progress_records_the_largest_ranks_peak_memory(tmp_path):
     """peak_rss_mb: every rank's peak resident memory travels in the row the ranks already
     send each generation; the largest is logged (a high-water mark: never falling)."""
