@@ -419,13 +419,25 @@ def _supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: i
     while True:
         if stops.signum:
             return stopped(stops.signum, run_dir)
+        listed = nodes.candidates()
+        if failure is None and len(listed) < min_nodes:
+            # No later start of the same command can find more: not a case for exit 75,
+            # which a requeueing wrapper would retry for ever.
+            say(f"--min-nodes {min_nodes}: the {nodes.kind} lists {len(listed)} node"
+                f"{'s' * (len(listed) != 1)} ({_names(listed) or 'none'}); give at most "
+                f"{len(listed)}, or more nodes (exit code {USAGE_ERROR})")
+            return USAGE_ERROR
         usable, why = choose_nodes(nodes, blamed, min_nodes)
         if len(usable) < min_nodes:
             left = ", ".join(f"{name} ({reason})" for name, reason in why.items())
+            saved = newest_checkpoint(run_dir)
+            state = (f"The checkpoint of generation {saved} is intact: the same command "
+                     "continues the run" if saved else
+                     "No checkpoint yet: the same command starts the run")
             say(f"{len(usable)} usable node{'s' * (len(usable) != 1)} "
-                f"({_names(usable) or 'none'}), fewer than --min-nodes {min_nodes}; not "
-                f"usable: {left}. The checkpoint of generation {newest_checkpoint(run_dir)} "
-                f"is intact: the same command continues the run (exit code {CHECKPOINTED})")
+                f"({_names(usable) or 'none'}), fewer than --min-nodes {min_nodes}"
+                f"{f'; not usable: {left}' if left else ''}. {state} (exit code "
+                f"{CHECKPOINTED})")
             return CHECKPOINTED
         resumed_from = newest_checkpoint(run_dir)
         ranks = sum(node.slots for node in usable)

@@ -297,3 +297,19 @@ def test_a_stop_signal_ends_the_supervision_whatever_the_launch_exits_with(tmp_p
             "checkpoint of generation 0 is intact: the same command continues the run (exit "
             "code 75)") in capfd.readouterr().err
     assert signal.getsignal(signal.SIGUSR1) == before  # the handlers are put back
+
+
+def test_more_min_nodes_than_the_hostfile_lists_is_a_usage_error_not_a_retry(tmp_path):
+    """Exit 75 said 'the checkpoint of generation 0 is intact: the same command continues the
+    run' with no run at all; a wrapper that requeues on 75 would have retried for ever."""
+    from conftest import run_cli
+
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost:2\n")
+    refused = run_cli(["es-train", "configs/cartpole.toml", "--resume-or-start",
+                       str(tmp_path / "run"), "--elastic", "--hostfile", str(hostfile),
+                       "--min-nodes", "2"], timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert ("es-train --elastic: --min-nodes 2: the hostfile lists 1 node (localhost); give at "
+            "most 1, or more nodes (exit code 2)") in refused.stderr
+    assert not (tmp_path / "run").exists()
