@@ -412,17 +412,20 @@ def _train_one(args: argparse.Namespace, comm) -> int:
             signal.signal(signum, signal.SIG_IGN)
         code = 128 + stop.signum if stop.signum == signal.SIGINT else CHECKPOINTED
         if comm.rank == 0:
-            again = ("the same command" if args.resume_or_start else
-                     f"es-train --resume {run_dir}")
             print(f"es-train: {stop}; checkpoint saved (exit code {code}). Resume with: "
-                  f"{again}", file=sys.stderr, flush=True)
+                  f"{resume_command(args, run_dir)}", file=sys.stderr, flush=True)
             if args.requeue_on_signal and code == CHECKPOINTED:
                 requeue_slurm_job()
         return code
     except TrainingError as error:
         return _fail_run(str(error), run_dir, comm.rank)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second signal: at once, not at the generation's end
         print(f"es-train: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
+        from es.rl.checkpoint import has_checkpoint
+
+        if comm.rank == 0 and has_checkpoint(run_dir):
+            print(f"es-train: the newest checkpoint is intact; resume with: "
+                  f"{resume_command(args, run_dir)}", file=sys.stderr, flush=True)
         return 130
     except Exception as error:  # an internal failure on one rank
         return crash("es-train", error, comm)
@@ -440,6 +443,11 @@ def _train_one(args: argparse.Namespace, comm) -> int:
             flush=True,
         )
     return 0
+
+
+def resume_command(args: argparse.Namespace, run_dir: str) -> str:
+    """What continues a stopped run: the same command where it starts or resumes itself."""
+    return "the same command" if args.resume_or_start else f"es-train --resume {run_dir}"
 
 
 #: Seconds between the "peer lost" line and the abort that ends the job.

@@ -182,6 +182,26 @@ def test_a_signal_that_reaches_the_ranks_twice_is_one_stop_with_its_checkpoint(t
     assert state.generation == int(read_progress(run_dir)[-1]["generation"])
 
 
+def test_a_second_signal_stops_at_once_and_names_the_checkpoint_to_resume_from(tmp_path):
+    """The user asking again stops mid-generation (130): it said only 'interrupted', though
+    the run's newest checkpoint was intact and resumable."""
+    run_dir = tmp_path / "again"
+    # Generations of several seconds: the second signal lands inside the one after the first.
+    process = start([*LONG, "--set", "es.population=600", "--set", "run.checkpoint_every=1",
+                     "--run-dir", str(run_dir)])
+    wait_for_rows(run_dir, 1)
+    process.send_signal(signal.SIGTERM)
+    time.sleep(StopFlag.REPEAT_WINDOW_S + 0.5)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert (f"es-train: the newest checkpoint is intact; resume with: es-train --resume "
+            f"{run_dir}") in stderr
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=3",
+                       "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+
+
 def test_a_second_signal_stops_at_once_only_after_the_repeat_window():
     """Copies of the first signal within ``REPEAT_WINDOW_S`` are ignored; a signal after it
     is the user asking again, which stops at once."""
