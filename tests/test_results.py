@@ -252,10 +252,9 @@ def test_readme_fresh_seed_figures_are_their_csvs():
     assert (f"(worst {millions(summary['worst_steps_3430'])} / "
             f"{millions(summary['worst_steps_5000'])} steps)") in row
     runs = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
-    steady = [run["seed"] for run in runs
-              if float(run["kept_mean"]) >= 3430 and float(run["kept_min"]) >= 0.8 * 3430]
-    falling = [run["seed"] for run in runs if run["seed"] not in steady]
-    assert f"steady on only {len(steady)}/{len(runs)}" in row
+    held = [run["seed"] for run in runs if steady(run, "kept")]
+    falling = [run["seed"] for run in runs if run["seed"] not in held]
+    assert f"steady on only {len(held)}/{len(runs)}" in row
     assert f"(seeds {listed(falling)} kept policies that fall" in row
 
 
@@ -939,11 +938,10 @@ def suite_probe_cells(runs: list[dict], seeds: tuple[str, ...]) -> tuple[str, in
     cells = " · ".join(f"{first(run, 3430)} / {first(run, 5000)} · "
                        f"{thousands(run['kept_mean'])} / {thousands(run['kept_min'])}"
                        for run in chosen)
-    steady = sum(float(run["kept_mean"]) >= 3430 and float(run["kept_min"]) >= 0.8 * 3430
-                 for run in chosen)
+    count = sum(steady(run, "kept") for run in chosen)
     worst = [float(run["final_min"]) for run in chosen]
     shares = [100 * (float(run["eval_share"]) + float(run["confirm_share"])) for run in chosen]
-    return (cells, steady, f"{thousands(min(worst))} to {thousands(max(worst))}",
+    return (cells, count, f"{thousands(min(worst))} to {thousands(max(worst))}",
             f"{min(shares):.1f}-{max(shares):.1f}%")
 
 
