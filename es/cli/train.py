@@ -28,6 +28,8 @@ from es.launch.elastic import CHECKPOINTED, PEER_LOST
 from es.rl.runs import check_run_dir, configure_logging, default_run_dir, start_run_dir
 
 LAUNCHED_AT = time.time()
+#: ``--elastic``'s defaults: launch on any one node, relaunch at most this often.
+MIN_NODES, MAX_RESTARTS = 1, 10
 
 
 def fail_on_rank(program: str, message: str, rank: int = 0) -> int:
@@ -102,11 +104,11 @@ def train_parser() -> argparse.ArgumentParser:
         "Slurm allocation (sbatch --no-kill), srun on the job's nodes. Needs --resume-or-start")
     elastic.add_argument("--hostfile", metavar="FILE",
                          help="hosts to launch on (host:slots lines, as mpiexec -f reads)")
-    elastic.add_argument("--min-nodes", type=positive_int, default=1, metavar="N",
+    elastic.add_argument("--min-nodes", type=positive_int, metavar="N",
                          help="stop, checkpoint intact (exit code 75), when fewer nodes are "
-                         "usable (default 1)")
-    elastic.add_argument("--max-restarts", type=nonnegative_int, default=10, metavar="N",
-                         help="relaunches at most (default 10)")
+                         f"usable (default {MIN_NODES})")
+    elastic.add_argument("--max-restarts", type=nonnegative_int, metavar="N",
+                         help=f"relaunches at most (default {MAX_RESTARTS})")
     return parser
 
 
@@ -277,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     world = world_comm("es-train")
     if world is None:
         return USAGE_ERROR
+    for flag, value in (("--min-nodes", args.min_nodes), ("--max-restarts", args.max_restarts)):
+        if value is not None:  # without --elastic nothing relaunches: it would do nothing
+            return fail_on_rank("es-train", f"{flag} {value}: only with --elastic",
+                                world.rank)
     try:
         runs = planned_runs(args)
         if len(runs) > 1:
@@ -336,8 +342,9 @@ def supervise_elastic(args: argparse.Namespace) -> int:
             program = [_this_program(), args.configs[0], "--resume-or-start",
                        args.resume_or_start, *(f"--set={item}" for item in args.overrides),
                        *(["--quiet"] if args.quiet else [])]
-            return supervise(nodes, program, Path(args.resume_or_start), args.min_nodes,
-                             args.max_restarts)
+            return supervise(nodes, program, Path(args.resume_or_start),
+                             args.min_nodes or MIN_NODES,
+                             MAX_RESTARTS if args.max_restarts is None else args.max_restarts)
     except ElasticError as error:
         return fail("es-train", str(error))
 

@@ -313,3 +313,13 @@ def test_more_min_nodes_than_the_hostfile_lists_is_a_usage_error_not_a_retry(tmp
     assert ("es-train --elastic: --min-nodes 2: the hostfile lists 1 node (localhost); give at "
             "most 1, or more nodes (exit code 2)") in refused.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flag", ["--min-nodes", "--max-restarts"])
+def test_the_supervisors_flags_without_elastic_are_refused(tmp_path, flag):
+    """They were accepted and did nothing: without --elastic nothing relaunches."""
+    refused = run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(tmp_path / "run"),
+                       flag, "3"], ranks=2, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip() == f"es-train: error: {flag} 3: only with --elastic"
+    assert not (tmp_path / "run").exists()
