@@ -153,7 +153,30 @@ def _load_resume(run_dir: str, overrides: list[str]):
         state, config_dict, warnings = load_latest_checkpoint(Path(run_dir) / "checkpoints")
     except CheckpointError as error:
         raise ConfigError(f"--resume {run_dir!r}: {error}") from None
-    return from_dict(apply_overrides(config_dict, overrides)), state, warnings
+    return (from_dict(apply_overrides(config_dict, overrides)), state,
+            [*warnings, *_edited_config_toml(Path(run_dir), config_dict)])
+
+
+def _edited_config_toml(run_dir: Path, config_dict: dict) -> list[str]:
+    """A warning when the run's config.toml was edited by hand: the checkpoint's config is
+    what a resume trains with (and writes back), so the edit would be lost without a word."""
+    import tomllib
+
+    try:
+        with (run_dir / "config.toml").open("rb") as handle:
+            written = _flat(tomllib.load(handle))
+    except (OSError, ValueError):
+        return []
+    saved = _flat(config_dict)
+    edited = [key for key in sorted(written) if key in saved and written[key] != saved[key]
+              and key not in RESUME_OVERRIDES]  # budgets move with --set between sittings
+    if not edited:
+        return []
+    shown = ", ".join(f"{key} = {written[key]!r} (the checkpoint's: {saved[key]!r})"
+                      for key in edited[:3]) + (", ..." if len(edited) > 3 else "")
+    return [f"{run_dir / 'config.toml'} was edited: {shown}; a resumed run trains with its "
+            f"checkpoint's config and writes it back (budgets change with --set: "
+            f"{', '.join(RESUME_OVERRIDES)})"]
 
 
 def _flat(config_dict: dict) -> dict[str, object]:

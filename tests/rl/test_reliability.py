@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +73,24 @@ def test_resume_refuses_other_overrides_and_bad_folders(tmp_path):
     assert len(refused.stderr.strip().splitlines()) == 1
     missing = run_cli(["es-train", "--resume", str(tmp_path / "nope")])
     assert missing.returncode == 2 and "no such run folder" in missing.stderr
+
+
+def test_resume_warns_that_a_hand_edit_of_config_toml_is_not_what_it_trains_with(tmp_path):
+    """The checkpoint's config wins and is written back: the edit vanished without a word.
+    Budgets that --set moves between sittings are no edit."""
+    run_dir = tmp_path / "r"
+    assert run_cli(["es-train", *PENDULUM, "--set", "run.generations=2", "--run-dir",
+                    str(run_dir)]).returncode == 0
+    quiet = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=3"])
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
+    config = run_dir / "config.toml"
+    sigma = tomllib.loads(config.read_text())["es"]["sigma"]
+    config.write_text(config.read_text().replace(f"sigma = {sigma}\n", "sigma = 0.7\n", 1))
+    warned = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=4"])
+    assert warned.returncode == 0, warned.stderr
+    assert (f"es-train: warning: {config} was edited: es.sigma = 0.7 (the checkpoint's: "
+            f"{sigma}); a resumed run trains with its checkpoint's config") in warned.stderr
+    assert tomllib.loads(config.read_text())["es"]["sigma"] == sigma
 
 
 def test_a_tampered_checkpoint_falls_back_to_the_previous_one(tmp_path):
