@@ -49,13 +49,15 @@ def section_warning(args: argparse.Namespace) -> list[str]:
     on its defaults: legal, but a user who meant to tune it should hear of it."""
     import tomllib
 
+    from es.config import STRATEGY_NAMES
+
     section = "dqn" if args.algorithm == "gorila" else args.algorithm
     with open(args.config, "rb") as handle:
         given = set(tomllib.load(handle))
     given |= {override.split(".", 1)[0] for override in args.overrides}
     if section in given:
         return []
-    es_sections = sorted(given & {"es", "ars", "snes", "sepcma", "pgpe"})
+    es_sections = sorted(given & ({"es"} | set(STRATEGY_NAMES)))
     whose = f" (its [{'], ['.join(es_sections)}] are es-train's)" if es_sections else ""
     return [f"{args.config} has no [{section}] section: {args.algorithm} trains with its "
             f"defaults{whose}; e.g. configs/baselines/cartpole_{section}.toml has one"]

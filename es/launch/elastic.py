@@ -419,8 +419,8 @@ def _supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: i
     while True:
         if stops.signum:
             return stopped(stops.signum, run_dir)
-        listed = nodes.candidates()
-        if failure is None and len(listed) < min_nodes:
+        # At the first launch only: under Slurm each look at the nodes is two scontrol calls.
+        if failure is None and len(listed := nodes.candidates()) < min_nodes:
             # No later start of the same command can find more: not a case for exit 75,
             # which a requeueing wrapper would retry for ever.
             say(f"--min-nodes {min_nodes}: the {nodes.kind} lists {len(listed)} node"
