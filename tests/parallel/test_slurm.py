@@ -327,3 +327,17 @@ def test_the_script_runs_a_command_under_slurm():
                            "hostname"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split()) == ["node0", "node1"]
+
+
+@pytest.mark.parametrize("script", ["slurm_train.sbatch", "slurm_scaling.sbatch"])
+def test_a_batch_script_run_by_hand_says_to_submit_it(script):
+    """Outside a job (no SLURM_JOB_ID) the batch scripts exit 2 in one line before anything
+    starts, instead of bash's "unbound variable" halfway."""
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("SLURM_")}
+    done = subprocess.run(["bash", f"scripts/{script}"], cwd=REPO, env=environment,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == (f"{script}: not inside a Slurm job (no SLURM_JOB_ID): submit it "
+                           f"with sbatch scripts/{script}\n")
+    assert done.stdout == ""
