@@ -24,7 +24,7 @@ from es.cli.args import (
     positive_int,
     survive_closed_stdout,
 )
-from es.launch.elastic import CHECKPOINTED, PEER_LOST
+from es.launch.elastic import CHECKPOINTED, PEER_LOST, tool_failure
 from es.rl.runs import check_run_dir, configure_logging, default_run_dir, start_run_dir
 
 LAUNCHED_AT = time.time()
@@ -512,8 +512,8 @@ def requeue_slurm_job() -> None:
         print(f"es-train: could not requeue job {job}: {error}", file=sys.stderr, flush=True)
         return
     if done.returncode != 0:
-        print(f"es-train: could not requeue job {job}: scontrol: "
-              f"{done.stderr.strip() or done.returncode}", file=sys.stderr, flush=True)
+        print(f"es-train: could not requeue job {job}: {tool_failure(done.args, done)}",
+              file=sys.stderr, flush=True)
         return
     print(f"es-train: requeued Slurm job {job}", file=sys.stderr, flush=True)
 

@@ -177,10 +177,19 @@ def slurm_tasks_per_node(text: str) -> list[int]:
     return counts
 
 
+def tool_failure(command: Sequence[str], done: subprocess.CompletedProcess) -> str:
+    """One line for a failed Slurm tool: the command, then its stderr's lines joined, without
+    the tool's own "scontrol: " in front of each (it would be said twice)."""
+    prefix = f"{Path(command[0]).name}: "
+    lines = [line.strip().removeprefix(prefix) for line in done.stderr.splitlines()]
+    said = "; ".join(line for line in lines if line) or f"exit code {done.returncode}"
+    return f"{' '.join(command)}: {said}"
+
+
 def _slurm(*command: str) -> str:
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
-        raise ElasticError(f"{' '.join(command)}: {done.stderr.strip() or done.returncode}")
+        raise ElasticError(tool_failure(command, done))
     return done.stdout
 
 

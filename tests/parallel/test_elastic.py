@@ -17,7 +17,7 @@ import pytest
 from conftest import ONE_WORKER, REPO, load_params, read_progress, run_cli, tool
 
 from es.core.seeding import TAG_ENV, episode_seeds
-from es.launch.elastic import Node, supervise
+from es.launch.elastic import Node, supervise, tool_failure
 from es.parallel.fake_cluster import FakeCluster
 from es.rl.checkpoint import load_latest_checkpoint
 
@@ -323,3 +323,14 @@ def test_the_supervisors_flags_without_elastic_are_refused(tmp_path, flag):
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.strip() == f"es-train: error: {flag} 3: only with --elastic"
     assert not (tmp_path / "run").exists()
+
+
+def test_a_failed_slurm_tool_is_said_in_one_line_once():
+    """scontrol starts each of its stderr lines with "scontrol: ": said once, lines joined."""
+    command = ["scontrol", "requeue", "17"]
+    said = subprocess.CompletedProcess(command, 1, "", "scontrol: error: Invalid job id "
+                                       "specified\nscontrol: error: another line\n")
+    assert tool_failure(command, said) == ("scontrol requeue 17: error: Invalid job id "
+                                           "specified; error: another line")
+    silent = subprocess.CompletedProcess(command, 3, "", "")
+    assert tool_failure(command, silent) == "scontrol requeue 17: exit code 3"
