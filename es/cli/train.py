@@ -337,15 +337,16 @@ def supervise_elastic(args: argparse.Namespace) -> int:
         elastic_folder,
         supervise,
     )
-    from es.parallel.comm import under_mpi_launcher
+    from es.parallel.comm import launcher_rank, under_mpi_launcher
 
+    rank = launcher_rank()  # started under a launcher by mistake: its process 0 alone says so
     if not args.elastic:
-        return fail("es-train", "--hostfile is for --elastic runs (under plain mpiexec, give "
-                    "mpiexec -f FILE instead)")
+        return fail_on_rank("es-train", "--hostfile is for --elastic runs (under plain mpiexec, "
+                            "give mpiexec -f FILE instead)", rank)
     if under_mpi_launcher():
-        return fail("es-train", "--elastic launches the ranks itself: start it without "
-                    "mpiexec or srun, e.g. es-train CONFIG --resume-or-start RUN --elastic "
-                    "--hostfile hosts")
+        return fail_on_rank("es-train", "--elastic launches the ranks itself: start it without "
+                            "mpiexec or srun, e.g. es-train CONFIG --resume-or-start RUN "
+                            "--elastic --hostfile hosts", rank)
     if not args.resume_or_start or len(args.configs) != 1 or args.seeds:
         return fail("es-train", "--elastic relaunches one run from its checkpoint: give one "
                     "config file and --resume-or-start RUN_DIR (no --seeds), e.g. es-train "

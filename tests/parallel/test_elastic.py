@@ -325,6 +325,19 @@ def test_the_supervisors_flags_without_elastic_are_refused(tmp_path, flag):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("flags, said", [
+    (["--elastic"], "--elastic launches the ranks itself: start it without mpiexec or srun"),
+    (["--hostfile", "hosts"], "--hostfile is for --elastic runs"),
+])
+def test_the_supervisor_under_mpiexec_is_refused_once_not_by_every_rank(tmp_path, flags, said):
+    refused = run_cli(["es-train", "configs/cartpole.toml", "--resume-or-start",
+                       str(tmp_path / "run"), *flags], ranks=3, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert refused.stderr.startswith(f"es-train: error: {said}")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_failed_slurm_tool_is_said_in_one_line_once():
     """scontrol starts each of its stderr lines with "scontrol: ": said once, lines joined."""
     command = ["scontrol", "requeue", "17"]
