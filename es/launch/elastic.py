@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -305,6 +306,34 @@ def diagnose(code: int, tail: str, ended_at: float) -> Failure:
     return Failure(code, set(), "", ended_at)
 
 
+def _addresses(host: str) -> set[str]:
+    try:
+        return {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return set()
+
+
+def _this_machine(host: str) -> bool:
+    return host == socket.gethostname() or any(
+        address.startswith("127.") or address == "::1" for address in _addresses(host))
+
+
+def as_launched(hosts: set[str], launched: Sequence[Node]) -> set[str]:
+    """The launched nodes that the hosts a failure names are. Ranks and mpiexec name a host
+    by its own hostname, a hostfile may name it by an address or an alias (127.0.0.1,
+    localhost): matched by name, else by a shared address, else both being this machine. A
+    host that matches none is kept as named."""
+    names = {node.name for node in launched}
+    matched: set[str] = set()
+    for host in hosts:
+        same = {host} & names or {
+            node.name for node in launched
+            if _addresses(host) & _addresses(node.name)
+            or (_this_machine(host) and _this_machine(node.name))}
+        matched |= same or {host}
+    return matched
+
+
 @dataclass
 class Launch:
     code: int
@@ -478,6 +507,7 @@ def _supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: i
         if stops.signum:  # e.g. srun killed the ranks still saving when the first exited 75
             return stopped(stops.signum, run_dir, launch.code)
         failure = diagnose(launch.code, launch.tail, launch.ended_at)
+        failure.lost = as_launched(failure.lost, usable)
         reached = newest_checkpoint(run_dir)
         last = [line for line in launch.tail.splitlines() if line.strip()][-3:]
         if not failure.lost:

@@ -17,7 +17,7 @@ import pytest
 from conftest import ONE_WORKER, REPO, load_params, read_progress, run_cli, tool
 
 from es.core.seeding import TAG_ENV, episode_seeds
-from es.launch.elastic import Node, supervise, tool_failure
+from es.launch.elastic import Node, as_launched, supervise, tool_failure
 from es.parallel.fake_cluster import FakeCluster
 from es.rl.checkpoint import load_latest_checkpoint
 
@@ -347,3 +347,15 @@ def test_a_failed_slurm_tool_is_said_in_one_line_once():
                                            "specified; error: another line")
     silent = subprocess.CompletedProcess(command, 3, "", "")
     assert tool_failure(command, silent) == "scontrol requeue 17: exit code 3"
+
+
+def test_a_failure_blames_the_hostfiles_names_for_the_host_its_ranks_name():
+    """Ranks report this machine's hostname; a hostfile that lists it as 127.0.0.1 and
+    localhost must see those two blamed (they sit out, or come back when too few are left),
+    not a name it never listed."""
+    import socket
+
+    listed = [Node("127.0.0.1", 2), Node("localhost", 2)]
+    assert as_launched({socket.gethostname()}, listed) == {"127.0.0.1", "localhost"}
+    assert as_launched({"localhost"}, listed) == {"localhost"}  # its own name: that one only
+    assert as_launched({"no-such-host.invalid"}, listed) == {"no-such-host.invalid"}
