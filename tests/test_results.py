@@ -12,6 +12,9 @@ import pytest
 from conftest import REPO
 
 RESULTS = REPO / "docs/results"
+#: halfcheetah_ars.toml before its contrast phase (2026-11-29): the suite's runs that the
+#: studies of "Which policies are steady" and "The kept policy at equal steps" describe.
+BEFORE_CONTRAST = "suite_variants_halfcheetah_before_contrast_ars"
 README = (REPO / "README.md").read_text()
 BENCHMARKS = (REPO / "docs/benchmarks.md").read_text()
 
@@ -132,7 +135,7 @@ def test_benchmarks_humanoid_seed_1_cost_is_its_csv():
 
 
 def test_benchmarks_kept_policy_table_prints_what_its_csv_holds():
-    runs = seed_order("suite_steps_halfcheetah_ars_runs.csv")
+    runs = seed_order(f"{BEFORE_CONTRAST}_runs.csv")
     (row,) = [line for line in BENCHMARKS.splitlines()
               if line.startswith("| now (generation kept) |")]
     cells = [cell.replace("**", "").strip() for cell in row.strip("|").split("|")[1:]]
@@ -243,7 +246,9 @@ def test_ant_fresh_seeds_are_their_csvs():
     assert f"{total} (Ant ARS, seeds 0-4 and 10-12)" in " ".join(README.split())
 
 
-def test_readme_fresh_seed_figures_are_their_csvs():
+def test_readme_halfcheetah_row_details_are_their_csvs():
+    """HalfCheetah's fresh seeds, its final policies' worst episodes and the config before the
+    contrast phase over the 20 seeds both ran, as the README row prints them."""
     (summary,) = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_summary.csv")
     row = readme_row("HalfCheetah-v5")
     assert summary["seeds"] == "5" and "**Fresh seeds 10-14**" in row
@@ -251,15 +256,29 @@ def test_readme_fresh_seed_figures_are_their_csvs():
             and summary["reached_3430"] == summary["reached_5000"])
     assert (f"(worst {millions(summary['worst_steps_3430'])} / "
             f"{millions(summary['worst_steps_5000'])} steps)") in row
-    runs = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
-    held = [run["seed"] for run in runs if steady(run, "kept")]
-    falling = [run["seed"] for run in runs if run["seed"] not in held]
-    assert f"steady on only {len(held)}/{len(runs)}" in row
-    assert f"(seeds {listed(falling)} kept policies that fall" in row
+    fresh_runs = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
+    fresh_worst = thousands(str(min(float(run["final_min"]) for run in fresh_runs)))
+    assert (f"kept policy steady on {summary['steady_3430']}, the final policy's worst "
+            f"episode {fresh_worst} or more.") in row
+    runs = seed_order("suite_steps_halfcheetah_ars_runs.csv")
+    (fell,), others = ([run for run in runs if not steady(run, "final")],
+                       [run for run in runs if steady(run, "final")])
+    assert (f"(the final policy's worst episode {thousands(fell['final_min'])} on seed "
+            f"{fell['seed']}, {thousands(str(min(float(run['final_min']) for run in others)))} "
+            f"or more on the others)") in row
+    before_fresh = seed_order(f"{BEFORE_CONTRAST}_fresh_runs.csv")
+    falling = [run["seed"] for run in before_fresh if not steady(run, "kept")]
+    before = (seed_order(f"{BEFORE_CONTRAST}_runs.csv") + before_fresh
+              + read(RESULTS / SHIPPED_NEW))
+    assert (f"The config without it (until 2026-11-29) crossed 5000 on "
+            f"{sum(bool(run['steps_to_5000']) for run in before)}/{len(before)} and kept a "
+            f"steady policy on {sum(steady(run, 'kept') for run in before)}/{len(before)} (on "
+            f"fresh seeds 10-14 {sum(steady(run, 'kept') for run in before_fresh)}/5: seeds "
+            f"{listed(falling)} kept policies that fall") in row
 
 
 def test_benchmarks_fresh_seed_table_prints_what_its_csv_holds():
-    runs = seed_order("suite_steps_halfcheetah_ars_fresh_runs.csv")
+    runs = seed_order(f"{BEFORE_CONTRAST}_fresh_runs.csv")
 
     lines = BENCHMARKS.splitlines()
     (kept,) = [i for i, line in enumerate(lines) if line.startswith("| kept (generation) |")]
@@ -330,17 +349,21 @@ def test_benchmarks_swimmer_cost_is_its_csvs():
             f"{percent_range([extra_share(r) for r in worst20])}") in text
 
 
-@pytest.mark.parametrize("config,data", [
-    ("halfcheetah_ars.toml", "cost_at_budget_ars.csv"),
-    ("hopper_ars.toml", "cost_hopper_ars_best_share0.csv"),
+@pytest.mark.parametrize("config,data,run", [
+    ("`halfcheetah_ars.toml`", "cost_at_budget_halfcheetah_ars_contrast.csv", "halfcheetah-ars"),
+    ("`halfcheetah_ars.toml` before its contrast phase", "cost_at_budget_ars.csv",
+     "halfcheetah-ars"),
+    ("`hopper_ars.toml`", "cost_hopper_ars_best_share0.csv", "hopper-ars"),
 ])
-def test_benchmarks_cost_at_budget_table_prints_what_its_csv_holds(config, data):
+def test_benchmarks_cost_at_budget_table_prints_what_its_csv_holds(config, data, run):
     """Evaluation and confirmation over whole runs, the stop's race included: each cell is
-    the range over the config's runs in its CSV (Hopper's as shipped, ``run.best_share = 0``)."""
-    name = config.removesuffix(".toml").replace("_", "-")
-    rows = [row for row in read(RESULTS / data) if row["run"] == name]
+    the range over the config's runs in its CSV (named ``run``, or ``run``-seedN by
+    scripts/run_costs.py; Hopper's as shipped, ``run.best_share = 0``)."""
+    rows = [row for row in read(RESULTS / data)
+            if row["run"] == run or row["run"].startswith(f"{run}-seed")]
+    assert len(rows) == 10
     episodes = [int(row["race_episodes"]) for row in rows]
-    expected = (f"| `{config}` | {len(rows)} | {span(rows, 'eval_share')} | "
+    expected = (f"| {config} | {len(rows)} | {span(rows, 'eval_share')} | "
                 f"{span(rows, 'confirm_share')} | {span(rows, 'race_share')} "
                 f"({min(episodes)}-{max(episodes)}) | **{span(rows, 'total_share')}** |")
     assert expected in BENCHMARKS, expected
@@ -387,6 +410,10 @@ def step_table_row(task: str, config: str, prefix: str, seeds: str,
 VARIANT_TABLE = [
     ("Swimmer-v5", "`swimmer_ars.toml` (ARS V1, N = b = 1)", "suite_variants_swimmer_ars",
      "0-4", (325,)),
+    ("HalfCheetah-v5", "`halfcheetah_ars.toml` without the contrast phase, kept by its worst "
+     "of 100 episodes from any generation (the config before 2026-11-29)", BEFORE_CONTRAST,
+     "0-4", (3430, 5000)),
+    ("HalfCheetah-v5", "the same", f"{BEFORE_CONTRAST}_fresh", "10-14", (3430, 5000)),
     ("HalfCheetah-v5", "`halfcheetah_ars.toml` with `ars.top=4`, `es.train_steps=500` (the "
      "config before 2026-11-24)", "suite_variants_halfcheetah_b4_cut500_ars", "0-4",
      (3430, 5000)),
@@ -419,11 +446,21 @@ def test_benchmarks_variants_paragraph_is_their_csvs():
     cut = runs("halfcheetah_b4_cut500_ars")
     assert max(float(run["final_min"]) for run in cut) < 300
     assert "every final policy's worst episode is below 300" in text
-    (shipped,) = read(RESULTS / "suite_steps_halfcheetah_ars_summary.csv")
+    (before,) = read(RESULTS / f"{BEFORE_CONTRAST}_summary.csv")
     (fast,) = read(RESULTS / "suite_variants_halfcheetah_b4_cut500_ars_summary.csv")
     assert (f"5000 on {fast['reached_5000']} at a median of {millions(fast['median_steps_5000'])}"
-            f" steps, the shipped b = 8 and 750 steps {millions(shipped['median_steps_5000'])}"
-            in text)
+            f" steps, b = 8 and 750 steps without the contrast phase "
+            f"{millions(before['median_steps_5000'])}" in text)
+    (before_fresh,) = read(RESULTS / f"{BEFORE_CONTRAST}_fresh_summary.csv")
+    falling = [run["seed"] for run in seed_order(f"{BEFORE_CONTRAST}_fresh_runs.csv")
+               if run["steady_3430"] == "False"]
+    assert (f"on fresh seeds its kept policy held on {before_fresh['steady_3430']} (seeds "
+            f"{listed(falling)} kept policies that fall)") in text
+    (tuning,), (fresh,) = (read(RESULTS / f"suite_steps_halfcheetah_ars{suffix}_summary.csv")
+                           for suffix in ("", "_fresh"))
+    assert tuning["steady_3430"] == fresh["steady_3430"] == "5/5"
+    assert (f"keeps a steady policy on 5/5 of both sets and crosses 5000 later: on "
+            f"{tuning['reached_5000']} of the tuning seeds") in text
     worst = thousands(cut[1]["kept_min"]).replace("-", "−")  # the docs' minus sign
     assert (f"seed 0 kept a slow {thousands(cut[0]['kept_mean'])}, seed 1 one that falls, worst "
             f"{worst}") in text
@@ -606,7 +643,7 @@ def test_benchmarks_fresh_seed_kept_study_is_its_csv():
         assert f"{sum(row['falls'] != '0' for row in late)} of {len(late)}" in text
         (row,) = [row for row in of(seed) if row["generation"] == kept]
         assert f"generation {kept} in {row['falls']}" in text
-    fresh = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
+    fresh = read(RESULTS / f"{BEFORE_CONTRAST}_fresh_runs.csv")
     runs = {run["seed"]: run for run in fresh}
     assert (runs["12"]["kept_generation"], runs["14"]["kept_generation"]) == ("90", "27")
 
@@ -691,7 +728,7 @@ def test_benchmarks_training_variants_table_is_its_csvs():
     def late(rows: list[dict]) -> list[dict]:
         return [row for row in rows if int(row["generation"]) >= 60]
 
-    suite = {run["seed"]: run for run in read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv")}
+    suite = {run["seed"]: run for run in read(RESULTS / f"{BEFORE_CONTRAST}_runs.csv")}
     study = read(RESULTS / "kept_study_halfcheetah_ars.csv")
     shipped = [study_cell(int(suite[seed]["steps_to_3430"]), int(suite[seed]["steps_to_5000"]),
                     late([row for row in study if row["seed"] == seed])) for seed in "014"]
@@ -1003,8 +1040,8 @@ def test_benchmarks_later_nomination_and_new_seeds_are_their_csvs():
     text = " ".join(BENCHMARKS.split())
     by_set = [of_seeds(later, seeds) for _, seeds in sets]
     shipped_20 = of_seeds(shipped_new, SEEDS_20)
-    tuning = read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv")
-    fresh = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
+    tuning = read(RESULTS / f"{BEFORE_CONTRAST}_runs.csv")
+    fresh = read(RESULTS / f"{BEFORE_CONTRAST}_fresh_runs.csv")
     means = [thousands(str(mean_kept(runs))) for runs in (*by_set, tuning, fresh, shipped_20)]
     assert (f"({means[0]} and {means[1]} against {means[3]} and {means[4]}) and higher on "
             f"20-24 ({means[2]} against {means[5]})") in text
@@ -1039,9 +1076,40 @@ def test_benchmarks_seeds_30_34_meet_the_rule_written_before_them_as_printed():
             f"{thousands(str(means[1]))} ({means[0] / means[1]:.2f} times)") in text
     total = len(later)
     assert (f"keeps a steady policy on {sum(steady(run, 'kept') for run in later)}/{total} "
-            f"seeds, 0-4, 10-14 and the new 20-24 and 30-34, its final policy steady on "
+            f"seeds (0-4, 10-14, 20-24 and 30-34), its final policy steady on "
             f"{sum(steady(run, 'final') for run in later)}/{total}, but crosses 5000 on "
             f"{sum(bool(run['steps_to_5000']) for run in later)}/{total}; on seeds 30-34, run "
             f"after the rule for adopting it was committed, it met that rule (kept steady "
             f"{kept[0]}/5 against {kept[1]}/5, kept means {means[0] / means[1]:.2f} times)"
             ) in readme_row("HalfCheetah-v5")
+
+
+def test_shipped_halfcheetah_runs_are_the_variant_runs_seed_by_seed():
+    """The contrast phase shipped: the suite's runs of the shipped config train and keep what
+    the variant's runs did (a function of the seed), every figure but the seconds."""
+    variant = {run["seed"]: run for run in read(RESULTS / LATER)}
+    shipped = read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv") + read(
+        RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
+    assert sorted(int(run["seed"]) for run in shipped) == [*range(5), *range(10, 15)]
+    same = ("steps", "generations", "best_eval", "final_mean", "final_min", "kept_mean",
+            "kept_min", "kept_generation", "steps_to_3430", "steps_to_5000", "steady_3430",
+            "steady_5000")
+    for run in shipped:
+        assert {k: run[k] for k in same} == {k: variant[run["seed"]][k] for k in same}
+
+
+def test_benchmarks_shipped_halfcheetah_cost_paragraph_is_its_csv():
+    """HalfCheetah ARS with its contrast phase over the suite's 10 runs: the race, the
+    confirmations in all and the total, as the paragraph under the cost table says them."""
+    rows = read(RESULTS / "cost_at_budget_halfcheetah_ars_contrast.csv")
+    episodes = [int(row["race_episodes"]) for row in rows]
+    confirmations = percent_range([float(row["confirm_share"]) + float(row["race_share"])
+                                   for row in rows])
+    text = " ".join(BENCHMARKS.split())
+    assert (f"settles the race: {min(episodes)}-{max(episodes)} episodes of 50-episode "
+            f"confirmations, {span(rows, 'race_share')} of the time, and confirmation in all "
+            f"{confirmations}.") in text
+    assert f"so the suite's runs spend {span(rows, 'total_share')};" in text
+    assert (f"{span(rows, 'total_share')} (HalfCheetah ARS, seeds 0-4 and 10-14, "
+            f"{span(rows, 'eval_share')} of it the suite's 5 evaluation episodes"
+            ) in " ".join(README.split())
