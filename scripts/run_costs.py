@@ -70,9 +70,11 @@ def parser() -> argparse.ArgumentParser:
 def main() -> None:
     parse = parser()
     args = parse.parse_args()
-    unfinished = [str(run) for run in args.runs if not (run / "progress.csv").is_file()]
-    if unfinished:
-        parse.error(f"not a run folder (no progress.csv): {', '.join(unfinished)}")
+    for run in args.runs:
+        if not (run / "config.toml").is_file() or not (run / "progress.csv").is_file():
+            parse.error(f"{run}: not a run folder (it needs config.toml and progress.csv)")
+        if not read_progress(run):
+            parse.error(f"{run}: no generation in its progress.csv yet")
     emit([costs(run) for run in args.runs], args.out,
          "Evaluation, confirmation while training and the stops' race, shares of running time")
 

@@ -63,5 +63,16 @@ def test_a_folder_that_is_no_run_is_refused_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, "scripts/run_costs.py", str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
-    assert f"not a run folder (no progress.csv): {tmp_path}" in done.stderr
+    assert f"{tmp_path}: not a run folder (it needs config.toml and progress.csv)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_run_killed_before_its_first_generation_is_refused_in_one_line(tmp_path):
+    run = tmp_path / "run"
+    write_run(run, kept=False)
+    (run / "progress.csv").write_text(",".join(PROGRESS) + "\n")
+    done = subprocess.run([sys.executable, "scripts/run_costs.py", str(run)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert f"{run}: no generation in its progress.csv yet" in done.stderr
     assert "Traceback" not in done.stderr

@@ -242,6 +242,10 @@ CHEAP_SCRIPTS = {
         base=("--score-only",)),
 }
 REFUSING_SCRIPTS = {
+    "run_costs": script_line(
+        (flag("--out", mixed("out")), st.just(["RUN"])),
+        (refused("--out", NOT_OUT),
+         st.sampled_from(["MISSING", "DIR", "TEXTFILE", "CONFIGDIR"]).map(lambda f: [f]))),
     "bench_kept": script_line(
         (flag("--seeds", small("0")), flag("--max-timesteps", small("1")),
          flag("--episodes", small("1")), flag("--set", mixed("es.sigma=0.1")),
