@@ -60,10 +60,10 @@ PHASES = ("pre-config", "pre-checkpoint", "any")
 
 @dataclass
 class Kill:
-    """When to SIGKILL which rank: ``at`` seconds after launch. With ``guard`` (the
-    generation before the session's first checkpoint), not before config.toml exists and at
-    the latest as soon as the session printed that generation (at once if the session starts
-    there: checkpoints every generation)."""
+    """When to SIGKILL which rank: ``at`` seconds after launch. With ``guard`` (a generation
+    before the session's first checkpoint), not before config.toml exists and at the latest
+    as soon as the session printed that generation (at once if the session starts there:
+    checkpoints every generation)."""
 
     rank: int
     at: float
@@ -347,8 +347,10 @@ def main() -> int:
         if phase == "pre-config":
             kill = Kill(victim, float(rng.uniform(0, config_at / 2)), by_config=True)
         elif phase == "pre-checkpoint":
+            # Halfway to the first checkpoint at the latest: a busy machine may finish a
+            # generation or two between seeing one printed and the kill landing.
             kill = Kill(victim, float(rng.uniform(config_at, first_checkpoint)),
-                        guard=start + args.checkpoint_every - 1, start=start)
+                        guard=start + args.checkpoint_every // 2, start=start)
         else:
             kill = Kill(victim, float(rng.uniform(0, window)))
         session = run_session(train_args, ranks, plain, run_dir, out / f"logs/cycle-{cycle:02d}",
