@@ -12,28 +12,21 @@ seconds); pauses are left out as the suite leaves them out.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from report import emit, script_parser
 
-from es.bench.suite import column_sum, ranks_sum, read_progress, running_seconds
+from es.bench.suite import (
+    column_sum,
+    ranks_sum,
+    read_progress,
+    running_seconds,
+    stop_confirmations,
+)
 from es.cli.args import add_out
 from es.config import load_config
-from es.rl.metrics import STOPS_FILE
-
-
-def stops(run_dir: Path) -> tuple[int, float]:
-    """The confirmation episodes and rank 0's seconds in them over the run's stops."""
-    path = run_dir / STOPS_FILE
-    if not path.is_file():
-        return 0, 0.0
-    with path.open() as handle:
-        rows = list(csv.DictReader(handle))
-    return (sum(int(row["confirm_episodes"]) for row in rows),
-            sum(float(row["confirm_s"]) for row in rows))
 
 
 def kept_generation(run_dir: Path) -> int | str:
@@ -47,7 +40,7 @@ def kept_generation(run_dir: Path) -> int | str:
 
 def costs(run_dir: Path) -> dict[str, Any]:
     rows = read_progress(run_dir)
-    race_episodes, race_s = stops(run_dir)
+    race_episodes, race_s = stop_confirmations(run_dir)
     ran = float(running_seconds(rows)[-1]) + race_s
     evaluation, confirmation = ranks_sum(rows, "eval") / ran, ranks_sum(rows, "confirm") / ran
     return {"run": run_dir.name, "seed": load_config(run_dir / "config.toml").run.seed,

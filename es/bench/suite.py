@@ -490,16 +490,23 @@ def bare_rate(run_dir: Path) -> float | str:
     return json.loads(measured.read_text())["bare_steps_per_s"] if measured.is_file() else ""
 
 
-def stops_confirm_s(run_dir: Path) -> float:
-    """Rank 0's seconds confirming nominations at the run's stops (``stops.csv``): after the
-    last progress row, so in none of its columns."""
+def stop_confirmations(run_dir: Path) -> tuple[int, float]:
+    """The episodes and rank 0's seconds confirming nominations at the run's stops
+    (``stops.csv``): after the last progress row, so in none of its columns."""
     from es.rl.metrics import STOPS_FILE
 
     path = run_dir / STOPS_FILE
     if not path.is_file():
-        return 0.0
+        return 0, 0.0
     with path.open() as handle:
-        return sum(float(stop["confirm_s"]) for stop in csv.DictReader(handle))
+        stops = list(csv.DictReader(handle))
+    return (sum(int(stop["confirm_episodes"]) for stop in stops),
+            sum(float(stop["confirm_s"]) for stop in stops))
+
+
+def stops_confirm_s(run_dir: Path) -> float:
+    """Rank 0's seconds confirming nominations at the run's stops."""
+    return stop_confirmations(run_dir)[1]
 
 
 def column_sum(rows: list[dict[str, str]], column: str) -> float:

@@ -513,7 +513,7 @@ def requeue_slurm_job() -> None:
         print(f"es-train: could not requeue job {job}: {error}", file=sys.stderr, flush=True)
         return
     if done.returncode != 0:
-        print(f"es-train: could not requeue job {job}: {tool_failure(done.args, done)}",
+        print(f"es-train: could not requeue job {job}: {tool_failure(done)}",
               file=sys.stderr, flush=True)
         return
     print(f"es-train: requeued Slurm job {job}", file=sys.stderr, flush=True)

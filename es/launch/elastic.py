@@ -178,9 +178,10 @@ def slurm_tasks_per_node(text: str) -> list[int]:
     return counts
 
 
-def tool_failure(command: Sequence[str], done: subprocess.CompletedProcess) -> str:
-    """One line for a failed Slurm tool: the command, then its stderr's lines joined, without
+def tool_failure(done: subprocess.CompletedProcess) -> str:
+    """One line for a failed Slurm tool: its command, then its stderr's lines joined, without
     the tool's own "scontrol: " in front of each (it would be said twice)."""
+    command = list(done.args)
     prefix = f"{Path(command[0]).name}: "
     lines = [line.strip().removeprefix(prefix) for line in done.stderr.splitlines()]
     said = "; ".join(line for line in lines if line) or f"exit code {done.returncode}"
@@ -190,7 +191,7 @@ def tool_failure(command: Sequence[str], done: subprocess.CompletedProcess) -> s
 def _slurm(*command: str) -> str:
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
-        raise ElasticError(tool_failure(command, done))
+        raise ElasticError(tool_failure(done))
     return done.stdout
 
 
@@ -326,10 +327,12 @@ def as_launched(hosts: set[str], launched: Sequence[Node]) -> set[str]:
     names = {node.name for node in launched}
     matched: set[str] = set()
     for host in hosts:
-        same = {host} & names or {
-            node.name for node in launched
-            if _addresses(host) & _addresses(node.name)
-            or (_this_machine(host) and _this_machine(node.name))}
+        if host in names:
+            matched.add(host)
+            continue
+        addresses, here = _addresses(host), _this_machine(host)  # one lookup, not per node
+        same = {node.name for node in launched if addresses & _addresses(node.name)
+                or (here and _this_machine(node.name))}
         matched |= same or {host}
     return matched
 

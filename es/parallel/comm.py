@@ -400,13 +400,13 @@ class _UnitServer:
     def __init__(self, scheduler: Any, count: int, askers: int, request_tag: int,
                  reply_tag: int, poll_interval_s: float) -> None:
         self._scheduler, self._count = scheduler, count
-        self._askers, self._request_tag, self._reply_tag = askers, request_tag, reply_tag
+        self._request_tag, self._reply_tag = request_tag, reply_tag
         self._poll = poll_interval_s
         self._next = 0
-        # Rank r's request lands in row r - 1; its receive stays posted until r hears -1.
+        # Rank r's request lands in row r - 1; its receive stays posted until r hears -1,
+        # and the rank leaves the round.
         self._asked = np.empty((askers, 1), dtype=np.int64)
         self._requests = {rank: self._listen(rank) for rank in range(1, askers + 1)}
-        self.finished = 0  # ranks told "none left" (-1)
         self.replies = 0
         self.next_look = 0.0
 
@@ -421,7 +421,7 @@ class _UnitServer:
         return self._next - 1
 
     def answered_all(self) -> bool:
-        return self.finished == self._askers
+        return not self._requests
 
     def answer(self) -> None:
         """Reply to every request that has arrived (8-byte sends complete at once)."""
@@ -434,7 +434,6 @@ class _UnitServer:
             self._scheduler.Send(np.array([reply], dtype=np.int64), dest=rank,
                                  tag=self._reply_tag)
             if reply < 0:
-                self.finished += 1
                 del self._requests[rank]
             else:
                 self._requests[rank] = self._listen(rank)

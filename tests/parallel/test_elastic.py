@@ -343,10 +343,10 @@ def test_a_failed_slurm_tool_is_said_in_one_line_once():
     command = ["scontrol", "requeue", "17"]
     said = subprocess.CompletedProcess(command, 1, "", "scontrol: error: Invalid job id "
                                        "specified\nscontrol: error: another line\n")
-    assert tool_failure(command, said) == ("scontrol requeue 17: error: Invalid job id "
+    assert tool_failure(said) == ("scontrol requeue 17: error: Invalid job id "
                                            "specified; error: another line")
     silent = subprocess.CompletedProcess(command, 3, "", "")
-    assert tool_failure(command, silent) == "scontrol requeue 17: exit code 3"
+    assert tool_failure(silent) == "scontrol requeue 17: exit code 3"
 
 
 def test_a_failure_blames_the_hostfiles_names_for_the_host_its_ranks_name():
