@@ -626,6 +626,30 @@ def test_benchmarks_throughput_summary_on_the_fast_machine_is_its_csvs():
             f"confirmation {100 * float(own['confirm_share']):.1f}%") in text
 
 
+def test_benchmarks_halfcheetah_ars_contrast_throughput_is_its_csvs():
+    """HalfCheetah ARS as shipped with its contrast phase, measured again: the ratio, the
+    synced ratio and the shares, with the suite's evaluations and with the config's own."""
+    text = " ".join(BENCHMARKS.split())
+    (suite,) = read(RESULTS / "throughput_interleaved_120s_halfcheetah_ars_contrast.csv")
+    (own,) = read(RESULTS
+                  / "throughput_interleaved_120s_halfcheetah_ars_contrast_config_evaluations.csv")
+    assert (f"{thousands(suite['bare_steps_per_s'])} steps/s, the table's machine's speed): "
+            f"**{float(suite['ratio']):.2f}** ({suite['generations']} generations, synced "
+            f"{float(suite['ratio_synced']):.2f}, evaluation "
+            f"{100 * float(suite['eval_share']):.1f}% with the suite's 5 episodes, "
+            f"confirmation {100 * float(suite['confirm_share']):.1f}%, wait "
+            f"{100 * float(suite['wait_share']):.1f}%)") in text
+    assert (f"**{float(own['ratio']):.2f}** (synced {float(own['ratio_synced']):.2f}, "
+            f"evaluation {100 * float(own['eval_share']):.1f}%, confirmation "
+            f"{100 * float(own['confirm_share']):.1f}%, wait "
+            f"{100 * float(own['wait_share']):.1f}%)") in text
+    assert (f"trains {max(int(suite['generations']), int(own['generations']))} generations "
+            "or fewer and the phase starts at generation 100") in text
+    assert (f"HalfCheetah ARS measured again with its contrast phase: "
+            f"{float(suite['ratio']):.2f}, {float(own['ratio']):.2f} with its own 2-episode "
+            "evaluations") in " ".join(README.split())
+
+
 def test_benchmarks_fresh_seed_kept_study_is_its_csv():
     """HalfCheetah seeds 12 and 14: the steady policies that existed, the later ones that
     fall, and how often the kept ones fall, each from the study's CSV."""
