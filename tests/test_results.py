@@ -1082,6 +1082,12 @@ def steady(run: dict[str, str], policy: str) -> bool:
     return float(run[f"{policy}_mean"]) >= 3430 and float(run[f"{policy}_min"]) >= 2744
 
 
+def reached_within(runs: list[dict[str, str]], threshold: int, steps: int) -> int:
+    """How many runs reached ``threshold`` within ``steps`` env steps."""
+    return sum(bool(run[f"steps_to_{threshold}"]) and int(run[f"steps_to_{threshold}"]) <= steps
+               for run in runs)
+
+
 def mean_kept(runs: list[dict[str, str]]) -> float:
     return float(np.mean([float(run["kept_mean"]) for run in runs]))
 
@@ -1131,8 +1137,7 @@ def test_benchmarks_seeds_30_34_meet_the_rule_written_before_them_as_printed():
         assert f"| {label} | 30-34 | {cells} | {count}/5 | {worst} | {shares} |" in BENCHMARKS
     kept = [sum(steady(run, "kept") for run in runs) for runs in (ours, theirs)]
     means = [mean_kept(runs) for runs in (ours, theirs)]
-    in_time = sum(bool(run["steps_to_3430"]) and int(run["steps_to_3430"]) <= 2_900_000
-                  for run in ours)
+    in_time = reached_within(ours, 3430, 2_900_000)
     assert kept[0] >= 4 and kept[0] >= kept[1] and means[0] >= 0.98 * means[1] and in_time >= 4
     text = " ".join(BENCHMARKS.split())
     assert f"the variant's kept policy is steady on {kept[0]}/5 (as shipped: {kept[1]}/5;" in text
@@ -1207,8 +1212,7 @@ def test_benchmarks_best_episodes30_meets_the_rule_written_before_it_as_printed(
             f"{thousands(str(means[0]))} against {thousands(str(means[1]))} "
             f"({means[0] / means[1]:.2f} times)") in text
     new = of_seeds(theirs, SEEDS_40)
-    in_time = sum(bool(run["steps_to_3430"]) and int(run["steps_to_3430"]) <= 2_900_000
-                  for run in new)
+    in_time = reached_within(new, 3430, 2_900_000)
     crossed = [run for run in new if run["steps_to_5000"]]
     assert (f"3430 within 2.9M steps on {in_time} of 5") in text
     assert (f"5000 on {len(crossed)} (seed {crossed[0]['seed']}, "
