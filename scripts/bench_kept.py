@@ -11,8 +11,10 @@ written before them, and the last evaluation's), and plays each policy ``--episo
 on the same fresh reset seeds (none of them a training, evaluation or confirmation seed),
 one process per rank. A *fall* is an episode below 0.8 x the policy's median return: for
 HalfCheetah, a flip onto its back. The table shows which policies a kept-policy rule can
-choose from and how often each fails; ``returns.csv`` holds every episode. A run folder that
-reached the step budget is not trained again.
+choose from and how often each fails; ``returns.csv`` holds every episode. ``--judged N``
+also plays each policy on the suite's N judging episodes (``es-bench suite`` scores a kept
+policy on them: es-eval's seeds from 12345), so a policy's falls stand beside the figures
+the suite would print for it. A run folder that reached the step budget is not trained again.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from pathlib import Path
 import numpy as np
 from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser
 
-from es.bench.suite import read_progress
-from es.cli.args import add_flag, add_out, add_ranks, positive_int
+from es.bench.suite import FINAL_SEED, read_progress
+from es.cli.args import add_flag, add_out, add_ranks, nonnegative_int, positive_int
 
 #: The study's reset seeds: one shared list (every policy meets the same starts), far from
 #: the seeds es-train derives for its episodes.
@@ -106,16 +108,31 @@ def fall_summary(returns: np.ndarray) -> dict:
             "falls": int((returns < FALL * median).sum())}
 
 
-def study(run_dir: Path, episodes: int, workers: int) -> tuple[list[dict], list[dict]]:
-    """One row per nominated policy, and one per episode."""
-    nominations = stop_pool(run_dir)
-    seeds, played = play_study(run_dir, [(n.params, n.norm) for n in nominations], episodes,
-                               workers)
+def play_judged(run_dir: Path, policies: list, episodes: int, workers: int
+                ) -> list[np.ndarray]:
+    """Each policy's returns on the suite's first ``episodes`` judging episodes (es-eval's
+    reset seeds from ``FINAL_SEED``), spread over ``workers`` processes."""
+    chunks = [list(range(FINAL_SEED + w, FINAL_SEED + episodes, workers))
+              for w in range(workers)]
+    with ProcessPoolExecutor(workers) as pool:
+        by_chunk = list(pool.map(play, [str(run_dir)] * workers, [policies] * workers, chunks))
+    return [np.array([r for chunk in by_chunk for r in chunk[i]]) for i in range(len(policies))]
+
+
+def study(run_dir: Path, episodes: int, workers: int, judged: int
+          ) -> tuple[list[dict], list[dict]]:
+    """One row per nominated policy (with its mean and worst of the suite's ``judged``
+    episodes, when asked), and one per episode."""
+    nominations = sorted(stop_pool(run_dir), key=lambda nomination: nomination.generation)
+    policies = [(n.params, n.norm) for n in nominations]
+    seeds, played = play_study(run_dir, policies, episodes, workers)
+    suite = play_judged(run_dir, policies, judged, workers) if judged else [None] * len(policies)
     rows, episode_rows = [], []
-    for nomination, returns in sorted(zip(nominations, played, strict=True),
-                                      key=lambda pair: pair[0].generation):
+    for nomination, returns, scored in zip(nominations, played, suite, strict=True):
         rows.append({"generation": nomination.generation, "eval_score": nomination.score,
                      **fall_summary(returns), "episodes": returns.size})
+        if scored is not None:
+            rows[-1] |= {"judged_mean": float(scored.mean()), "judged_worst": float(scored.min())}
         episode_rows += [{"generation": nomination.generation, "reset_seed": seed,
                           "return": r} for seed, r in zip(seeds, returns.tolist(), strict=True)]
     return rows, episode_rows
@@ -130,6 +147,9 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--max-timesteps", type=positive_int, required=True, metavar="N",
                        help="env steps each run trains (run.max_timesteps)")
     add_flag(parse, "--episodes", "fresh ones per policy", default=100)
+    parse.add_argument("--judged", type=nonnegative_int, default=0, metavar="N",
+                       help="also play each policy on the suite's first N judging episodes "
+                            "(es-bench suite's kept and final scores; 0: none; default: 0)")
     add_ranks(parse, "2", several=False, detail="also the processes that play the episodes")
     add_flag(parse, "--set", "for every run")
     add_out(parse, "bench_kept")
@@ -145,7 +165,7 @@ def main() -> None:
     for seed in args.seeds or [0]:
         run_dir = out / f"seed{seed}"
         train(args.config, run_dir, ranks, seed, args.max_timesteps, args.overrides)
-        policies, episodes = study(run_dir, args.episodes, ranks)
+        policies, episodes = study(run_dir, args.episodes, ranks, args.judged)
         rows += [{"seed": seed, **row} for row in policies]
         with (run_dir / "returns.csv").open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(episodes[0]))

@@ -1276,3 +1276,49 @@ def test_halfcheetah_confirmed_at_stops_only_kept_the_same_policies_for_less():
             f"{span(suite_before, 'total_share')}, and as shipped 3% or less on "
             f"{at_most_3(shipped)} of 5 seeds against {at_most_3(shipped_before)} "
             f"({two_ranks(shipped)} against {two_ranks(shipped_before)} on two ranks)") in text
+
+
+def test_benchmarks_seed_0_over_1000_episodes_is_its_csvs():
+    """HalfCheetah ARS seed 0: the policies that meet issue 42's bar on the suite's 20
+    episodes all fall in the 1,000, the phase's never do; each printed figure from the CSVs."""
+    before = read(RESULTS / "kept_study_halfcheetah_seed0_1000_before_contrast.csv")
+    phase = read(RESULTS / "kept_study_halfcheetah_seed0_1000_contrast.csv")
+    text = " ".join(BENCHMARKS.split())
+    bar_mean, bar_worst = 0.98 * 5763.344776528613, 0.98 * 5660.471937893204  # as filed
+
+    def mean_span(rows: list[dict[str, str]]) -> str:
+        means = [float(row["mean"]) for row in rows]
+        return f"{thousands(min(means))}-{thousands(max(means))}"
+
+    def meets(row: dict[str, str]) -> bool:
+        return float(row["judged_mean"]) >= bar_mean and float(row["judged_worst"]) >= bar_worst
+
+    late = [row for row in before if int(row["generation"]) >= 84]
+    passing = [row for row in late if meets(row)]
+    assert not any(meets(row) for row in before if int(row["generation"]) < 84)
+    assert (f"generations {late[0]['generation']}-{late[-1]['generation']} ({len(late)}) | "
+            f"{', '.join(row['generation'] for row in passing)} | those five: "
+            f"{', '.join(row['falls'] for row in passing)}; the {len(late)}: "
+            f"{min(int(row['falls']) for row in late)}-{max(int(row['falls']) for row in late)} | "
+            f"{mean_span(late)} |") in text
+    assert len(passing) == 5 and all(int(row["falls"]) >= 13 for row in passing)
+    (filed,) = [row for row in before if row["generation"] == "102"]
+    assert (thousands(filed["judged_mean"]), thousands(filed["judged_worst"])) == ("5,763", "5,660")
+    assert (f"{thousands(filed['judged_mean'])} / {thousands(filed['judged_worst'])}, as filed | "
+            f"{filed['falls']} (worst −{-round(float(filed['worst']))}) | "
+            f"{thousands(filed['mean'])} |") in text
+    steady = [row for row in before if row["falls"] == "0"]
+    assert (f"runs above {thousands(max((row['mean'] for row in steady), key=float))} (generations "
+            f"{steady[0]['generation']}-{steady[-1]['generation']})") in text
+    assert not any(meets(row) for row in phase) and {row["falls"] for row in phase} == {"0"}
+    best = max(phase, key=lambda row: float(row["mean"]))
+    assert (f"generations {phase[0]['generation']}-{phase[-1]['generation']} ({len(phase)}) | "
+            f"none (best: {best['generation']}, {thousands(best['judged_mean'])} / "
+            f"{thousands(best['judged_worst'])}) | 0 on all {len(phase)} | {mean_span(phase)} |"
+            ) in text
+    (kept,) = [row for row in phase if row["generation"] == "114"]
+    assert (f"no: {thousands(kept['judged_mean'])} / {thousands(kept['judged_worst'])} | 0 "
+            f"(worst {thousands(kept['worst'])}) | {thousands(kept['mean'])} |") in text
+    slower = 1 - float(kept["mean"]) / float(filed["mean"])
+    assert f"{100 * slower:.1f}% slower than the filed one ({thousands(kept['mean'])} against " \
+           f"{thousands(filed['mean'])})" in text

@@ -1,9 +1,12 @@
 """scripts/bench_kept.py: every evaluation's mean policy of a run, played on fresh episodes."""
 
 import csv
+import json
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 SCRIPT = [sys.executable, "scripts/bench_kept.py", "configs/pendulum.toml", "--max-timesteps",
@@ -35,6 +38,25 @@ def test_one_row_per_evaluation_and_every_episode_in_returns_csv(tmp_path):
     again = subprocess.run([*SCRIPT, "--out", str(out)], cwd=REPO, capture_output=True,
                            text=True, timeout=300)  # the finished run is reused: same table
     assert again.returncode == 0 and read(out / "results.csv") == rows
+
+
+def test_judged_episodes_are_the_ones_the_suite_scores_on(tmp_path):
+    """--judged N: each policy's mean and worst over es-eval's N episodes from the suite's
+    seed; the last evaluation's policy is the final one, so es-eval scores it the same."""
+    out = tmp_path / "out"
+    done = subprocess.run([*SCRIPT, "--judged", "3", "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = read(out / "results.csv")
+    scored = subprocess.run([str(Path(sys.executable).parent / "es-eval"), str(out / "seed0"),
+                             "--episodes", "3", "--seed", "12345", "--json",
+                             str(tmp_path / "final.json")], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert scored.returncode == 0, scored.stderr
+    returns = json.loads((tmp_path / "final.json").read_text())["returns"]
+    assert float(rows[-1]["judged_mean"]) == pytest.approx(sum(returns) / 3, rel=1e-12)
+    assert float(rows[-1]["judged_worst"]) == min(returns)
+    assert len({row["judged_mean"] for row in rows}) == len(rows)  # each policy its own
 
 
 def test_a_run_that_dies_is_one_line_naming_it_and_its_exit_code(tmp_path):

@@ -248,10 +248,11 @@ REFUSING_SCRIPTS = {
          st.sampled_from(["MISSING", "DIR", "TEXTFILE", "CONFIGDIR"]).map(lambda f: [f]))),
     "bench_kept": script_line(
         (flag("--seeds", small("0")), flag("--max-timesteps", small("1")),
-         flag("--episodes", small("1")), flag("--set", mixed("es.sigma=0.1")),
-         st.just(["CONFIG"])),
+         flag("--episodes", small("1")), flag("--judged", small("0", "1")),
+         flag("--set", mixed("es.sigma=0.1")), st.just(["CONFIG"])),
         (refused("--seeds", NOT_SEEDS), refused("--ranks", [*NOT_RANKS, "1,2"]),
          refused("--max-timesteps", NOT_POSITIVE), refused("--episodes", NOT_POSITIVE),
+         refused("--judged", NOT_SEED),
          refused("--set", NOT_OVERRIDE), refused("--out", NOT_OUT),
          st.sampled_from(NOT_CONFIG).map(lambda c: [c]))),
     "policy_falls": script_line(
