@@ -87,11 +87,12 @@ def play(run_dir: str, policies: list, seeds: list[int]) -> list[list[float]]:
              for seed in seeds] for params, norm in policies]
 
 
-def play_study(run_dir: Path, policies: list, episodes: int, workers: int
-               ) -> tuple[list[int], list[np.ndarray]]:
-    """Each policy's returns on the study's first ``episodes`` reset seeds, spread over
-    ``workers`` processes; and those seeds, in the order of the returns."""
-    chunks = [list(range(STUDY_SEED + w, STUDY_SEED + episodes, workers))
+def play_study(run_dir: Path, policies: list, episodes: int, workers: int,
+               first_seed: int = STUDY_SEED) -> tuple[list[int], list[np.ndarray]]:
+    """Each policy's returns on the ``episodes`` reset seeds from ``first_seed`` (the
+    study's), spread over ``workers`` processes; and those seeds, in the order of the
+    returns."""
+    chunks = [list(range(first_seed + w, first_seed + episodes, workers))
               for w in range(workers)]
     with ProcessPoolExecutor(workers) as pool:
         by_chunk = list(pool.map(play, [str(run_dir)] * workers, [policies] * workers, chunks))
@@ -108,17 +109,6 @@ def fall_summary(returns: np.ndarray) -> dict:
             "falls": int((returns < FALL * median).sum())}
 
 
-def play_judged(run_dir: Path, policies: list, episodes: int, workers: int
-                ) -> list[np.ndarray]:
-    """Each policy's returns on the suite's first ``episodes`` judging episodes (es-eval's
-    reset seeds from ``FINAL_SEED``), spread over ``workers`` processes."""
-    chunks = [list(range(FINAL_SEED + w, FINAL_SEED + episodes, workers))
-              for w in range(workers)]
-    with ProcessPoolExecutor(workers) as pool:
-        by_chunk = list(pool.map(play, [str(run_dir)] * workers, [policies] * workers, chunks))
-    return [np.array([r for chunk in by_chunk for r in chunk[i]]) for i in range(len(policies))]
-
-
 def study(run_dir: Path, episodes: int, workers: int, judged: int
           ) -> tuple[list[dict], list[dict]]:
     """One row per nominated policy (with its mean and worst of the suite's ``judged``
@@ -126,7 +116,9 @@ def study(run_dir: Path, episodes: int, workers: int, judged: int
     nominations = sorted(stop_pool(run_dir), key=lambda nomination: nomination.generation)
     policies = [(n.params, n.norm) for n in nominations]
     seeds, played = play_study(run_dir, policies, episodes, workers)
-    suite = play_judged(run_dir, policies, judged, workers) if judged else [None] * len(policies)
+    # the suite's judging episodes: es-eval's reset seeds from FINAL_SEED
+    suite = (play_study(run_dir, policies, judged, workers, FINAL_SEED)[1] if judged
+             else [None] * len(policies))
     rows, episode_rows = [], []
     for nomination, returns, scored in zip(nominations, played, suite, strict=True):
         rows.append({"generation": nomination.generation, "eval_score": nomination.score,
