@@ -1322,3 +1322,26 @@ def test_benchmarks_seed_0_over_1000_episodes_is_its_csvs():
     slower = 1 - float(kept["mean"]) / float(filed["mean"])
     assert f"{100 * slower:.1f}% slower than the filed one ({thousands(kept['mean'])} against " \
            f"{thousands(filed['mean'])})" in text
+
+
+def test_benchmarks_hopper_seed_1_over_1000_episodes_is_its_csv():
+    """Hopper ARS seed 1: the one policy that meets issue 42's bar on the suite's 20 episodes
+    falls in the 1,000; the kept one does not; each printed figure from the CSV."""
+    rows = read(RESULTS / "kept_study_hopper_seed1_1000.csv")
+    text = " ".join(BENCHMARKS.split())
+    bar_mean, bar_worst = 0.98 * 3429, 0.98 * 3398  # the filed table, as printed
+    assert f"The bar is {thousands(str(bar_mean))} / {thousands(str(bar_worst))}" in text
+    (passing,) = [row for row in rows if float(row["judged_mean"]) >= bar_mean
+                  and float(row["judged_worst"]) >= bar_worst]
+    assert (f"Of the {len(rows)} evaluated policies one meets it on the suite's 20, generation "
+            f"{passing['generation']} ({thousands(passing['judged_mean'])} / "
+            f"{thousands(passing['judged_worst'])}), and it falls from {passing['falls']} of "
+            f"the 1,000 starts (worst {thousands(passing['worst'])})") in text
+    assert int(passing["falls"]) > 0
+    kept = seed_order("suite_steps_hopper_ars_runs.csv")[1]
+    (row,) = [row for row in rows if row["generation"] == kept["kept_generation"]]
+    assert (thousands(row["judged_mean"]), thousands(row["judged_worst"])) == (
+        thousands(kept["kept_mean"]), thousands(kept["kept_min"]))
+    assert (f"the kept generation {row['generation']} falls from none (mean "
+            f"{thousands(row['mean'])}, worst {thousands(row['worst'])})") in text
+    assert row["falls"] == "0"
