@@ -1345,3 +1345,23 @@ def test_benchmarks_hopper_seed_1_over_1000_episodes_is_its_csv():
     assert (f"the kept generation {row['generation']} falls from none (mean "
             f"{thousands(row['mean'])}, worst {thousands(row['worst'])})") in text
     assert row["falls"] == "0"
+
+
+def test_benchmarks_hopper_every_10_probe_is_its_csv():
+    """Hopper ARS evaluated every 10 generations: seed 1 keeps the filed figures, seed 0 a
+    policy that falls, seeds 2-4 what the shipped config keeps."""
+    probe = seed_order("suite_probe_hopper_eval_every10_runs.csv")
+    shipped = seed_order("suite_steps_hopper_ars_runs.csv")
+    text = " ".join(BENCHMARKS.split())
+    assert (probe[1]["kept_generation"], thousands(probe[1]["kept_mean"]),
+            thousands(probe[1]["kept_min"])) == ("330", "3,429", "3,398")
+    (study,) = [row for row in read(RESULTS / "kept_study_hopper_seed1_every10_200.csv")
+                if row["generation"] == "330"]
+    assert (thousands(study["judged_mean"]), thousands(study["judged_worst"]), study["falls"],
+            study["episodes"]) == ("3,429", "3,398", "0", "200")
+    assert [run["kept_generation"] for run in probe[2:]] == [
+        run["kept_generation"] for run in shipped[2:]]
+    assert (probe[0]["steady_3120"], shipped[0]["steady_3120"]) == ("False", "True")
+    assert (f"(generation {probe[0]['kept_generation']}: {thousands(probe[0]['kept_mean'])} / "
+            f"{thousands(probe[0]['kept_min'])}) where every 20 keeps a steady one "
+            f"({thousands(shipped[0]['kept_mean'])} / {thousands(shipped[0]['kept_min'])})") in text
