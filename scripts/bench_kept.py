@@ -72,8 +72,8 @@ def stop_pool(run_dir: Path) -> list:
         return trainer.nominations.waiting
 
 
-def play(run_dir: str, policies: list, seeds: list[int]) -> list[list[float]]:
-    """Each policy's (parameters, normalisation) noise-free returns on these reset seeds
+def play_episodes(run_dir: str, policies: list, seeds: list[int]) -> list[list]:
+    """Each policy's (parameters, normalisation) noise-free episodes on these reset seeds
     (one process: the environment made once)."""
     from es.config import load_config
     from es.rl.envs import env_from_config
@@ -83,8 +83,14 @@ def play(run_dir: str, policies: list, seeds: list[int]) -> list[list[float]]:
     config = load_config(Path(run_dir) / "config.toml")
     env = env_from_config(config)
     policy = make_policy(config, env)
-    return [[run_episode(env, policy.bind(params, norm), seed).total_return
-             for seed in seeds] for params, norm in policies]
+    return [[run_episode(env, policy.bind(params, norm), seed) for seed in seeds]
+            for params, norm in policies]
+
+
+def play(run_dir: str, policies: list, seeds: list[int]) -> list[list[float]]:
+    """Each policy's noise-free returns on these reset seeds (``play_episodes``)."""
+    return [[episode.total_return for episode in episodes]
+            for episodes in play_episodes(run_dir, policies, seeds)]
 
 
 def play_study(run_dir: Path, policies: list, episodes: int, workers: int,

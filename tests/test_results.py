@@ -1371,3 +1371,56 @@ def test_benchmarks_hopper_every_10_probe_is_its_csv():
     assert (f"(generation {probe[0]['kept_generation']}: {thousands(probe[0]['kept_mean'])} / "
             f"{thousands(probe[0]['kept_min'])}) where every 20 keeps a steady one "
             f"({thousands(shipped[0]['kept_mean'])} / {thousands(shipped[0]['kept_min'])})") in text
+
+
+def test_benchmarks_hopper_rules_replayed_is_its_csv():
+    """Hopper ARS, every kept-policy rule replayed on the same runs: the replay gives the
+    suite's kept policies, and each printed row's generations, cells and costs are the CSV's."""
+    rows = read(RESULTS / "kept_replay_hopper_seeds0-4.csv")
+    text = " ".join(BENCHMARKS.split())
+    filed = [(3337, 3321), (3429, 3398), (3494, 3476), (3507, 3470), (3501, 3487)]
+    assert "against the README's " + " · ".join(
+        f"{thousands(str(m))}/{thousands(str(w))}" for m, w in filed) in text
+
+    def rule(every: int, eval_episodes: int, best_episodes: int) -> list[dict[str, str]]:
+        return sorted((row for row in rows if (int(row["every"]), int(row["eval_episodes"]),
+                                               int(row["best_episodes"])) ==
+                       (every, eval_episodes, best_episodes)), key=lambda row: int(row["seed"]))
+
+    for every, runs in ((20, seed_order("suite_steps_hopper_ars_runs.csv")),
+                        (10, seed_order("suite_probe_hopper_eval_every10_runs.csv"))):
+        assert [(row["kept_generation"], thousands(row["judged_mean"]),
+                 thousands(row["judged_worst"])) for row in rule(every, 5, 20)] == [
+            (run["kept_generation"], thousands(run["kept_mean"]), thousands(run["kept_min"]))
+            for run in runs]
+
+    def cost(every: int, eval_episodes: int, best_episodes: int) -> str:
+        shares = [100 * float(row["cost_share"]) for row in rule(every, eval_episodes,
+                                                                  best_episodes)]
+        return f"{min(shares):.1f}-{max(shares):.1f}%"
+
+    for every, best_episodes, label in ((20, 20, "20 (shipped) | 20 (shipped)"),
+                                        (20, 60, "20 | 60"), (10, 20, "10 | 20"),
+                                        (10, 40, "10 | 40"), (10, 60, "10 | 60")):
+        kept = rule(every, 5, best_episodes)
+        assert [row["kept_generation"] for row in rule(every, 2, best_episodes)] == [
+            row["kept_generation"] for row in kept]  # a user's run keeps the suite's policies
+        met = [int(row["seed"]) for row in kept if meets_filed(row, *filed[int(row["seed"])])]
+        cells = "all five" if len(met) == 5 else ", ".join(map(str, met))
+        assert (f"| {label} | {', '.join(row['kept_generation'] for row in kept)} | {cells} | "
+                f"{cost(every, 2, best_episodes)} | {cost(every, 1, best_episodes)} |") in text
+    one_episode = rule(20, 1, 20)[1]
+    assert f"(with 1, the shipped rule keeps generation {one_episode['kept_generation']} on " \
+           "seed 1)" in text
+    over = [row["seed"] for row in rule(10, 1, 60) if float(row["cost_share"]) > 0.03]
+    assert f"(over 3% on seeds {', '.join(over[:-1])} and {over[-1]})" in text
+    all_five = [(every, best) for every in (10, 20) for best in (20, 30, 40, 50, 60)
+                if all(meets_filed(row, *filed[int(row["seed"])]) for row in rule(every, 5, best))]
+    assert all_five == [(10, 60)]
+    assert "falling generation 370 clears 50 confirmation episodes and falls in the next 10" \
+        in text
+    assert [rule(10, 5, best)[0]["kept_generation"] for best in (50, 60)] == ["370", "380"]
+    faller = rule(10, 5, 50)[0]
+    assert float(faller["judged_worst"]) < 0.5 * float(faller["judged_mean"])
+    assert all(max(float(row["cost_share"]) for row in rule(10, eval_episodes, 60)) > 0.03
+               for eval_episodes in (2, 1))  # no rule meets all five cells under 3%
