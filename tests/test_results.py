@@ -1424,3 +1424,34 @@ def test_benchmarks_hopper_rules_replayed_is_its_csv():
     assert float(faller["judged_worst"]) < 0.5 * float(faller["judged_mean"])
     assert all(max(float(row["cost_share"]) for row in rule(10, eval_episodes, 60)) > 0.03
                for eval_episodes in (2, 1))  # no rule meets all five cells under 3%
+
+
+def test_benchmarks_hopper_every_30_rule_is_its_csv():
+    """The every-30 rule, written before its fresh seeds: what it keeps on seeds 0-4 and
+    what it costs, from the replay's CSV."""
+    rows = read(RESULTS / "kept_replay_hopper_seeds0-4_every30_40.csv")
+    text = " ".join(BENCHMARKS.split())
+    filed = [(3337, 3321), (3429, 3398), (3494, 3476), (3507, 3470), (3501, 3487)]
+
+    def rule(every: int, eval_episodes: int) -> list[dict[str, str]]:
+        return sorted((row for row in rows if (row["every"], row["eval_episodes"],
+                                               row["best_episodes"]) ==
+                       (str(every), str(eval_episodes), "20")), key=lambda row: int(row["seed"]))
+
+    kept = rule(30, 5)
+    assert (f"evaluated every 30 generations, with the shipped 20 confirmation episodes, the "
+            f"runs keep generations {', '.join(row['kept_generation'] for row in kept)}") in text
+    assert [row["kept_generation"] for row in rule(30, 2)] == [
+        row["kept_generation"] for row in kept]
+    assert all(meets_filed(row, *filed[int(row["seed"])]) for row in kept)
+    bar = [thousands(str(0.98 * value)) for value in filed[0]]
+    assert (f"seed 0 at {thousands(kept[0]['judged_mean'])} / {thousands(kept[0]['judged_worst'])}"
+            f" against a bar of {bar[0]} / {bar[1]}, and seed 1 at the filed "
+            f"{thousands(kept[1]['judged_mean'])} / {thousands(kept[1]['judged_worst'])}") in text
+    assert (thousands(kept[1]["judged_mean"]), thousands(kept[1]["judged_worst"])) == (
+        "3,429", "3,398")
+    shares = [100 * float(row["cost_share"]) for row in rule(30, 2)]
+    assert f"This costs {min(shares):.1f}-{max(shares):.1f}% of the run's steps" in text
+    assert rule(40, 5)[1]["kept_generation"] == "360" and not meets_filed(rule(40, 5)[1],
+                                                                         *filed[1])
+    assert "Every 40 misses seed 1 (it keeps generation 360)" in text
