@@ -1335,7 +1335,7 @@ def test_benchmarks_hopper_seed_1_over_1000_episodes_is_its_csv():
     falls in the 1,000; the kept one does not; each printed figure from the CSV."""
     rows = read(RESULTS / "kept_study_hopper_seed1_1000.csv")
     text = " ".join(BENCHMARKS.split())
-    filed = 3429, 3398  # the filed table, as printed
+    filed = HOPPER_FILED[1]
     assert (f"The bar is {thousands(str(0.98 * filed[0]))} / "
             f"{thousands(str(0.98 * filed[1]))}") in text
     (passing,) = [row for row in rows if meets_filed(row, *filed)]
@@ -1373,19 +1373,30 @@ def test_benchmarks_hopper_every_10_probe_is_its_csv():
             f"({thousands(shipped[0]['kept_mean'])} / {thousands(shipped[0]['kept_min'])})") in text
 
 
+#: Hopper ARS kept policies (mean, worst of the suite's 20 episodes) on seeds 0-4 in the
+#: README table of the day issue 42 was filed.
+HOPPER_FILED = [(3337, 3321), (3429, 3398), (3494, 3476), (3507, 3470), (3501, 3487)]
+
+
+def replayed(rows: list[dict[str, str]], every: int, eval_episodes: int,
+             best_episodes: int) -> list[dict[str, str]]:
+    """A kept_replay.py CSV's rows of one rule, by seed."""
+    return sorted((row for row in rows if (int(row["every"]), int(row["eval_episodes"]),
+                                           int(row["best_episodes"])) ==
+                   (every, eval_episodes, best_episodes)), key=lambda row: int(row["seed"]))
+
+
 def test_benchmarks_hopper_rules_replayed_is_its_csv():
     """Hopper ARS, every kept-policy rule replayed on the same runs: the replay gives the
     suite's kept policies, and each printed row's generations, cells and costs are the CSV's."""
     rows = read(RESULTS / "kept_replay_hopper_seeds0-4.csv")
     text = " ".join(BENCHMARKS.split())
-    filed = [(3337, 3321), (3429, 3398), (3494, 3476), (3507, 3470), (3501, 3487)]
+    filed = HOPPER_FILED
     assert "against the README's " + " · ".join(
         f"{thousands(str(m))}/{thousands(str(w))}" for m, w in filed) in text
 
     def rule(every: int, eval_episodes: int, best_episodes: int) -> list[dict[str, str]]:
-        return sorted((row for row in rows if (int(row["every"]), int(row["eval_episodes"]),
-                                               int(row["best_episodes"])) ==
-                       (every, eval_episodes, best_episodes)), key=lambda row: int(row["seed"]))
+        return replayed(rows, every, eval_episodes, best_episodes)
 
     for every, runs in ((20, seed_order("suite_steps_hopper_ars_runs.csv")),
                         (10, seed_order("suite_probe_hopper_eval_every10_runs.csv"))):
@@ -1431,12 +1442,10 @@ def test_benchmarks_hopper_every_30_rule_is_its_csv():
     what it costs, from the replay's CSV."""
     rows = read(RESULTS / "kept_replay_hopper_seeds0-4_every30_40.csv")
     text = " ".join(BENCHMARKS.split())
-    filed = [(3337, 3321), (3429, 3398), (3494, 3476), (3507, 3470), (3501, 3487)]
+    filed = HOPPER_FILED
 
     def rule(every: int, eval_episodes: int) -> list[dict[str, str]]:
-        return sorted((row for row in rows if (row["every"], row["eval_episodes"],
-                                               row["best_episodes"]) ==
-                       (str(every), str(eval_episodes), "20")), key=lambda row: int(row["seed"]))
+        return replayed(rows, every, eval_episodes, 20)
 
     kept = rule(30, 5)
     assert (f"evaluated every 30 generations, with the shipped 20 confirmation episodes, the "
