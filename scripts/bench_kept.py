@@ -28,7 +28,7 @@ import numpy as np
 from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser
 
 from es.bench.suite import FINAL_SEED, read_progress
-from es.cli.args import add_flag, add_out, add_ranks, nonnegative_int, positive_int
+from es.cli.args import add_flag, add_out, add_ranks, positive_int
 
 #: The study's reset seeds: one shared list (every policy meets the same starts), far from
 #: the seeds es-train derives for its episodes.
@@ -145,9 +145,7 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--max-timesteps", type=positive_int, required=True, metavar="N",
                        help="env steps each run trains (run.max_timesteps)")
     add_flag(parse, "--episodes", "fresh ones per policy", default=100)
-    parse.add_argument("--judged", type=nonnegative_int, default=0, metavar="N",
-                       help="also play each policy on the suite's first N judging episodes "
-                            "(es-bench suite's kept and final scores; 0: none; default: 0)")
+    add_flag(parse, "--judged", "each policy plays them too", default=0)
     add_ranks(parse, "2", several=False, detail="also the processes that play the episodes")
     add_flag(parse, "--set", "for every run")
     add_out(parse, "bench_kept")

@@ -1,16 +1,16 @@
 """Which policy a kept-policy rule keeps, replayed exactly on finished runs.
 
     python scripts/kept_replay.py bench-results/bench_kept/seed0 bench-results/bench_kept/seed1 \
-        --every 10,20 --eval-episodes 5,2 --best-episodes 20,60
+        --eval-every 10,20 --eval-episode-counts 5,2 --best-episode-counts 20,60
 
 While confirmations wait for the stop (``run.best_share = 0``), training does not depend on
 the kept-policy rule, so one run answers for every rule: a run trained by
 ``scripts/bench_kept.py`` holds every evaluated mean policy in its final checkpoint's pool.
 For each rule the pool is rebuilt as that run would have held it: the evaluations the rule
-makes (every ``--every`` generations, a multiple of the run's ``run.eval_every``, and the
-stop's), each scored (``run.best_by``) on the first ``--eval-episodes`` of its evaluation's
+makes (every ``--eval-every`` generations, a multiple of the run's ``run.eval_every``, and the
+stop's), each scored (``run.best_by``) on the first ``--eval-episode-counts`` of its evaluation's
 episodes, replayed on their own reset seeds; the best ``--pool`` of them race at the stop in
-the trainer's own ``confirm_at_stop`` with ``run.best_episodes`` = each ``--best-episodes``.
+the trainer's own ``confirm_at_stop`` with ``run.best_episodes`` = each ``--best-episode-counts``.
 A row per run and rule: the kept generation and its confirmed score, the race's episodes and
 env steps, the evaluations' env steps, their share with the race's of all the run's steps,
 and the kept policy's mean and worst over the suite's ``--judged`` episodes (es-eval's seeds
@@ -31,7 +31,7 @@ from kept_tradeoff import number_list
 from report import emit, script_parser
 
 from es.bench.suite import FINAL_SEED
-from es.cli.args import add_out, positive_int
+from es.cli.args import add_flag, add_out, positive_int
 from es.config import Config, ConfigError, load_config
 from es.core.seeding import TAG_EVAL, episode_seeds
 from es.parallel.comm import LocalComm
@@ -133,11 +133,11 @@ def replay_rows(run: Run, args: argparse.Namespace) -> list[dict]:
     judged: dict[int, np.ndarray] = {}
     rows = []
     for every, eval_episodes, best_episodes in itertools.product(
-            args.every, args.eval_episodes or [run.config.run.eval_episodes],
-            args.best_episodes):
+            args.eval_every, args.eval_episode_counts or [run.config.run.eval_episodes],
+            args.best_episode_counts):
         score, generation, race_episodes, race_steps, eval_steps = replay(
             run, every, eval_episodes, best_episodes, args.pool)
-        if generation is not None and generation not in judged:
+        if args.judged and generation is not None and generation not in judged:
             kept = next(n for n in run.nominations if n.generation == generation)
             judged[generation] = play_study(run.folder, [(kept.params, kept.norm)],
                                             args.judged, args.workers, FINAL_SEED)[1][0]
@@ -157,33 +157,33 @@ def replay_rows(run: Run, args: argparse.Namespace) -> list[dict]:
 def check_rules(run: Run, args: argparse.Namespace) -> None:
     """Raise ValueError for a rule the run cannot answer for."""
     run_cfg = run.config.run
-    for every in args.every:
+    for every in args.eval_every:
         if every % run_cfg.eval_every:
-            raise ValueError(f"--every {every}: {run.folder} evaluated every "
+            raise ValueError(f"--eval-every {every}: {run.folder} evaluated every "
                              f"{run_cfg.eval_every} generations; allowed: multiples of that")
-    if args.eval_episodes and max(args.eval_episodes) > run_cfg.eval_episodes:
-        raise ValueError(f"--eval-episodes {max(args.eval_episodes)}: {run.folder} evaluated "
+    counts = args.eval_episode_counts
+    if counts and max(counts) > run_cfg.eval_episodes:
+        raise ValueError(f"--eval-episode-counts {max(counts)}: {run.folder} evaluated "
                          f"on {run_cfg.eval_episodes} episodes; allowed: at most that")
 
 
 def parser() -> argparse.ArgumentParser:
     parse = script_parser(__file__, __doc__, [
-        "python scripts/kept_replay.py bench-results/bench_kept/seed0 --every 10,20 "
-        "--best-episodes 20,60"])
+        "python scripts/kept_replay.py bench-results/bench_kept/seed0 --eval-every 10,20 "
+        "--best-episode-counts 20,60"])
     parse.add_argument("runs", nargs="+", metavar="RUN_DIR",
                        help="run folders trained by scripts/bench_kept.py (its --out/seedN)")
-    parse.add_argument("--every", type=number_list, required=True, metavar="LIST",
+    parse.add_argument("--eval-every", type=number_list, required=True, metavar="LIST",
                        help="run.eval_every values (multiples of the runs')")
-    parse.add_argument("--eval-episodes", type=number_list, default=None, metavar="LIST",
-                       help="run.eval_episodes values (at most the runs'; default: the runs')")
-    parse.add_argument("--best-episodes", type=number_list, required=True, metavar="LIST",
-                       help="run.best_episodes values")
+    parse.add_argument("--eval-episode-counts", type=number_list, default=None,
+                       metavar="LIST", help="run.eval_episodes values (at most the runs'; "
+                       "default: the runs')")
+    parse.add_argument("--best-episode-counts", type=number_list, required=True,
+                       metavar="LIST", help="run.best_episodes values")
     parse.add_argument("--pool", type=positive_int, default=16, metavar="N",
                        help="run.best_pool (default: 16)")
-    parse.add_argument("--judged", type=positive_int, default=20, metavar="N",
-                       help="the suite's judging episodes the kept policy plays (default: 20)")
-    parse.add_argument("--workers", type=positive_int, default=2, metavar="N",
-                       help="processes that play them (default: 2)")
+    add_flag(parse, "--judged", "the kept policy plays them", default=20)
+    add_flag(parse, "--workers")
     add_out(parse, "kept_replay")
     return parse
 

@@ -20,7 +20,7 @@ import numpy as np
 from bench_kept import STUDY_SEED, fall_summary, play_study
 from report import emit, script_parser
 
-from es.cli.args import add_flag, add_out, positive_int
+from es.cli.args import add_flag, add_out
 
 FILES = {"final": "policy.npz", "kept": "policy_best.npz"}
 
@@ -60,8 +60,7 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                        help="a run folder written by es-train or es-bench suite")
     add_flag(parse, "--episodes", "fresh ones per policy", default=100)
-    parse.add_argument("--workers", type=positive_int, default=2, metavar="N",
-                       help="processes that play the episodes (default: 2)")
+    add_flag(parse, "--workers")
     add_out(parse, "policy_falls")
     return parse
 

@@ -332,6 +332,11 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--hosts": {"type": positive_int, "metavar": "H",
                 "help": "network-namespaced hosts to create on this machine (root)"},
     "--ranks-per-host": {"type": positive_int, "metavar": "R", "help": "ranks on each host"},
+    "--workers": {"type": positive_int, "default": 2, "metavar": "N",
+                  "help": "processes that play the episodes"},
+    "--judged": {"type": nonnegative_int, "metavar": "N",
+                 "help": "the suite's first N judging episodes (es-eval's seeds from 12345, on "
+                         "which es-bench suite scores the kept and final policies; 0: none)"},
     "--threshold": {"type": finite_float, "metavar": "RETURN",
                     "help": "eval return that counts as solved"},
 }

@@ -42,8 +42,9 @@ def replay(study, tmp_path, *flags):
                          [(4, 2, 3, 3), (2, 3, 5, 16), (6, 1, 4, 2)])
 def test_the_replay_keeps_what_a_run_of_that_rule_keeps(study, tmp_path, every, eval_episodes,
                                                         best_episodes, pool):
-    (row,) = replay(study, tmp_path, "--every", str(every), "--eval-episodes",
-                    str(eval_episodes), "--best-episodes", str(best_episodes),
+    (row,) = replay(study, tmp_path, "--eval-every", str(every),
+                    "--eval-episode-counts", str(eval_episodes),
+                    "--best-episode-counts", str(best_episodes),
                     "--pool", str(pool))
     trained = tmp_path / "trained"
     done = run([str(BIN / "es-train"), "configs/pendulum.toml", "--run-dir", str(trained),
@@ -68,8 +69,8 @@ def test_the_replay_keeps_what_a_run_of_that_rule_keeps(study, tmp_path, every, 
 
 
 def test_rules_differ_in_what_they_cost(study, tmp_path):
-    rows = replay(study, tmp_path, "--every", "2,4", "--eval-episodes", "3,1",
-                  "--best-episodes", "3")
+    rows = replay(study, tmp_path, "--eval-every", "2,4", "--eval-episode-counts", "3,1",
+                  "--best-episode-counts", "3")
     cost = {(int(r["every"]), int(r["eval_episodes"])): r for r in rows}
     assert list(cost) == [(2, 3), (2, 1), (4, 3), (4, 1)]
     # half the evaluations, a third of their episodes: Pendulum's episodes all last 200 steps
@@ -89,11 +90,11 @@ def refusal(args, tmp_path):
 
 
 def test_a_rule_the_run_cannot_answer_for_is_refused_in_one_line(study, tmp_path):
-    line = refusal([str(study), "--every", "3", "--best-episodes", "3"], tmp_path)
-    assert "--every 3" in line and "multiples of that" in line
-    line = refusal([str(study), "--every", "2", "--eval-episodes", "4", "--best-episodes", "3"],
-                   tmp_path)
-    assert "--eval-episodes 4" in line and "at most that" in line
+    line = refusal([str(study), "--eval-every", "3", "--best-episode-counts", "3"], tmp_path)
+    assert "--eval-every 3" in line and "multiples of that" in line
+    line = refusal([str(study), "--eval-every", "2", "--eval-episode-counts", "4",
+                    "--best-episode-counts", "3"], tmp_path)
+    assert "--eval-episode-counts 4" in line and "at most that" in line
 
 
 def test_a_run_that_is_not_a_full_study_is_refused_in_one_line(study, tmp_path):
@@ -106,6 +107,6 @@ def test_a_run_that_is_not_a_full_study_is_refused_in_one_line(study, tmp_path):
                     "--force", "--quiet", *TRAINING, "--set", "run.max_timesteps=8000",
                     *[part for item in overrides for part in ("--set", item)]])
         assert done.returncode == 0, done.stderr[-2000:]
-        line = refusal([str(study), str(trained), "--every", "2", "--best-episodes", "3"],
-                       tmp_path)
+        line = refusal([str(study), str(trained), "--eval-every", "2",
+                        "--best-episode-counts", "3"], tmp_path)
         assert named in line and str(trained) in line

@@ -270,15 +270,17 @@ REFUSING_SCRIPTS = {
          refused("--seed", NOT_SEED), refused("--out", NOT_OUT),
          st.just(["MISSING", "--steps", "10"]))),
     "kept_replay": script_line(
-        (flag("--every", mixed("1", "1,2")), flag("--best-episodes", mixed("10", "20,10")),
-         flag("--eval-episodes", mixed("1")), flag("--judged", small("1")),
+        (flag("--eval-every", mixed("1", "1,2")),
+         flag("--best-episode-counts", mixed("10", "20,10")),
+         flag("--eval-episode-counts", mixed("1")), flag("--judged", small("1")),
          st.just(["RUN"])),
-        (refused("--every", ["", "0", "a"]), refused("--best-episodes", ["", "0", "1,x"]),
-         refused("--eval-episodes", ["", "0", "-2"]), refused("--pool", NOT_POSITIVE),
-         refused("--judged", NOT_POSITIVE), refused("--workers", NOT_POSITIVE),
+        (refused("--eval-every", ["", "0", "a"]),
+         refused("--best-episode-counts", ["", "0", "1,x"]),
+         refused("--eval-episode-counts", ["", "0", "-2"]), refused("--pool", NOT_POSITIVE),
+         refused("--judged", NOT_SEED), refused("--workers", NOT_POSITIVE),
          refused("--out", NOT_OUT),
          st.sampled_from(["MISSING", "DIR", "TEXTFILE", "CONFIGDIR", "RUN"]).map(
-             lambda folder: [folder, "--every", "1", "--best-episodes", "2"]))),
+             lambda folder: [folder, "--eval-every", "1", "--best-episode-counts", "2"]))),
     "bench_cnn": script_line(
         (flag("--calls", small("1")), flag("--env-steps", small("2")), flag("--seed", small("0")),
          flag("--out", mixed("out"))),
