@@ -1464,3 +1464,51 @@ def test_benchmarks_hopper_every_30_rule_is_its_csv():
     assert rule(40, 5)[1]["kept_generation"] == "360" and not meets_filed(rule(40, 5)[1],
                                                                          *filed[1])
     assert "Every 40 misses seed 1 (it keeps generation 360)" in text
+
+
+def test_benchmarks_hopper_every_30_fresh_seeds_is_its_csvs():
+    """The every-30 rule's test on fresh seeds 10-14 and 50-54: each table row from the
+    replay's and the study's CSVs, every 20's rows equal to the committed fresh suite runs,
+    and the three criteria as the text states them."""
+    rows = read(RESULTS / "kept_replay_hopper_fresh.csv")
+    study = read(RESULTS / "kept_study_hopper_fresh_every10.csv")
+    text = " ".join(BENCHMARKS.split())
+    every20, every30 = replayed(rows, 20, 5, 20), replayed(rows, 30, 5, 20)
+    cost20, cost30 = replayed(rows, 20, 2, 20), replayed(rows, 30, 2, 20)
+
+    def cell(row: dict[str, str]) -> str:
+        return (f"{thousands(row['judged_mean'])} / {thousands(row['judged_worst'])} "
+                f"({row['kept_generation']})")
+
+    for a, b, c, d in zip(every20, every30, cost20, cost30, strict=True):
+        final = max((row for row in study if row["seed"] == a["seed"]),
+                    key=lambda row: int(row["generation"]))
+        assert (f"| {a['seed']} | {cell(a)} | {cell(b)} | {thousands(final['judged_mean'])} / "
+                f"{thousands(final['judged_worst'])} ({final['generation']}) | "
+                f"{100 * float(c['cost_share']):.1f}% / {100 * float(d['cost_share']):.1f}% |"
+                ) in text
+    shipped = seed_order("suite_steps_hopper_ars_fresh_runs.csv")
+    assert [cell(row) for row in every20[:5]] == [
+        f"{thousands(run['kept_mean'])} / {thousands(run['kept_min'])} ({run['kept_generation']})"
+        for run in shipped]
+
+    def steady(row: dict[str, str]) -> bool:
+        return float(row["judged_worst"]) >= 0.98 * float(row["judged_mean"])
+
+    unsteady = [row["seed"] for row in every20 if not steady(row)]
+    assert unsteady == [row["seed"] for row in every30 if not steady(row)] == ["11", "54"]
+    assert "Both rules keep a steady policy on 8 of the 10 seeds; seeds 11 and 54" in text
+    assert all(float(b["judged_mean"]) >= 0.98 * float(a["judged_mean"])
+               and float(b["judged_worst"]) >= 0.98 * float(a["judged_worst"])
+               for a, b in zip(every20, every30, strict=True))
+    differ = [a["seed"] for a, b in zip(every20, every30, strict=True)
+              if a["kept_generation"] != b["kept_generation"]]
+    assert f"the same policy on {10 - len(differ)}, another on seeds {' and '.join(differ)}" \
+        in text
+
+    def span(costs: list[dict[str, str]]) -> str:
+        shares = [100 * float(row["cost_share"]) for row in costs]
+        return f"{min(shares):.1f}-{max(shares):.1f}%"
+
+    assert max(float(row["cost_share"]) for row in cost30) <= 0.03
+    assert f"It costs {span(cost30)} of the steps, against every 20's {span(cost20)}" in text
