@@ -33,7 +33,6 @@ from report import emit, script_parser
 from es.bench.suite import FINAL_SEED
 from es.cli.args import add_flag, add_out, positive_int
 from es.config import Config, ConfigError, load_config
-from es.core.seeding import TAG_EVAL, episode_seeds
 from es.parallel.comm import LocalComm
 from es.rl.checkpoint import CheckpointError, load_latest_checkpoint
 from es.rl.kept import Nomination, policy_score
@@ -84,7 +83,7 @@ def load_run(folder: Path) -> Run:
                          "nominations while it trained; allowed: runs with run.best_share = 0")
     state = load_latest_checkpoint(folder / "checkpoints")[0]
     made = sum(1 for g in range(max(1, run_cfg.best_from), state.generation + 1)
-               if g % run_cfg.eval_every == 0 or g == state.generation)
+               if evaluates(g, run_cfg.eval_every, state.generation))
     if run_cfg.best_pool < made:
         raise ValueError(f"{folder}: its pool (run.best_pool = {run_cfg.best_pool}) cannot hold "
                          f"its {made} evaluations; allowed: a run trained by "
@@ -93,16 +92,22 @@ def load_run(folder: Path) -> Run:
         trainer.restore(state)
         trainer.evaluate_held()
         nominations = list(trainer.nominations.waiting)
+        seeds = {n.generation: trainer.evaluation_seeds(n.generation) for n in nominations}
     episodes = {}
     for nomination in nominations:
-        seeds = episode_seeds(run_cfg.seed, nomination.generation, run_cfg.eval_episodes,
-                              TAG_EVAL)
-        played = play_episodes(str(folder), [(nomination.params, nomination.norm)], seeds)[0]
+        played = play_episodes(str(folder), [(nomination.params, nomination.norm)],
+                               seeds[nomination.generation])[0]
         if policy_score(returns(played), run_cfg.best_by) != nomination.score:
             raise ValueError(f"{folder}: generation {nomination.generation}'s evaluation "
                              "replays to another score than the run recorded")
         episodes[nomination.generation] = played
     return Run(folder, config, nominations, episodes, state.generation, state.timesteps)
+
+
+def evaluates(generation: int, every: int, last: int) -> bool:
+    """Whether a run evaluated every ``every`` generations that stopped at ``last``
+    evaluates ``generation`` (the stop evaluates its last generation too)."""
+    return generation % every == 0 or generation == last
 
 
 def returns(episodes: list[Episode]) -> np.ndarray:
@@ -113,7 +118,7 @@ def replay(run: Run, every: int, eval_episodes: int, best_episodes: int,
            pool_size: int) -> tuple[float | None, int | None, int, int, int]:
     """The stop's race under one rule: the kept score and generation (None: none held), the
     race's episodes and env steps, and the rule's evaluations' env steps."""
-    made = [n for n in run.nominations if n.generation % every == 0 or n.generation == run.last]
+    made = [n for n in run.nominations if evaluates(n.generation, every, run.last)]
     pool = sorted((dataclasses.replace(n, returns=[], score=policy_score(
         returns(run.episodes[n.generation][:eval_episodes]), run.config.run.best_by))
         for n in made), key=lambda n: (-n.score, -n.generation))
