@@ -355,12 +355,14 @@ def test_benchmarks_swimmer_cost_is_its_csvs():
      "cost_at_budget_halfcheetah_ars_contrast_best_episodes50.csv", "halfcheetah-ars"),
     ("`halfcheetah_ars.toml` before its contrast phase", "cost_at_budget_ars.csv",
      "halfcheetah-ars"),
-    ("`hopper_ars.toml`", "cost_hopper_ars_best_share0.csv", "hopper-ars"),
+    ("`hopper_ars.toml`", "cost_at_budget_hopper_ars.csv", "hopper-ars"),
+    ("`hopper_ars.toml` evaluated every 20 generations (until 2026-11-30)",
+     "cost_hopper_ars_best_share0.csv", "hopper-ars"),
 ])
 def test_benchmarks_cost_at_budget_table_prints_what_its_csv_holds(config, data, run):
     """Evaluation and confirmation over whole runs, the stop's race included: each cell is
     the range over the config's runs in its CSV (named ``run``, or ``run``-seedN by
-    scripts/run_costs.py; Hopper's as shipped, ``run.best_share = 0``)."""
+    scripts/run_costs.py)."""
     rows = [row for row in read(RESULTS / data)
             if row["run"] == run or row["run"].startswith(f"{run}-seed")]
     assert len(rows) == 10
@@ -481,7 +483,7 @@ def test_benchmarks_hopper_best_share_paragraph_is_its_csvs():
     # Its rows are the suite's own runs: the same shares, the stop's race being all the
     # confirmation those runs played.
     suite = {run["seed"]: run for suffix in ("", "_fresh")
-             for run in read(RESULTS / f"suite_steps_hopper_ars{suffix}_runs.csv")}
+             for run in read(RESULTS / f"suite_steps_hopper_ars_every20{suffix}_runs.csv")}
     for row in now:
         run = suite[row["seed"]]
         assert row["kept_generation"] == run["kept_generation"] and row["steps"] == run["steps"]
@@ -510,13 +512,16 @@ def test_benchmarks_humanoid_cost_is_its_csv():
             f"{shares[2]} ({run['race_episodes']} episodes): **{shares[3]}**") in text
 
 
-def test_benchmarks_hopper_ars_throughput_as_shipped_is_its_csv():
-    (row,) = read(RESULTS / "throughput_interleaved_120s_hopper_ars_share0.csv")
+@pytest.mark.parametrize("data", ["throughput_interleaved_120s_hopper_ars_share0.csv",
+                                  "throughput_interleaved_120s_hopper_ars_every30.csv"])
+def test_benchmarks_hopper_ars_throughput_as_shipped_is_its_csv(data):
+    (row,) = read(RESULTS / data)
     text = " ".join(BENCHMARKS.split())
     assert (f"{thousands(row['train_steps_per_s'])} training steps/s, bare "
             f"{thousands(row['bare_steps_per_s'])}): **{float(row['ratio']):.2f}** (synced "
             f"{float(row['ratio_synced']):.2f}, evaluation {100 * float(row['eval_share']):.1f}%, "
             f"wait {100 * float(row['wait_share']):.1f}%)") in text
+    assert f"Data: `docs/results/{data}`" in text
 
 
 def test_benchmarks_humanoid_seed_0_paragraph_is_its_csv():
@@ -687,8 +692,23 @@ def test_benchmarks_as_shipped_costs_are_their_csv():
         assert f"{run['stop_confirm_episodes']}-episode race" in text
     hopper, cheetah = (run for run in read(RESULTS / "cost_as_shipped.csv"))
     readme = " ".join(README.split())
-    assert f"seed 10's 3.3% is {100 * extra_share(hopper):.1f}%" in readme
     assert f", where it was {100 * extra_share(cheetah):.1f}%)" in readme
+    # Hopper ARS evaluated every 30 generations, as it ships now: its suite run of seed 10
+    # against the same seed with the config's own evaluations.
+    (shipped,) = read(RESULTS / "cost_as_shipped_hopper_ars.csv")
+    (suite,) = [row for row in read(RESULTS / "cost_at_budget_hopper_ars.csv")
+                if row["seed"] == shipped["seed"] == "10"]
+    assert shipped["kept_generation"] == suite["kept_generation"]
+    assert (f"seed 10's {100 * float(suite['total_share']):.1f}% is "
+            f"{100 * float(shipped['total_share']):.1f}%") in readme
+    assert (f"evaluation {100 * float(shipped['eval_share']):.2f}% and the stop's race "
+            f"{100 * float(shipped['race_share']):.2f}% ({shipped['race_episodes']} episodes), "
+            f"**{100 * float(shipped['total_share']):.1f}%** in all; it kept generation "
+            f"{shipped['kept_generation']}, the suite's run's") in text
+    assert (f"they take about {100 * float(shipped['eval_share']):.1f}% (every 20: "
+            f"{100 * float(hopper['eval_share']):.1f}%, below)") in text
+    costs = read(RESULTS / "cost_at_budget_hopper_ars.csv")
+    assert f"{span(costs, 'total_share')} (Hopper ARS, evaluated every 30 generations;" in readme
 
 
 def test_halfcheetah_costs_as_shipped_now_are_their_csv():
@@ -1344,7 +1364,7 @@ def test_benchmarks_hopper_seed_1_over_1000_episodes_is_its_csv():
             f"{thousands(passing['judged_worst'])}), and it falls from {passing['falls']} of "
             f"the 1,000 starts (worst {thousands(passing['worst'])})") in text
     assert int(passing["falls"]) > 0
-    kept = seed_order("suite_steps_hopper_ars_runs.csv")[1]
+    kept = seed_order("suite_steps_hopper_ars_every20_runs.csv")[1]
     (row,) = [row for row in rows if row["generation"] == kept["kept_generation"]]
     assert (thousands(row["judged_mean"]), thousands(row["judged_worst"])) == (
         thousands(kept["kept_mean"]), thousands(kept["kept_min"]))
@@ -1355,9 +1375,9 @@ def test_benchmarks_hopper_seed_1_over_1000_episodes_is_its_csv():
 
 def test_benchmarks_hopper_every_10_probe_is_its_csv():
     """Hopper ARS evaluated every 10 generations: seed 1 keeps the filed figures, seed 0 a
-    policy that falls, seeds 2-4 what the shipped config keeps."""
+    policy that falls, seeds 2-4 what every 20 kept."""
     probe = seed_order("suite_probe_hopper_eval_every10_runs.csv")
-    shipped = seed_order("suite_steps_hopper_ars_runs.csv")
+    every20 = seed_order("suite_steps_hopper_ars_every20_runs.csv")
     text = " ".join(BENCHMARKS.split())
     assert (probe[1]["kept_generation"], thousands(probe[1]["kept_mean"]),
             thousands(probe[1]["kept_min"])) == ("330", "3,429", "3,398")
@@ -1366,11 +1386,11 @@ def test_benchmarks_hopper_every_10_probe_is_its_csv():
     assert (thousands(study["judged_mean"]), thousands(study["judged_worst"]), study["falls"],
             study["episodes"]) == ("3,429", "3,398", "0", "200")
     assert [run["kept_generation"] for run in probe[2:]] == [
-        run["kept_generation"] for run in shipped[2:]]
-    assert (probe[0]["steady_3120"], shipped[0]["steady_3120"]) == ("False", "True")
+        run["kept_generation"] for run in every20[2:]]
+    assert (probe[0]["steady_3120"], every20[0]["steady_3120"]) == ("False", "True")
     assert (f"(generation {probe[0]['kept_generation']}: {thousands(probe[0]['kept_mean'])} / "
             f"{thousands(probe[0]['kept_min'])}) where every 20 keeps a steady one "
-            f"({thousands(shipped[0]['kept_mean'])} / {thousands(shipped[0]['kept_min'])})") in text
+            f"({thousands(every20[0]['kept_mean'])} / {thousands(every20[0]['kept_min'])})") in text
 
 
 #: Hopper ARS kept policies (mean, worst of the suite's 20 episodes) on seeds 0-4 in the
@@ -1404,14 +1424,14 @@ def test_benchmarks_hopper_rules_replayed_is_its_csv():
     def rule(every: int, eval_episodes: int, best_episodes: int) -> list[dict[str, str]]:
         return replayed(rows, every, eval_episodes, best_episodes)
 
-    for every, runs in ((20, seed_order("suite_steps_hopper_ars_runs.csv")),
+    for every, runs in ((20, seed_order("suite_steps_hopper_ars_every20_runs.csv")),
                         (10, seed_order("suite_probe_hopper_eval_every10_runs.csv"))):
         assert [(row["kept_generation"], thousands(row["judged_mean"]),
                  thousands(row["judged_worst"])) for row in rule(every, 5, 20)] == [
             (run["kept_generation"], thousands(run["kept_mean"]), thousands(run["kept_min"]))
             for run in runs]
 
-    for every, best_episodes, label in ((20, 20, "20 (shipped) | 20 (shipped)"),
+    for every, best_episodes, label in ((20, 20, "20 (shipped then) | 20 (shipped)"),
                                         (20, 60, "20 | 60"), (10, 20, "10 | 20"),
                                         (10, 40, "10 | 40"), (10, 60, "10 | 60")):
         kept = rule(every, 5, best_episodes)
@@ -1488,10 +1508,10 @@ def test_benchmarks_hopper_every_30_fresh_seeds_is_its_csvs():
                 f"{thousands(final['judged_worst'])} ({final['generation']}) | "
                 f"{100 * float(c['cost_share']):.1f}% / {100 * float(d['cost_share']):.1f}% |"
                 ) in text
-    shipped = seed_order("suite_steps_hopper_ars_fresh_runs.csv")
+    every20_suite = seed_order("suite_steps_hopper_ars_every20_fresh_runs.csv")
     assert [cell(row) for row in every20[:5]] == [
         f"{thousands(run['kept_mean'])} / {thousands(run['kept_min'])} ({run['kept_generation']})"
-        for run in shipped]
+        for run in every20_suite]
 
     def steady(row: dict[str, str]) -> bool:
         return float(row["judged_worst"]) >= 0.98 * float(row["judged_mean"])
@@ -1509,3 +1529,93 @@ def test_benchmarks_hopper_every_30_fresh_seeds_is_its_csvs():
     assert max(float(row["cost_share"]) for row in cost30) <= 0.03
     assert f"It costs {cost_span(cost30)} of the steps, against every 20's " \
            f"{cost_span(cost20)}" in text
+
+
+def test_cluster_sixteen_core_scaling_is_its_csvs():
+    """docs/cluster.md's 16-core table and what it is read to say, from the weak sweep's and
+    the bare processes' CSVs."""
+    text = (REPO / "docs/cluster.md").read_text()
+    weak = read(RESULTS / "scaling_halfcheetah_weak_16cores.csv")
+    bare = read(RESULTS / "scaling_halfcheetah_bare_16cores.csv")
+
+    def rates(count: str) -> list[int]:
+        return [int(row["steps_per_s"]) for row in bare if row["procs"] == count]
+
+    for row in weak:
+        together = rates(row["ranks"])
+        assert (f"| {row['ranks']} | {float(row['seconds_per_generation']):.3f} | "
+                f"{float(row['steps_per_s']):,.0f} | {float(row['efficiency']):.2f} | "
+                f"{float(row['rollout_s']):.3f} / {float(row['wait_s']):.3f} s | "
+                f"{sum(together):,} ({min(together):,}) |") in text
+    one, sixteen = weak[0], weak[-1]
+    assert (one["ranks"], sixteen["ranks"]) == ("1", "16")
+    prose = " ".join(text.split())
+    speedup = float(sixteen["steps_per_s"]) / float(one["steps_per_s"])
+    assert f"16 ranks step {speedup:.1f} times one rank's rate" in prose
+    alone = rates("1")[0]
+    assert (f"16 bare processes ran at {min(rates('16')) / alone:.2f}-"
+            f"{max(rates('16')) / alone:.2f} of a lone one's speed") in prose
+    assert (f"({float(sixteen['wait_s']):.3f} s of {float(sixteen['seconds_per_generation']):.3f}"
+            " s at 16 ranks)") in prose
+    own = 1000 * (float(sixteen["update_s"]) + float(sixteen["io_s"]))
+    assert f"is {own:.1f} ms a generation" in prose
+    assert (f"training runs at {float(one['steps_per_s']) / alone:.2f} at 1 rank" in prose
+            and f"and {float(sixteen['steps_per_s']) / sum(rates('16')):.2f} at 16" in prose)
+    readme = " ".join(README.split())
+    assert (f"16 ranks step HalfCheetah {speedup:.1f} times one rank's rate, "
+            f"{float(sixteen['steps_per_s']) / sum(rates('16')):.2f} of 16 bare") in readme
+
+
+def test_benchmarks_hopper_every_30_adopted_is_its_csvs():
+    """The suite's runs with every 30 as shipped: each kept the generation and the 20-episode
+    figures its replay named, all five tuning seeds meet the filed table, and the steps and
+    costs the paragraph prints are the CSVs'."""
+    text = " ".join(BENCHMARKS.split())
+    for suffix, replay in (("", "kept_replay_hopper_seeds0-4_every30_40.csv"),
+                           ("_fresh", "kept_replay_hopper_fresh.csv")):
+        runs = seed_order(f"suite_steps_hopper_ars{suffix}_runs.csv")
+        named = {row["seed"]: row for row in replayed(read(RESULTS / replay), 30, 5, 20)}
+        assert [(run["kept_generation"], thousands(run["kept_mean"]), thousands(run["kept_min"]))
+                for run in runs] == [
+            (named[run["seed"]]["kept_generation"], thousands(named[run["seed"]]["judged_mean"]),
+             thousands(named[run["seed"]]["judged_worst"])) for run in runs]
+        seeds = f"{runs[0]['seed']}-{runs[-1]['seed']}"
+        assert (f"seeds {seeds}: {', '.join(run['kept_generation'] for run in runs)}") in text
+    tuning = seed_order("suite_steps_hopper_ars_runs.csv")
+    assert all(meets_filed(run | {"judged_mean": run["kept_mean"],
+                                  "judged_worst": run["kept_min"]}, *HOPPER_FILED[i])
+               for i, run in enumerate(tuning))
+    assert "Kept mean / worst on seeds 0-4: " + " · ".join(
+        f"{thousands(run['kept_mean'])}/{thousands(run['kept_min'])}" for run in tuning) in text
+    (now,), (fresh,), (before,), (before_fresh,) = (
+        read(RESULTS / f"suite_steps_hopper_ars{name}_summary.csv")
+        for name in ("", "_fresh", "_every20", "_every20_fresh"))
+    assert now["median_steps_3120"] == before["median_steps_3120"]
+    assert (f"the median on seeds 0-4 is {millions(now['median_steps_3120'])} as before, the "
+            f"worst {millions(now['worst_steps_3120'])} (every 20: "
+            f"{millions(before['worst_steps_3120'])})") in text
+    assert (f"on seeds 10-14 the median is {millions(fresh['median_steps_3120'])} and the worst "
+            f"{millions(fresh['worst_steps_3120'])} (every 20: "
+            f"{millions(before_fresh['median_steps_3120'])} / "
+            f"{millions(before_fresh['worst_steps_3120'])})") in text
+    costs = read(RESULTS / "cost_at_budget_hopper_ars.csv")
+    assert sorted(row["kept_generation"] for row in costs) == sorted(
+        run["kept_generation"] for suffix in ("", "_fresh")
+        for run in read(RESULTS / f"suite_steps_hopper_ars{suffix}_runs.csv"))
+    earlier = read(RESULTS / "cost_hopper_ars_best_share0.csv")
+    assert (f"take {span(costs, 'total_share')} of the running time over the 10 runs, against "
+            f"{span(earlier, 'total_share')} before") in text
+    assert "Hopper ARS as shipped meets 3% on all 10 runs " \
+           f"({span(costs, 'total_share')})" in text
+    assert max(float(row["total_share"]) for row in costs) <= 0.03
+
+
+def test_cluster_runs_match_across_machines_is_its_csv():
+    """The cross-machine check docs/cluster.md reports: one run's arrays hashed on two
+    processors and two rank counts, all alike."""
+    rows = read(RESULTS / "determinism_across_machines_hopper_ars.csv")
+    assert len({row["cpu"] for row in rows}) == 2 and {row["ranks"] for row in rows} == {"1", "2"}
+    for column in ("params_sha256_16", "obs_mean_sha256_16", "obs_std_sha256_16"):
+        assert len({row[column] for row in rows}) == 1, column
+    assert "results/determinism_across_machines_hopper_ars.csv" in (
+        REPO / "docs/cluster.md").read_text()
