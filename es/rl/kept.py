@@ -35,9 +35,10 @@ def policy_score(returns: np.ndarray, by: str) -> float:
     return float(returns.mean() if by == "mean" else returns.min())
 
 
-@dataclass
+@dataclass(eq=False)
 class Nomination:
-    """A mean policy whose evaluation beat the kept score, waiting for its confirmation."""
+    """A mean policy whose evaluation beat the kept score, waiting for its confirmation.
+    Compared by identity: the pool asks whether this very nomination kept its place."""
 
     generation: int
     score: float  # its evaluation's score (run.best_by)

@@ -36,6 +36,17 @@ def test_the_best_evaluation_goes_first_and_a_full_pool_drops_its_worst():
     assert head.generation == 8 and len(seeds) == CONFIRM_ROUND
 
 
+def test_a_full_pool_answers_for_the_nomination_itself_not_its_twin():
+    """A pool that drops a nomination says so even beside one with the same generation,
+    score and parameters (compared by identity: equal fields hold arrays, whose == has no
+    single truth value)."""
+    pool = NominationPool(size=1, episodes=20, by="mean", seed=0)
+    first = nomination(4, 10.0)
+    assert pool.nominate(first, kept=None)
+    assert not pool.nominate(nomination(4, 10.0), kept=None)  # the first stays: sorted stable
+    assert pool.waiting == [first]
+
+
 def test_rounds_continue_where_the_last_ended_and_all_episodes_decide():
     pool = NominationPool(size=3, episodes=20, by="mean", seed=0)
     pool.nominate(nomination(2, 10.0), kept=None)
