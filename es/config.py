@@ -350,17 +350,23 @@ class ARSConfig:
     lr: float = _doc("step size alpha of theta += alpha / (b sigma_R) sum (r+ - r-) delta", 0.02)
     top: int = _doc("b: the best directions used, ranked by max(r+, r-) (0: all; V1-t/V2-t "
                     "use fewer)", 0)
-    contrast_from: int = _doc("from this generation's update on, the b directions are ranked "
+    contrast_from: int = _doc("from this generation's update on, the directions are ranked "
                               "by |r+ - r-| instead, which steadies a fast gait that falls "
-                              "from some starts (0: never; the paper; with ars.top = 0 every "
-                              "direction is used either way, and only ars.contrast_lr acts)", 0)
+                              "from some starts (0: never; the paper), with the phase's own "
+                              "ars.contrast_top, ars.contrast_sigma and ars.contrast_lr", 0)
     contrast_lr: float = _doc("alpha from ars.contrast_from on (0: ars.lr)", 0.0)
+    contrast_sigma: float = _doc("nu from ars.contrast_from on (0: es.sigma)", 0.0)
+    contrast_top: int = _doc("b from ars.contrast_from on (0: ars.top; with every direction "
+                             "the ranking picks nothing, and the pairs that differ most weigh "
+                             "most in the step)", 0)
 
     def validate(self) -> None:
         _positive("ars.lr", self.lr)
         _at_least("ars.top", self.top, 0)
         _at_least("ars.contrast_from", self.contrast_from, 0)
         _at_least("ars.contrast_lr", self.contrast_lr, 0)
+        _at_least("ars.contrast_sigma", self.contrast_sigma, 0)
+        _at_least("ars.contrast_top", self.contrast_top, 0)
 
 
 @dataclass(frozen=True)
@@ -656,10 +662,11 @@ def _check_strategy(config: Config) -> None:
     if es.strategy in ("ars", "pgpe") and not es.mirrored:
         raise ConfigError(f"es.mirrored = false: es.strategy = {es.strategy!r} compares the two "
                           "members of mirrored pairs; set es.mirrored = true")
-    if es.strategy == "ars" and config.ars.top > es.population // 2:
-        raise ConfigError(f"ars.top = {config.ars.top}: must be at most the "
-                          f"{es.population // 2} directions of es.population = {es.population} "
-                          "(0: all)")
+    for key in ("top", "contrast_top"):
+        value = getattr(config.ars, key)
+        if es.strategy == "ars" and value > es.population // 2:
+            raise ConfigError(f"ars.{key} = {value}: must be at most the {es.population // 2} "
+                              f"directions of es.population = {es.population} (0: all)")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

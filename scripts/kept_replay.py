@@ -10,7 +10,8 @@ For each rule the pool is rebuilt as that run would have held it: the evaluation
 makes (every ``--eval-every`` generations, a multiple of the run's ``run.eval_every``, and the
 stop's), each scored (``run.best_by``) on the first ``--eval-episode-counts`` of its evaluation's
 episodes, replayed on their own reset seeds; the best ``--pool`` of them race at the stop in
-the trainer's own ``confirm_at_stop`` with ``run.best_episodes`` = each ``--best-episode-counts``.
+the trainer's own ``confirm_at_stop`` with ``run.best_episodes`` = each ``--best-episode-counts``;
+``--best-from`` nominates only the evaluations from a later generation on (``run.best_from``).
 A row per run and rule: the kept generation and its confirmed score, the race's episodes and
 env steps, the evaluations' env steps, their share with the race's of all the run's steps,
 and the kept policy's mean and worst over the suite's ``--judged`` episodes (es-eval's seeds
@@ -114,14 +115,15 @@ def returns(episodes: list[Episode]) -> np.ndarray:
     return np.array([episode.total_return for episode in episodes])
 
 
-def replay(run: Run, every: int, eval_episodes: int, best_episodes: int,
-           pool_size: int) -> tuple[float | None, int | None, int, int, int]:
+def replay(run: Run, every: int, eval_episodes: int, best_episodes: int, pool_size: int,
+           best_from: int) -> tuple[float | None, int | None, int, int, int]:
     """The stop's race under one rule: the kept score and generation (None: none held), the
-    race's episodes and env steps, and the rule's evaluations' env steps."""
+    race's episodes and env steps, and the rule's evaluations' env steps (a generation
+    before ``best_from`` is evaluated, but not nominated)."""
     made = [n for n in run.nominations if evaluates(n.generation, every, run.last)]
     pool = sorted((dataclasses.replace(n, returns=[], score=policy_score(
         returns(run.episodes[n.generation][:eval_episodes]), run.config.run.best_by))
-        for n in made), key=lambda n: (-n.score, -n.generation))
+        for n in made if n.generation >= best_from), key=lambda n: (-n.score, -n.generation))
     rule = load_config(run.folder / "config.toml", [f"run.best_episodes={best_episodes}",
                                                     f"run.best_pool={pool_size}"])
     with CountingTrainer(rule, LocalComm(), None) as trainer:
@@ -137,11 +139,11 @@ def replay_rows(run: Run, args: argparse.Namespace) -> list[dict]:
     """A row per rule of ``args`` for one run; each kept policy judged once."""
     judged: dict[int, np.ndarray] = {}
     rows = []
-    for every, eval_episodes, best_episodes in itertools.product(
+    for every, eval_episodes, best_episodes, best_from in itertools.product(
             args.eval_every, args.eval_episode_counts or [run.config.run.eval_episodes],
-            args.best_episode_counts):
+            args.best_episode_counts, args.best_from or [run.config.run.best_from]):
         score, generation, race_episodes, race_steps, eval_steps = replay(
-            run, every, eval_episodes, best_episodes, args.pool)
+            run, every, eval_episodes, best_episodes, args.pool, best_from)
         if args.judged and generation is not None and generation not in judged:
             kept = next(n for n in run.nominations if n.generation == generation)
             judged[generation] = play_study(run.folder, [(kept.params, kept.norm)],
@@ -150,7 +152,8 @@ def replay_rows(run: Run, args: argparse.Namespace) -> list[dict]:
         spent = eval_steps + race_steps
         rows.append({
             "seed": run.config.run.seed, "every": every, "eval_episodes": eval_episodes,
-            "best_episodes": best_episodes, "pool": args.pool, "kept_generation": generation,
+            "best_episodes": best_episodes, "pool": args.pool, "best_from": best_from,
+            "kept_generation": generation,
             "confirmed": score, "race_episodes": race_episodes, "race_steps": race_steps,
             "eval_steps": eval_steps, "train_steps": run.steps,
             "cost_share": spent / (run.steps + spent),
@@ -170,6 +173,9 @@ def check_rules(run: Run, args: argparse.Namespace) -> None:
     if counts and max(counts) > run_cfg.eval_episodes:
         raise ValueError(f"--eval-episode-counts {max(counts)}: {run.folder} evaluated "
                          f"on {run_cfg.eval_episodes} episodes; allowed: at most that")
+    if args.best_from and min(args.best_from) < run_cfg.best_from:
+        raise ValueError(f"--best-from {min(args.best_from)}: {run.folder} nominated from "
+                         f"generation {run_cfg.best_from}; allowed: that or later")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -185,6 +191,8 @@ def parser() -> argparse.ArgumentParser:
                        "default: the runs')")
     parse.add_argument("--best-episode-counts", type=number_list, required=True,
                        metavar="LIST", help="run.best_episodes values")
+    parse.add_argument("--best-from", type=number_list, default=None, metavar="LIST",
+                       help="run.best_from values (at least the runs'; default: the runs')")
     parse.add_argument("--pool", type=positive_int, default=16, metavar="N",
                        help="run.best_pool (default: 16)")
     add_flag(parse, "--judged", "the kept policy plays them", default=20)

@@ -170,6 +170,8 @@ def test_strategy_needs_are_checked_across_sections():
 
     with pytest.raises(ConfigError, match=r"ars.top = 9: must be at most the 4 directions"):
         from_dict({"es": {"strategy": "ars", "population": 8}, "ars": {"top": 9}})
+    with pytest.raises(ConfigError, match=r"ars.contrast_top = 5: must be at most the 4 "):
+        from_dict({"es": {"strategy": "ars", "population": 8}, "ars": {"contrast_top": 5}})
     with pytest.raises(ConfigError, match=r"es.mirrored = false: es.strategy = 'pgpe'"):
         from_dict({"es": {"strategy": "pgpe", "mirrored": False, "population": 5}})
     assert from_dict({"es": {"strategy": "ars", "population": 8}, "ars": {"top": 4}}).ars.top == 4

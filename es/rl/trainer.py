@@ -169,7 +169,9 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
         return ARS(theta0, **common, lr=ars.lr, top=ars.top or None,
                    sigma_decay=es_cfg.sigma_decay, sigma_min=es_cfg.sigma_min,
                    lr_decay=es_cfg.lr_decay, lr_min=es_cfg.lr_min,
-                   contrast_from=ars.contrast_from, contrast_lr=ars.contrast_lr or None)
+                   contrast_from=ars.contrast_from, contrast_lr=ars.contrast_lr or None,
+                   contrast_sigma=ars.contrast_sigma or None,
+                   contrast_top=ars.contrast_top or None)
     if es_cfg.strategy == "pgpe":
         pgpe = config.pgpe
         return PGPE(theta0, **common, center_lr=pgpe.center_lr or None,

@@ -16,10 +16,12 @@ as OpenAI-ES's sigma and step size can: a fixed ``alpha`` that finds a good gait
 stepping as far once it is there, and a gait that is nearly right then tips over.
 
 Also beyond it, a *contrast* phase from a chosen generation on: the directions are ranked by
-``|r+ - r-|`` instead of ``max(r+, r-)``, with a step size of its own. A pair with one side
-fallen (a HalfCheetah flipped onto its back) differs most, so the step moves the mean away
-from what made that side fall: a fast, fragile gait found by the paper's ranking is then
-consolidated into a steady one (docs/benchmarks.md, "Which policies are steady").
+``|r+ - r-|`` instead of ``max(r+, r-)``, with a step size, a nu and a number of directions of
+its own. A pair with one side fallen (a HalfCheetah flipped onto its back) differs most, so
+the step moves the mean away from what made that side fall: a fast, fragile gait found by the
+paper's ranking is then consolidated into a steady one (docs/benchmarks.md, "Which policies
+are steady"). With every direction in the phase's step the ranking picks nothing, and the
+fallen pairs still weigh most in it, by their difference.
 
 The paper's four variants:
 
@@ -65,28 +67,38 @@ class ARS(NoiseStrategy):
         lr_min: float = 0.0,
         contrast_from: int = 0,
         contrast_lr: float | None = None,
+        contrast_sigma: float | None = None,
+        contrast_top: int | None = None,
     ) -> None:
         """``sigma`` is the paper's nu, ``lr`` its alpha, ``top`` its b (None: all directions,
         V1/V2; fewer: V1-t/V2-t); the decays multiply nu and alpha every generation, down to
         their floors (1: fixed, the paper). ``contrast_from``: the first generation whose
         update ranks the directions by ``|r+ - r-|`` (0: none), stepping with alpha
-        ``contrast_lr`` (None: ``lr``) from then on, decayed as ``lr`` is."""
+        ``contrast_lr`` (None: ``lr``) from then on, decayed as ``lr`` is, perturbing by nu
+        ``contrast_sigma`` (None: ``sigma``), decayed as ``sigma`` is, along the best
+        ``contrast_top`` directions (None: ``top``)."""
         super().__init__(mean0, population=population, sigma=sigma, noise=noise, seed=seed,
                          mirrored=mirrored, dtype=dtype)
         if not lr > 0:
             raise ValueError(f"lr {lr}: must be > 0")
         directions = population // 2
         top = directions if top is None else int(top)
-        if not 1 <= top <= directions:
-            raise ValueError(f"top {top}: must be between 1 and the {directions} directions")
+        contrast_top = top if contrast_top is None else int(contrast_top)
+        for name, value in (("top", top), ("contrast_top", contrast_top)):
+            if not 1 <= value <= directions:
+                raise ValueError(f"{name} {value}: must be between 1 and the {directions} "
+                                 "directions")
         check_decay("sigma_decay", sigma_decay)
         check_decay("lr_decay", lr_decay)
         if contrast_from < 0:
             raise ValueError(f"contrast_from {contrast_from}: must be >= 0 (0: never)")
-        if contrast_lr is not None and not contrast_lr > 0:
-            raise ValueError(f"contrast_lr {contrast_lr}: must be > 0")
+        for name, value in (("contrast_lr", contrast_lr), ("contrast_sigma", contrast_sigma)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} {value}: must be > 0")
         self.contrast_from = int(contrast_from)
         self.contrast_lr0 = float(lr if contrast_lr is None else contrast_lr)
+        self.contrast_sigma0 = float(sigma if contrast_sigma is None else contrast_sigma)
+        self.contrast_top = contrast_top
         self.sigma0, self.lr0, self.top = float(sigma), float(lr), top
         self.sigma_decay, self.sigma_min = float(sigma_decay), float(sigma_min)
         self.lr_decay, self.lr_min = float(lr_decay), float(lr_min)
@@ -94,7 +106,8 @@ class ARS(NoiseStrategy):
     @property
     def sigma(self) -> float:
         """This generation's nu."""
-        return decayed(self.sigma0, self.sigma_decay, self.sigma_min, self.generation)
+        sigma0 = self.contrast_sigma0 if self.contrasting else self.sigma0
+        return decayed(sigma0, self.sigma_decay, self.sigma_min, self.generation)
 
     scale = sigma
 
@@ -110,14 +123,19 @@ class ARS(NoiseStrategy):
         lr0 = self.contrast_lr0 if self.contrasting else self.lr0
         return decayed(lr0, self.lr_decay, self.lr_min, self.generation)
 
+    @property
+    def used_top(self) -> int:
+        """This generation's b."""
+        return self.contrast_top if self.contrasting else self.top
+
     def top_directions(self, fitness: np.ndarray) -> np.ndarray:
-        """The ``top`` directions with the highest ``max(r+, r-)`` (in the contrast phase:
-        ``|r+ - r-|``), best first (ties: lower direction index first, so the choice is a
-        pure function of the fitness)."""
+        """The ``used_top`` directions with the highest ``max(r+, r-)`` (in the contrast
+        phase: ``|r+ - r-|``), best first (ties: lower direction index first, so the choice
+        is a pure function of the fitness)."""
         fitness = np.asarray(fitness, dtype=np.float64)
         plus, minus = fitness[0::2], fitness[1::2]
         rank = np.abs(plus - minus) if self.contrasting else np.maximum(plus, minus)
-        return np.argsort(-rank, kind="stable")[: self.top]
+        return np.argsort(-rank, kind="stable")[: self.used_top]
 
     def tell(self, fitness: np.ndarray) -> dict[str, float]:
         """Step along the top directions' return differences (higher fitness is better; a
@@ -136,7 +154,7 @@ class ARS(NoiseStrategy):
         differences, _ = generation.direction_weights(member_weights)
         # g = 1 / (b sigma_R) sum_{top b} (r+ - r-) delta;  theta <- theta + alpha g
         gradient = generation.directions.weighted_sum(differences).astype(self.theta.dtype)
-        gradient *= self.theta.dtype.type(1.0 / (self.top * sigma_r))
+        gradient *= self.theta.dtype.type(1.0 / (self.used_top * sigma_r))
         self.theta = self.theta + self.theta.dtype.type(self.lr) * gradient
         self.generation += 1
         self._pending = None
@@ -147,8 +165,8 @@ class ARS(NoiseStrategy):
         }
 
     def state(self) -> dict[str, np.ndarray]:
-        """The parameters: ARS keeps nothing else (b is fixed; nu, alpha and the contrast
-        phase are functions of the generation)."""
+        """The parameters: ARS keeps nothing else (b, nu, alpha and the contrast phase are
+        functions of the generation)."""
         return {"theta": self.theta.copy()}
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:

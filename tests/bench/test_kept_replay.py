@@ -38,25 +38,27 @@ def replay(study, tmp_path, *flags):
         return list(csv.DictReader(handle))
 
 
-@pytest.mark.parametrize("every, eval_episodes, best_episodes, pool",
-                         [(4, 2, 3, 3), (2, 3, 5, 16), (6, 1, 4, 2)])
+@pytest.mark.parametrize("every, eval_episodes, best_episodes, pool, best_from",
+                         [(4, 2, 3, 3, 0), (2, 3, 5, 16, 11), (6, 1, 4, 2, 0)])
 def test_the_replay_keeps_what_a_run_of_that_rule_keeps(study, tmp_path, every, eval_episodes,
-                                                        best_episodes, pool):
+                                                        best_episodes, pool, best_from):
     (row,) = replay(study, tmp_path, "--eval-every", str(every),
                     "--eval-episode-counts", str(eval_episodes),
                     "--best-episode-counts", str(best_episodes),
-                    "--pool", str(pool))
+                    "--pool", str(pool), *(["--best-from", str(best_from)] if best_from else []))
+    assert int(row["best_from"]) == best_from
     trained = tmp_path / "trained"
     done = run([str(BIN / "es-train"), "configs/pendulum.toml", "--run-dir", str(trained),
                 "--force", "--quiet", *TRAINING, "--set", "run.max_timesteps=16000",
                 "--set", "run.generations=1000", "--set", "run.best_share=0",
                 "--set", f"run.eval_every={every}", "--set", f"run.eval_episodes={eval_episodes}",
-                "--set", f"run.best_episodes={best_episodes}", "--set", f"run.best_pool={pool}"])
+                "--set", f"run.best_episodes={best_episodes}", "--set", f"run.best_pool={pool}",
+                "--set", f"run.best_from={best_from}"])
     assert done.returncode == 0, done.stderr[-2000:]
     kept = int(np.load(trained / "policy_best.npz")["generation"])
     with (trained / "stops.csv").open() as handle:
         (stop,) = list(csv.DictReader(handle))
-    assert int(row["kept_generation"]) == kept
+    assert int(row["kept_generation"]) == kept >= best_from
     assert int(row["race_episodes"]) == int(stop["confirm_episodes"]) > 0
     assert int(row["train_steps"]) == int(stop["timesteps"])
     # the suite's judging episodes: what es-eval plays from seed 12345
@@ -95,6 +97,18 @@ def test_a_rule_the_run_cannot_answer_for_is_refused_in_one_line(study, tmp_path
     line = refusal([str(study), "--eval-every", "2", "--eval-episode-counts", "4",
                     "--best-episode-counts", "3"], tmp_path)
     assert "--eval-episode-counts 4" in line and "at most that" in line
+
+
+def test_nominations_from_before_the_runs_own_best_from_are_refused(tmp_path):
+    """A run that nominated from generation 6 on holds nothing to replay before it."""
+    later = tmp_path / "later"
+    done = run([sys.executable, "scripts/bench_kept.py", "configs/pendulum.toml",
+                "--max-timesteps", "8000", "--episodes", "1", "--set", "run.eval_every=2",
+                "--set", "run.best_from=6", *TRAINING, "--out", str(later)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = refusal([str(later / "seed0"), "--eval-every", "2", "--best-episode-counts", "3",
+                    "--best-from", "2"], tmp_path)
+    assert "--best-from 2" in line and "nominated from generation 6" in line
 
 
 def test_a_run_that_is_not_a_full_study_is_refused_in_one_line(study, tmp_path):

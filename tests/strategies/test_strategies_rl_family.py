@@ -171,6 +171,32 @@ def test_ars_contrast_phase_ranks_pairs_by_their_difference_with_its_own_step(ta
         ARS(theta0, population=8, sigma=0.5, noise=table, contrast_from=2, contrast_lr=0.0)
 
 
+def test_ars_contrast_phase_has_its_own_directions_and_nu(table):
+    """``contrast_top`` and ``contrast_sigma`` act from the phase's first update on: its
+    members are perturbed by the phase's nu, and with every direction the step is the
+    paper's V1 over all pairs, scaled by all their returns."""
+    theta0 = np.array([0.5, -1.0, 2.0])
+    fitness = np.array([1.0, 3.0, 5.0, 0.0, 2.0, 2.0, 9.0, 8.0])
+    ars = ARS(theta0, population=8, sigma=0.5, noise=table, lr=0.1, top=1, contrast_from=2,
+              contrast_lr=0.03, contrast_sigma=0.2, contrast_top=4)
+    gen = ars.ask()
+    assert (ars.sigma, ars.used_top) == (0.5, 1)
+    np.testing.assert_allclose(gen.params(0), theta0 + 0.5 * dense(gen, 0), rtol=1e-6)
+    ars.tell(fitness)
+    assert (ars.sigma, ars.used_top, ars.lr) == (0.2, 4, 0.03)
+    gen = ars.ask()
+    before = ars.mean.copy()
+    np.testing.assert_allclose(gen.params(0), before + 0.2 * dense(gen, 0), rtol=1e-6)
+    ars.tell(fitness)
+    g = sum((fitness[2 * k] - fitness[2 * k + 1]) * dense(gen, k) for k in range(4))
+    np.testing.assert_allclose(ars.mean, before + 0.03 * g / (4 * fitness.std()), rtol=1e-5)
+    with pytest.raises(ValueError, match="contrast_top 5: must be between 1 and the 4"):
+        ARS(theta0, population=8, sigma=0.5, noise=table, contrast_from=2, contrast_top=5)
+    with pytest.raises(ValueError, match="contrast_sigma 0.0: must be > 0"):
+        ARS(theta0, population=8, sigma=0.5, noise=table, contrast_from=2,
+            contrast_sigma=0.0)
+
+
 def test_ars_equal_returns_give_no_step(table):
     ars = ARS(np.ones(3), population=4, sigma=0.1, noise=table, top=1)
     info = ars.tell(np.full(4, 7.0))  # sigma_R is 0: guarded, no division by zero

@@ -16,8 +16,11 @@ from es.config import STRATEGY_NAMES
 # places along the last mean shift itself.
 SETTINGS = {"cma": ["--set", "es.mirrored=false", "--set", "es.population=7"],
             "sepcma-tpa": ["--set", "sepcma.step_size=tpa"],
-            # ARS whose contrast phase starts at generation 3: after the resume at 2.
-            "ars-contrast": ["--set", "ars.contrast_from=3", "--set", "ars.contrast_lr=0.01"]}
+            # ARS whose contrast phase (its own b, nu and alpha) starts at generation 3: after
+            # the resume at 2.
+            "ars-contrast": ["--set", "ars.top=2", "--set", "ars.contrast_from=3",
+                             "--set", "ars.contrast_lr=0.01", "--set", "ars.contrast_sigma=0.05",
+                             "--set", "ars.contrast_top=5"]}
 VARIANTS = [*STRATEGY_NAMES, "sepcma-tpa", "ars-contrast"]
 BASE = ["configs/pendulum.toml", "--set", "es.population=10", "--set", "run.eval_every=2",
         "--set", "env.max_episode_steps=60", "--quiet"]
