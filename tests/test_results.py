@@ -5,11 +5,14 @@ is what the CSV holds, rounded as printed. A figure typed by hand that drifts fr
 fails here."""
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import REPO
+
+from es.config import load_config
 
 RESULTS = REPO / "docs/results"
 #: halfcheetah_ars.toml before its contrast phase (2026-11-29): the suite's runs that the
@@ -1516,6 +1519,72 @@ def test_benchmarks_all_directions_from_generation_100_is_its_csvs():
     assert (f"Its race costs {min(costs):.1f}-{max(costs):.1f}% of each run's steps, with the "
             f"config's evaluations included (as shipped, on the {len(replayed)} seeds replayed "
             f"here: {min(replayed):.1f}-{max(replayed):.1f}%).") in text
+
+
+def one_sided_fisher(a: int, b: int, starts: int) -> float:
+    """P(at least ``a`` of the ``a + b`` falls land on the first config's ``starts``) when
+    both configs' ``starts`` fall alike: the one-sided Fisher exact test the rule names."""
+    total = a + b
+    return sum(math.comb(starts, i) * math.comb(starts, total - i)
+               for i in range(a, min(total, starts) + 1)) / math.comb(2 * starts, total)
+
+
+def test_benchmarks_seeds_50_54_rule_is_its_csvs():
+    """The rule written before seeds 50-54 ran, applied to their CSVs: every row, each of its
+    three points, the verdict and the config that it leaves as shipped."""
+    races = read(RESULTS / "kept_probe_halfcheetah_seeds50_54_replay.csv")
+    policies = read(RESULTS / "kept_probe_halfcheetah_seeds50_54.csv")
+    text = " ".join(BENCHMARKS.split())
+    seeds = [str(seed) for seed in range(50, 55)]
+    rule = {"as shipped": "106", B32: "100"}
+    kept: dict[str, dict[str, tuple[dict[str, str], int]]] = {}
+    for variant, best_from in rule.items():
+        kept[variant] = {}
+        for seed in seeds:
+            (race,) = [r for r in races if (r["variant"], r["seed"]) == (variant, seed)]
+            assert (race["best_from"], race["best_episodes"], race["eval_episodes"],
+                    race["every"]) == (best_from, "30", "2", "3")
+            (policy,) = [r for r in policies if (r["variant"], r["seed"], r["generation"])
+                         == (variant, seed, race["kept_generation"])]
+            kept[variant][seed] = race, int(policy["falls"])
+    for seed in seeds:
+        cells = [f"{race['kept_generation']}: {thousands(race['judged_mean'])} / "
+                 f"{thousands(race['judged_worst'])}, {falls}"
+                 for race, falls in (kept[variant][seed] for variant in rule)]
+        assert f"| {seed} | {' | '.join(cells)} |" in text
+    steady = {v: sum(float(r["judged_mean"]) >= 3430 and float(r["judged_worst"]) >= 2744
+                     for r, _ in kept[v].values()) for v in rule}
+    assert steady[B32] < steady["as shipped"]  # point 1 fails
+    assert (f"Steady: all 32 directions on {steady[B32]}/5, the shipped config on "
+            f"{steady['as shipped']}/5. **Not met.**") in text
+    means = {v: np.mean([float(r["judged_mean"]) for r, _ in kept[v].values()]) for v in rule}
+    assert means[B32] >= means["as shipped"]
+    assert (f"Mean of the kept means: {thousands(str(means[B32]))} against "
+            f"{thousands(str(means['as shipped']))}. Met.") in text
+    earlier = {v: sum(user_kept(v, s)[3] for s in (0, 1, 2, 3, 4, 10, 11, 12, 13, 14))
+               for v in rule}
+    pooled = {v: earlier[v] + sum(falls for _, falls in kept[v].values()) for v in rule}
+    p = one_sided_fisher(pooled[B32], pooled["as shipped"], 1500)
+    assert p >= 0.05
+    assert (f"Falls pooled over 1,500 starts: {pooled[B32]} against {pooled['as shipped']} "
+            f"(one-sided Fisher exact p = {p:.2f}). Met.") in text
+    assert (f"11 against 6 of 1,000 gives p = {one_sided_fisher(11, 6, 1000):.2f}; 16 against "
+            f"6 of 1,500 would give {one_sided_fisher(16, 6, 1500):.2f}") in text
+    (fell,) = [r for r, _ in kept[B32].values() if float(r["judged_worst"]) < 2744]
+    assert (fell["seed"], kept[B32][fell["seed"]][1]) == ("54", 0)
+    assert (f"Seed 54's generation {fell['kept_generation']} fell in none of its 100 study "
+            f"starts but in one of the suite's 20 (worst {thousands(fell['judged_worst'])})"
+            ) in text
+    flippers = [sum(int(r["falls"]) > 0 for r in policies
+                    if (r["variant"], r["seed"]) == (v, "54")) for v in rule]
+    assert (f"from generation 100 on, {flippers[0]} of 8 fall from at least one of 100 starts, "
+            f"and of the other's, {flippers[1]} of 8.") in text
+    assert "so `halfcheetah_ars.toml` stays as shipped" in text
+    assert (f"on seeds 50-54, run after a rule for adopting it was committed, it kept a steady "
+            f"policy on {steady[B32]}/5 against this config's {steady['as shipped']}/5, which "
+            "the rule refuses") in readme_row("HalfCheetah-v5")
+    shipped = load_config(REPO / "configs" / "halfcheetah_ars.toml")
+    assert (shipped.ars.contrast_top, shipped.run.best_from) == (0, 106)
 
 
 def test_benchmarks_hopper_seed_1_over_1000_episodes_is_its_csv():
