@@ -1572,6 +1572,8 @@ def test_benchmarks_seeds_50_54_rule_is_its_csvs():
             f"6 of 1,500 would give {one_sided_fisher(16, 6, 1500):.2f}") in text
     (fell,) = [r for r, _ in kept[B32].values() if float(r["judged_worst"]) < 2744]
     assert (fell["seed"], kept[B32][fell["seed"]][1]) == ("54", 0)
+    assert (f"the two configs' seed-54 policies are the other way round "
+            f"({kept[B32]['54'][1]} falls against {kept['as shipped']['54'][1]})") in text
     assert (f"Seed 54's generation {fell['kept_generation']} fell in none of its 100 study "
             f"starts but in one of the suite's 20 (worst {thousands(fell['judged_worst'])})"
             ) in text
