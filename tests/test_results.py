@@ -1488,10 +1488,15 @@ def test_benchmarks_all_directions_from_generation_100_is_its_csvs():
            f"{listed([str(s) for s in fell])})" in text
     assert [s for s in tuning if shipped[s][3]] == [3] and shipped[3][:1] == ("111",)
     assert f"The shipped config's fall from {shipped[3][3]}, all on seed 3" in text
+    assert (f"as a user runs the config (its own 2), seed 3 keeps generation {shipped[3][0]}, "
+            f"which falls from {shipped[3][3]} of 100 starts") in readme_row("HalfCheetah-v5")
     (suite_kept,) = [r for r in read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv")
                      if r["seed"] == "3"]
     assert (f"kept generation {suite_kept['kept_generation']} there, which falls from "
             f"{phase_falls('as shipped', '3', suite_kept['kept_generation'])}.") in text
+    assert (f"where the suite keeps generation {suite_kept['kept_generation']}, which falls "
+            f"from {phase_falls('as shipped', '3', suite_kept['kept_generation'])}."
+            ) in readme_row("HalfCheetah-v5")
     fresh = range(10, 15)
     ratio = sum(float(b32[s][1]) for s in fresh) / sum(float(shipped[s][1]) for s in fresh)
     steady = [sum(float(kept[s][1]) >= 3430 and float(kept[s][2]) >= 0.8 * 3430 for s in fresh)
