@@ -1100,9 +1100,14 @@ SEEDS_30 = ("30", "31", "32", "33", "34")
 LATER_LABEL = "nominated from generation 106, 50 episodes"
 
 
-def steady(run: dict[str, str], policy: str) -> bool:
+def steady_scores(mean: str | float, worst: str | float) -> bool:
     """The README's steady HalfCheetah policy: mean >= 3430, worst episode >= 0.8 x 3430."""
-    return float(run[f"{policy}_mean"]) >= 3430 and float(run[f"{policy}_min"]) >= 2744
+    return float(mean) >= 3430 and float(worst) >= 2744
+
+
+def steady(run: dict[str, str], policy: str) -> bool:
+    """Whether a suite run's ``policy`` ("final" or "kept") is steady (``steady_scores``)."""
+    return steady_scores(run[f"{policy}_mean"], run[f"{policy}_min"])
 
 
 def reached_within(runs: list[dict[str, str]], threshold: int, steps: int) -> int:
@@ -1499,7 +1504,7 @@ def test_benchmarks_all_directions_from_generation_100_is_its_csvs():
             ) in readme_row("HalfCheetah-v5")
     fresh = range(10, 15)
     ratio = sum(float(b32[s][1]) for s in fresh) / sum(float(shipped[s][1]) for s in fresh)
-    steady = [sum(float(kept[s][1]) >= 3430 and float(kept[s][2]) >= 0.8 * 3430 for s in fresh)
+    steady = [sum(steady_scores(kept[s][1], kept[s][2]) for s in fresh)
               for kept in (b32, shipped)]
     assert (f"On seeds 10-14 it keeps steady policies on {steady[0]}/5 (as shipped "
             f"{steady[1]}/5), "
@@ -1557,8 +1562,8 @@ def test_benchmarks_seeds_50_54_rule_is_its_csvs():
                  f"{thousands(race['judged_worst'])}, {falls}"
                  for race, falls in (kept[variant][seed] for variant in rule)]
         assert f"| {seed} | {' | '.join(cells)} |" in text
-    held = {v: sum(float(r["judged_mean"]) >= 3430 and float(r["judged_worst"]) >= 2744
-                     for r, _ in kept[v].values()) for v in rule}
+    held = {v: sum(steady_scores(r["judged_mean"], r["judged_worst"])
+                   for r, _ in kept[v].values()) for v in rule}
     assert held[B32] < held["as shipped"]  # point 1 fails
     assert (f"Steady: all 32 directions on {held[B32]}/5, the shipped config on "
             f"{held['as shipped']}/5. **Not met.**") in text
