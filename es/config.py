@@ -662,11 +662,13 @@ def _check_strategy(config: Config) -> None:
     if es.strategy in ("ars", "pgpe") and not es.mirrored:
         raise ConfigError(f"es.mirrored = false: es.strategy = {es.strategy!r} compares the two "
                           "members of mirrored pairs; set es.mirrored = true")
-    for key in ("top", "contrast_top"):
-        value = getattr(config.ars, key)
-        if es.strategy == "ars" and value > es.population // 2:
-            raise ConfigError(f"ars.{key} = {value}: must be at most the {es.population // 2} "
-                              f"directions of es.population = {es.population} (0: all)")
+    if es.strategy == "ars":
+        for key in ("top", "contrast_top"):
+            value = getattr(config.ars, key)
+            if value > es.population // 2:
+                raise ConfigError(f"ars.{key} = {value}: must be at most the "
+                                  f"{es.population // 2} directions of es.population = "
+                                  f"{es.population} (0: all)")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
