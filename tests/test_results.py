@@ -471,9 +471,6 @@ def test_benchmarks_variants_paragraph_is_their_csvs():
     worst = thousands(cut[1]["kept_min"]).replace("-", "−")  # the docs' minus sign
     assert (f"seed 0 kept a slow {thousands(cut[0]['kept_mean'])}, seed 1 one that falls, worst "
             f"{worst}") in text
-    (whole,) = read(RESULTS / "suite_variants_halfcheetah_b4_whole_ars_summary.csv")
-    assert (f"whole training episodes (steady {whole['steady_3430']}, 5000 on "
-            f"{whole['reached_5000']})") in readme_row("HalfCheetah-v5")
 
 
 def test_benchmarks_hopper_best_share_paragraph_is_its_csvs():
@@ -1175,9 +1172,7 @@ def test_benchmarks_seeds_30_34_meet_the_rule_written_before_them_as_printed():
     assert (f"keeps a steady policy on {sum(steady(run, 'kept') for run in later)}/{total} "
             f"seeds (0-4, 10-14, 20-24 and 30-34), its final policy steady on "
             f"{sum(steady(run, 'final') for run in later)}/{total}, but crosses 5000 on "
-            f"{sum(bool(run['steps_to_5000']) for run in later)}/{total}; on seeds 30-34, run "
-            f"after the rule for adopting it was committed, it met that rule (kept steady "
-            f"{kept[0]}/5 against {kept[1]}/5, kept means {means[0] / means[1]:.2f} times)"
+            f"{sum(bool(run['steps_to_5000']) for run in later)}/{total}."
             ) in readme_row("HalfCheetah-v5")
 
 
@@ -1247,9 +1242,8 @@ def test_benchmarks_best_episodes30_meets_the_rule_written_before_it_as_printed(
             f"{millions(crossed[0]['steps_to_5000'])})") in text
     assert (f"On seeds 40-44, run last: kept steady {counts['50', '40-44']}/5 (seed 42's kept "
             f"policy passed its confirmation and falls once in the suite's 20 episodes), 3430 "
-            f"within 2.9M steps on {in_time}/5, 5000 on {len(crossed)}/5. Confirmed on 30 "
-            f"episodes (before, 50: the same kept policy on {len(same)} of {len(ours)} seeds"
-            ) in readme_row("HalfCheetah-v5")
+            f"within 2.9M steps on {in_time}/5, 5000 on {len(crossed)}/5.") in readme_row(
+                "HalfCheetah-v5")
     phase = read(RESULTS / LATER) + new
     assert (f"the kept policy is steady on {sum(steady(run, 'kept') for run in phase)} of "
             f"the {len(phase)} seeds the contrast phase has run") in text
@@ -1519,11 +1513,6 @@ def test_benchmarks_all_directions_from_generation_100_is_its_csvs():
             f"policies fall from {falls[1]} of the same 1,000.") in text
     assert sum(shipped[s][3] > 0 for s in fresh) == 0 and fallers == 2
     assert "the shipped config keeps no policy that falls, and all 32 directions keeps two" in text
-    (row,) = [line for line in README.splitlines() if line.startswith("| HalfCheetah-v5 |")]
-    assert (f"a user's run keeps policies within 2% of issue 42's filed table on all five tuning "
-            f"seeds (this config misses seed 0) and {ratio:.2f} times as fast on seeds 10-14, "
-            f"but they fall from {falls[0]:,} of 1,000 starts where this config's fall from "
-            f"{falls[1]}") in row
     costs = [100 * b32[s][4] for s in b32]
     replayed = [100 * k[4] for k in shipped.values() if k[4] is not None]
     assert (f"Its race costs {min(costs):.1f}-{max(costs):.1f}% of each run's steps, with the "
@@ -1592,9 +1581,6 @@ def test_benchmarks_seeds_50_54_rule_is_its_csvs():
     assert (f"from generation 100 on, {flippers[0]} of 8 fall from at least one of 100 starts, "
             f"and of the other's, {flippers[1]} of 8.") in text
     assert "so `halfcheetah_ars.toml` stays as shipped" in text
-    assert (f"on seeds 50-54, run after a rule for adopting it was committed, it kept a steady "
-            f"policy on {held[B32]}/5 against this config's {held['as shipped']}/5, which "
-            "the rule refuses") in readme_row("HalfCheetah-v5")
     shipped = load_config(REPO / "configs" / "halfcheetah_ars.toml")
     assert (shipped.ars.contrast_top, shipped.run.best_from) == (0, 106)
 
