@@ -441,12 +441,14 @@ class _UnitServer:
 
 def rank_zero_decides(comm: Comm, callback: Callable[[Any], object], row: Any) -> bool:
     """Rank 0 calls ``callback(row)`` (a user's) and every rank gets its answer: False only if
-    it returned False. If it raises, rank 0 raises that error and the other ranks a
-    ``RuntimeError`` naming it, rather than waiting forever for an answer."""
+    it returned False (NumPy's ``False`` too: a comparison of NumPy numbers gives one). If it
+    raises, rank 0 raises that error and the other ranks a ``RuntimeError`` naming it, rather
+    than waiting forever for an answer."""
     answer = None
     if comm.rank == 0:
         try:
-            answer = ("answered", callback(row) is not False)
+            returned = callback(row)
+            answer = ("answered", not (returned is False or returned is np.False_))
         except Exception as error:
             comm.broadcast(("raised", f"{type(error).__name__}: {error}"))
             raise

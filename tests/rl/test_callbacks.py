@@ -79,6 +79,16 @@ def test_minimize_callback_sees_the_history_rows_and_stops():
     np.testing.assert_array_equal(result.x, plain.x)
 
 
+def test_numpy_false_stops_as_false_does(tmp_path):
+    """A comparison of NumPy numbers returns ``numpy.False_``, which ``is not False``."""
+    result = es.minimize(lambda x: float(np.sum(x**2)), np.ones(3), 0.5, method="sepcma",
+                         callback=lambda row: row["ngen"] < np.int64(4))
+    assert result.stop_reason == "callback" and result.ngen == 4
+    run = es.train(REPO / "configs/pendulum.toml", PENDULUM, run_dir=tmp_path / "np",
+                   callback=lambda row: np.float64(row["generation"]) < 2)
+    assert run.generations == 2
+
+
 def test_under_mpiexec_rank_zero_decides_for_every_rank(tmp_path):
     done = subprocess.run([tool("mpiexec"), "-n", "2", sys.executable,
                            str(REPO / "tests/mpi_scripts/callbacks_spmd.py"),
