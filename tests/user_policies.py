@@ -105,6 +105,12 @@ def wrong_outputs(observation_space, action_space):
     return nn.Linear(int(np.prod(observation_space.shape)), 7)
 
 
+def wrong_outputs_mlp(observation_space, action_space):
+    """An MLP, which runs batched, with one output where CartPole's two actions need two."""
+    return nn.Sequential(nn.Linear(int(np.prod(observation_space.shape)), 8), nn.Tanh(),
+                         nn.Linear(8, 1))
+
+
 class OutsideTheSpace(LinearNumpy):
     def act(self, params, observation, state):
         return 5, None  # CartPole has actions 0 and 1

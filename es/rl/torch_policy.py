@@ -105,6 +105,8 @@ class TorchPolicy:
         #: The one-slot lockstep form (None: not an MLP): single episodes run it, so that they
         #: give the bits of a member run among others.
         self.single = self.batched(1) if isinstance(observation_space, gym.spaces.Box) else None
+        if self.single is not None and self.single.linear[-1].out_features != self.outputs:
+            raise self.wrong_outputs(f"{self.single.linear[-1].out_features} outputs")
 
     def initial_params(self, rng: np.random.Generator) -> np.ndarray:
         own = getattr(self.module, "initial_params", None)
@@ -122,11 +124,13 @@ class TorchPolicy:
     def _output(self, out: Any) -> np.ndarray:
         values = out.detach().numpy().ravel() if isinstance(out, torch.Tensor) else None
         if values is None or values.size != self.outputs:
-            got = f"{values.size} outputs" if values is not None else type(out).__name__
-            raise PolicyError(f"policy.kind = {self.name!r}: the module returned {got}; "
-                              f"expected a tensor of {self.outputs} outputs for the action "
-                              "space")
+            raise self.wrong_outputs(f"{values.size} outputs" if values is not None
+                                     else type(out).__name__)
         return values
+
+    def wrong_outputs(self, got: str) -> PolicyError:
+        return PolicyError(f"policy.kind = {self.name!r}: the module returned {got}; expected "
+                           f"a tensor of {self.outputs} outputs for the action space")
 
     def act(self, params: np.ndarray, observation: Any, state: Any) -> tuple[Any, Any]:
         if self.single is not None:  # an MLP: no state, the lockstep's computation

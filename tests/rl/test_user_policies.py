@@ -156,6 +156,8 @@ def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
     ("user_policies:raises", ["the factory raised RuntimeError: no GPU here"]),
     ("user_policies:wrong_kind", ["the factory returned str", "torch.nn.Module"]),
     ("user_policies:wrong_outputs", ["returned 7 outputs", "expected a tensor of 2 outputs"]),
+    ("user_policies:wrong_outputs_mlp", ["returned 1 outputs",
+                                         "expected a tensor of 2 outputs"]),
     ("user_policies:outside", ["action 5 is outside the action space Discrete(2)",
                                "an integer in [0, 2)"]),
     ("user_policies:nothing", ["module 'user_policies' has no 'nothing'"]),
