@@ -185,8 +185,9 @@ class AtariConfig:
 
 
 BUILT_IN_POLICIES = ("linear", "mlp", "cnn")
-#: A user's policy factory, ``package.module:function`` (a dotted name on each side).
-FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+#: A user's policy factory, ``package.module:function`` (a dotted name on each side; the
+#: function's may hold ``<locals>`` and ``<lambda>``: one es.train was given from a notebook).
+FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_<][\w.<>]*")
 
 
 @dataclass(frozen=True)

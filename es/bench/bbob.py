@@ -131,10 +131,10 @@ def pycma_options(method: str, budget: int, seed: int, ftarget: float | None) ->
     if method == "pycma-diag":
         options["CMA_diagonal"] = True
     if method == "pycma-paired":
-        from es.strategies.external import cma_randn
+        from es.strategies.external import CmaRandn
 
         del options["seed"]  # pycma only reads it to seed NumPy's global RNG
-        options["randn"] = cma_randn(seed)
+        options["randn"] = CmaRandn(seed)
         # fmin2 evaluates each run's final mean, one evaluation es.minimize does not spend:
         # with restarts it would shift every later run's budget accounting.
         options["eval_final_mean"] = False
@@ -163,7 +163,7 @@ def restarts_drawing_ours(seed: int) -> Iterator[None]:
     ``np.random.uniform`` that it draws from (this process only: the benchmark's worker)."""
     import cma.evolution_strategy as pycma_es
 
-    from es.strategies.external import cma_randn
+    from es.strategies.external import CmaRandn
     from es.strategies.restarts import run_seed, small_run_draws
 
     original, uniform = pycma_es.CMAEvolutionStrategy, np.random.uniform
@@ -173,7 +173,7 @@ def restarts_drawing_ours(seed: int) -> Iterator[None]:
     class Paired(original):  # type: ignore[misc, valid-type]
         def __init__(self, x0: Any, sigma0: Any, inopts: Any = None, **kwargs: Any) -> None:
             nonlocal runs_started
-            inopts = {**inopts, "randn": cma_randn(run_seed(seed, runs_started))}
+            inopts = {**inopts, "randn": CmaRandn(run_seed(seed, runs_started))}
             runs_started += 1
             super().__init__(x0, sigma0, inopts, **kwargs)
 

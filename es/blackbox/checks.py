@@ -145,8 +145,11 @@ def check_tolerance(name: str, value: Any) -> None:
 
 
 def check_ftarget(value: Any) -> None:
+    """None or a finite number: ``inf`` would stop before the first evaluation and NaN never."""
     if value is not None and not is_real(value):
         raise TypeError(f"ftarget {value!r}: must be a number or None, not {kind(value)}")
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"ftarget {value!r}: must be a finite number or None (no target)")
 
 
 def pycma_options() -> dict[str, str]:
@@ -156,12 +159,34 @@ def pycma_options() -> dict[str, str]:
     return {name.lower(): name for name in cma.CMAOptions()}
 
 
-def strategy_keywords(cls: type) -> list[str]:
+def strategy_keywords(cls: type, method: str) -> list[str]:
     """The keywords a strategy class takes from the user: its constructor's, less those the
-    facade sets itself."""
+    facade sets itself (``optimizer`` only for ``openai``, whose optimizer is Adam: PGPE's
+    is a name, ``"clipup"`` or ``"adam"``)."""
+    facade = set(SET_BY_FACADE) - ({"optimizer"} if method == "pgpe" else set())
     parameters = inspect.signature(cls).parameters.values()
-    return sorted(p.name for p in parameters if p.name not in SET_BY_FACADE
+    return sorted(p.name for p in parameters if p.name not in facade
                   and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
+
+
+def check_keyword_value(label: str, cls: type, key: str, value: Any) -> None:
+    """A strategy keyword's value of the type its constructor declares: a finite number for
+    a ``float``, an integer for an ``int``, True/False for a ``bool``, a string for a
+    ``str`` (None where the declaration allows it). The strategy checks the range; a string
+    step size or a NaN would otherwise reach its arithmetic, or pass its ``> 0`` test."""
+    hint = "float" if key == "lr" else str(
+        inspect.signature(cls).parameters[key].annotation).replace(" ", "")
+    optional = hint.endswith("|None")
+    hint = hint.removesuffix("|None")
+    if value is None and optional:
+        return
+    wanted = {"float": ("a finite number", lambda v: is_real(v) and math.isfinite(v)),
+              "int": ("an integer", is_integer),
+              "bool": ("True or False", lambda v: isinstance(v, bool | np.bool_)),
+              "str": ("a string", lambda v: isinstance(v, str))}.get(hint)
+    if wanted is not None and not wanted[1](value):
+        raise TypeError(f"{label}: {key}={short(value)} must be {wanted[0]}"
+                        f"{' or None' if optional else ''}, not {kind(value)}")
 
 
 def check_options(method: str, label: str, options: dict[str, Any], cls: type,
@@ -194,9 +219,10 @@ def check_options(method: str, label: str, options: dict[str, Any], cls: type,
                                  f"{PYCMA_OWNED[canonical]}")
             checked[canonical] = value
         return checked
-    allowed = strategy_keywords(cls) + (["lr"] if method == "openai" else [])
-    for key in options:
+    allowed = strategy_keywords(cls, method) + (["lr"] if method == "openai" else [])
+    for key, value in options.items():
         if key in allowed:
+            check_keyword_value(label, cls, key, value)
             continue
         if key == "bounds":
             continue  # check_bounds says which methods take them
@@ -206,8 +232,6 @@ def check_options(method: str, label: str, options: dict[str, Any], cls: type,
         close = difflib.get_close_matches(key, [*own, *allowed], n=3)
         raise ValueError(f"{label}: unknown keyword {key!r}{did_you_mean(close)}; its "
                          f"keywords are {', '.join(allowed)}")
-    if "mirrored" in options:
-        check_flag("mirrored", options["mirrored"])
     return dict(options)
 
 

@@ -58,11 +58,15 @@ def strategy_classes() -> dict[str, type]:
 def resolve_method(method: str, dim: int) -> str:
     """The strategy's name for ``method`` ("auto": cma up to ``AUTO_CMA_MAX_DIM``, else
     sepcma); an unknown name is a one-line ValueError listing the allowed ones."""
+    classes = strategy_classes()
+    allowed = ", ".join(repr(name) for name in ["auto", *sorted(classes)])
+    if not isinstance(method, str):
+        raise TypeError(f"method {checks.short(method)}: must be a strategy's name, one of "
+                        f"{allowed} (the start point is x0: es.AskTell(method, x0, sigma0), "
+                        "es.minimize(fun, x0, sigma0, method=...))")
     if method == "auto":
         return "cma" if dim <= AUTO_CMA_MAX_DIM else "sepcma"
-    classes = strategy_classes()
     if method not in classes:
-        allowed = ", ".join(repr(name) for name in ["auto", *sorted(classes)])
         raise ValueError(f"method {method!r}: allowed are {allowed}")
     return method
 
@@ -136,38 +140,45 @@ class CheckedFunction:
         return value
 
 
-def make_factory(method: str, dim: int, options: dict[str, Any]) -> Callable[..., Any]:
+def make_factory(method: str, dim: int, options: dict[str, Any]) -> StrategyFactory:
     """``factory(mean0, population, sigma, seed)`` for ``Restarts``: the strategy with the
     black-box defaults. Every strategy runs in float64 and regenerates its directions from
     seeds (``SeedNoise``): no table to build or size, O(d) memory, and on a black-box problem
     the function, not the O(population d) draws, is the cost."""
-    from es.core.noise import SeedNoise
-
     classes = strategy_classes()
     if method not in classes:
         allowed = ", ".join(repr(name) for name in sorted(classes))
         raise ValueError(f"method {method!r} is not available yet: available are {allowed}")
-    cls = classes[method]
-    options = dict(options)
-    mirrored = bool(options.get("mirrored", method not in UNMIRRORED))
-    lr = options.pop("lr", None) if method == "openai" else None
-    takes_dtype = "dtype" in inspect.signature(cls).parameters
+    return StrategyFactory(method, dim, dict(options))
 
-    def factory(mean0: np.ndarray, population: int, sigma: float, seed: int) -> Any:
+
+@dataclass
+class StrategyFactory:
+    """``make_factory``'s factory: an object, not a closure, so that an optimizer holding it
+    can be copied and pickled (``copy.deepcopy``, ``pickle``) as any other value."""
+
+    method: str
+    dim: int
+    options: dict[str, Any]
+
+    def __call__(self, mean0: np.ndarray, population: int, sigma: float, seed: int) -> Any:
+        from es.core.noise import SeedNoise
+
+        cls = strategy_classes()[self.method]
+        extra = dict(self.options)
+        mirrored = bool(extra.get("mirrored", self.method not in UNMIRRORED))
         population += population % 2 if mirrored else 0
-        extra = dict(options)
-        if method == "openai":
+        if self.method == "openai":
             from es.core.optim import Adam
 
             # Adam's step is ~lr per coordinate whatever the gradient's scale: a tenth of
             # the search scale by default.
-            extra["optimizer"] = Adam(dim, 0.1 * sigma if lr is None else lr)
-        if takes_dtype:
+            lr = extra.pop("lr", None)
+            extra["optimizer"] = Adam(self.dim, 0.1 * sigma if lr is None else lr)
+        if "dtype" in inspect.signature(cls).parameters:
             extra["dtype"] = np.float64
         return cls(mean0, population=population, sigma=sigma, noise=SeedNoise(), seed=seed,
                    **extra)
-
-    return factory
 
 
 @dataclass(repr=False)
@@ -330,7 +341,12 @@ class AskTell:
         if self._pending is None:
             raise RuntimeError("tell() without ask(): ask for the candidates first")
         candidates = self._pending
-        if not np.array_equal(np.asarray(xs, dtype=np.float64), candidates):
+        try:
+            told = np.asarray(xs, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"tell() got xs {checks.short(xs)}: must be the candidates ask() "
+                            "returned") from None
+        if not np.array_equal(told, candidates, equal_nan=True):
             raise ValueError("tell() got other points than ask() returned")
         if not is_number_like(values):  # None would read as NaN, "1.5" as 1.5: quietly
             entries = list(np.asarray(values, dtype=object).ravel()) if values is not None \

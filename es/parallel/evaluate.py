@@ -173,7 +173,13 @@ def make_evaluator(fun: Callable[[np.ndarray], Any], workers: int = 1,
         return
     import cloudpickle
 
-    blob = cloudpickle.dumps(fun)
+    try:
+        blob = cloudpickle.dumps(fun)
+    except Exception as error:  # anything the function holds may refuse (a lock, a socket)
+        raise TypeError(f"workers={workers}: fun cannot be sent to the worker processes "
+                        f"({type(error).__name__}: {error}); evaluate it in this process "
+                        "(workers=1) or give a function that builds what it holds when "
+                        "called") from None
     with _start(workers) as pool:
 
         def evaluate(rows: np.ndarray) -> np.ndarray:

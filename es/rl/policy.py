@@ -124,8 +124,14 @@ def build_user_policy(source: Any, env: gym.Env, kwargs: dict[str, Any], normali
             with seeded_torch(seed):
                 made = source(*spaces, **kwargs)
         except Exception as error:  # the user's code: keep its words, on one line
+            # A run es.train was given an instance of, say, torch.nn.Sequential names its
+            # class, which es-eval and --resume call with the spaces as any factory.
+            hint = ("; a run trained from an instance names its class, called with the "
+                    "spaces here: give es.train a factory (a function of the two spaces) to "
+                    "evaluate or resume its runs" if isinstance(source, type)
+                    and isinstance(error, TypeError) else "")
             raise PolicyError(f"policy.kind = {name!r}: the factory raised "
-                              f"{type(error).__name__}: {error}") from None
+                              f"{type(error).__name__}: {error}{hint}") from None
     elif kwargs:
         raise PolicyError(f"policy.kwargs = {kwargs!r}: the policy is an instance, not a "
                           "factory to call with them")

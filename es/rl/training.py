@@ -10,6 +10,7 @@ Under ``mpiexec`` every rank calls ``es.train`` and they train together, as ``es
 
 from __future__ import annotations
 
+import copy
 import csv
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,22 +67,49 @@ def _with_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
             node = node.setdefault(section, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {dotted!r}: {section} is not a table")
-        node[key] = value
+        node[key] = plain(value)
     return data
 
 
-def resolve_config(config: str | Path | Config, overrides: dict[str, Any] | None,
-                   policy: Any = None) -> Config:
-    """A config file (its stem names the run) or a ``Config``, with overrides applied; with
+def resolve_config(config: str | Path | Config | dict[str, Any],
+                   overrides: dict[str, Any] | None, policy: Any = None) -> Config:
+    """A config file (its stem names the run), a ``Config`` or a dict of its tables, with
+    overrides applied (NumPy numbers as Python's); with
     a ``policy`` from Python, ``policy.kind`` names it (``module:name``)."""
     if isinstance(config, Config):
         data = config.to_dict()
-    else:
+    elif isinstance(config, dict):
+        data = copy.deepcopy(config)
+    elif isinstance(config, str | Path):
         data = read_toml(config)
         data.setdefault("run", {}).setdefault("name", Path(config).stem)
+    else:
+        raise ConfigError(f"config {config!r}: must be a config file's path, a Config or a "
+                          "dict of its tables ({'env': {'id': 'CartPole-v1'}, ...})")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ConfigError(f"overrides {overrides!r}: must be a dict of dotted keys, "
+                          "{'es.sigma': 0.05} (es-train's --set es.sigma=0.05)")
+    if isinstance(policy, str):
+        raise ConfigError(f"policy {policy!r}: a name is policy.kind's value, "
+                          f"overrides={{'policy.kind': {policy!r}}}; policy= takes a factory, "
+                          "a class or an instance")
     if policy is not None:
         data.setdefault("policy", {})["kind"] = object_path(policy)
     return from_dict(_with_overrides(data, dict(overrides or {})))
+
+
+def plain(value: Any) -> Any:
+    """NumPy numbers (``np.int64(2)``, from ``np.arange`` in a sweep) as the Python ones a
+    config file gives, in lists too."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return value
 
 
 def _history(run_dir: Path) -> list[dict[str, int | float | None]]:
@@ -95,7 +123,7 @@ def _history(run_dir: Path) -> list[dict[str, int | float | None]]:
 
 
 def train(
-    config: str | Path | Config,
+    config: str | Path | Config | dict[str, Any],
     overrides: dict[str, Any] | None = None,
     *,
     run_dir: str | Path | None = None,
@@ -119,8 +147,9 @@ def train(
     ``policy``: your own policy instead of ``policy.kind``'s: a factory or class called with
     the observation and action spaces (and ``policy.kwargs``), or an instance; a
     ``torch.nn.Module`` or an object of the policy protocol (``es.rl.policy``). The run's
-    ``config.toml`` names it as ``module:name``, so es-eval and ``--resume`` can rebuild it
-    where that module is importable (not for one defined in a notebook or ``__main__``).
+    ``config.toml`` names it as ``module:name`` (an instance: its class, called with the
+    spaces), so es-eval and ``--resume`` can rebuild it where that module is importable (not
+    for one defined in a notebook or ``__main__``).
     ``run.policy`` acts for one episode; a recurrent policy's next episode wants a fresh one,
     ``run.saved.act(env)``."""
     from es.rl.envs import check_env_id
@@ -130,6 +159,10 @@ def train(
 
     if callback is not None and not callable(callback):  # else a traceback after generation 1
         raise ValueError(f"callback {callback!r}: must be callable with a progress row")
+    if not isinstance(force, bool):  # "no" would be true, and overwrite a run
+        raise ConfigError(f"force {force!r}: must be True or False")
+    if run_dir is not None and not isinstance(run_dir, str | Path):
+        raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) or None")
     resolved = resolve_config(config, overrides, policy)
     check_env_id(resolved.env.id)
     if resolved.run.tensorboard:

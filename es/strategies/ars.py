@@ -88,8 +88,8 @@ class ARS(NoiseStrategy):
             if not 1 <= value <= directions:
                 raise ValueError(f"{name} {value}: must be between 1 and the {directions} "
                                  "directions")
-        check_decay("sigma_decay", sigma_decay)
-        check_decay("lr_decay", lr_decay)
+        check_decay("sigma_decay", sigma_decay, "sigma_min", sigma_min)
+        check_decay("lr_decay", lr_decay, "lr_min", lr_min)
         if contrast_from < 0:
             raise ValueError(f"contrast_from {contrast_from}: must be >= 0 (0: never)")
         for name, value in (("contrast_lr", contrast_lr), ("contrast_sigma", contrast_sigma)):

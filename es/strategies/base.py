@@ -141,9 +141,12 @@ def decayed(start: float, decay: float, floor: float, generation: int) -> float:
     return max(start * decay**generation, floor)
 
 
-def check_decay(name: str, decay: float) -> None:
+def check_decay(name: str, decay: float, floor_name: str, floor: float) -> None:
+    """A ``decayed`` schedule's factor, in (0, 1], and its floor, >= 0."""
     if not 0 < decay <= 1:
         raise ValueError(f"{name} {decay}: must be in (0, 1]")
+    if not floor >= 0:
+        raise ValueError(f"{floor_name} {floor}: must be >= 0")
 
 
 class NoiseStrategy:

@@ -151,11 +151,24 @@ CMA_LOCAL_STOPS = ("tolconditioncov", "noeffectaxis", "noeffectcoord", "tolupsig
                    "tolfacupx", "tolxstagnation")
 
 
-def cma_randn(seed: int) -> Callable[..., np.ndarray]:
+class CmaRandn:
     """pycma's ``randn(lam, N)``: standard normals from a generator of its own, fresh for
-    every optimizer made (so a replay draws the same numbers)."""
-    rng = generator(seed, TAG_CMA)
-    return lambda *shape: rng.standard_normal(shape)
+    every optimizer made (so a replay draws the same numbers). An object, not a closure, so
+    that a copy of the optimizer (``copy.deepcopy``, ``pickle``) draws from a copy of it."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = generator(seed, TAG_CMA)
+
+    def __call__(self, *shape: int) -> np.ndarray:
+        return self.rng.standard_normal(shape)
+
+
+def cma_mean(optimizer: Any) -> np.ndarray:
+    return optimizer.gp.pheno(optimizer.mean)
+
+
+def cma_scale(optimizer: Any) -> np.ndarray:
+    return optimizer.stds
 
 
 class CMA(External):
@@ -170,10 +183,10 @@ class CMA(External):
     float32, while pycma updates from its own float64 candidates.
 
     pycma draws its samples through its ``randn`` option, NumPy's global RNG by default; the
-    adapter gives it a private generator instead, a pure function of ``seed`` (``cma_randn``),
+    adapter gives it a private generator instead, a pure function of ``seed`` (``CmaRandn``),
     so NumPy's global RNG is neither read nor reseeded and needs no swapping around every call
     (swapping its state cost ~0.2 ms per call, a third of a generation's time at d = 10). Plain
-    pycma given ``{"randn": cma_randn(seed)}`` asks the same candidates bit for bit.
+    pycma given ``{"randn": CmaRandn(seed)}`` asks the same candidates bit for bit.
     """
 
     name: ClassVar[str] = "cma"
@@ -200,16 +213,15 @@ class CMA(External):
         self.sigma0, self.seed = float(sigma), int(seed)
         self.options = {"popsize": population, "verbose": -9, "verb_disp": 0, "verb_log": 0,
                         "signals_filename": "", **options}
-        self.local_stop_reason = ""
+        self.local_stop_reason, self.x0 = "", x0
+        super().__init__(self._make_cma, population=population, mean_of=cma_mean,
+                         scale_of=cma_scale, minimizes=True, dtype=dtype)
 
-        def make() -> Any:
-            import cma
+    def _make_cma(self) -> Any:
+        import cma
 
-            return cma.CMAEvolutionStrategy(x0, self.sigma0,
-                                            {**self.options, "randn": cma_randn(self.seed)})
-
-        super().__init__(make, population=population, mean_of=lambda es: es.gp.pheno(es.mean),
-                         scale_of=lambda es: es.stds, minimizes=True, dtype=dtype)
+        return cma.CMAEvolutionStrategy(self.x0, self.sigma0,
+                                        {**self.options, "randn": CmaRandn(self.seed)})
 
     @property
     def sigma(self) -> float:

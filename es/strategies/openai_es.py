@@ -55,8 +55,15 @@ class OpenAIES(NoiseStrategy):
     ) -> None:
         super().__init__(theta0, population=population, sigma=sigma, noise=noise, seed=seed,
                          mirrored=mirrored, dtype=np.float32)
-        check_decay("sigma_decay", sigma_decay)
-        check_decay("lr_decay", lr_decay)
+        check_decay("sigma_decay", sigma_decay, "sigma_min", sigma_min)
+        check_decay("lr_decay", lr_decay, "lr_min", lr_min)
+        if not optimizer.lr > 0:
+            raise ValueError(f"lr {optimizer.lr}: must be > 0")
+        if not l2 >= 0:
+            raise ValueError(f"l2 {l2}: must be >= 0")
+        if not callable(fitness_shaping):
+            raise TypeError(f"fitness_shaping {fitness_shaping!r}: must be a function of the "
+                            "fitness array (es.core.shaping.centered_ranks, the default)")
         self.sigma0, self.l2 = float(sigma), float(l2)
         self.sigma_decay, self.sigma_min = float(sigma_decay), float(sigma_min)
         self.lr0, self.lr_decay, self.lr_min = float(optimizer.lr), float(lr_decay), float(lr_min)

@@ -163,7 +163,7 @@ def test_a_bbob_run_ends_at_pycmas_generation(function, instance, reason):
     import ioh
 
     from es.bench.bbob import bbob_seed
-    from es.strategies.external import cma_randn
+    from es.strategies.external import CmaRandn
 
     problem = ioh.get_problem(function, instance=instance, dimension=10,
                               problem_class=ioh.ProblemClass.BBOB)
@@ -173,7 +173,7 @@ def test_a_bbob_run_ends_at_pycmas_generation(function, instance, reason):
 
     seed = bbob_seed(function, instance)
     reference = cma.CMAEvolutionStrategy(np.zeros(10), 2.0,
-                                         {"randn": cma_randn(seed), "verbose": -9})
+                                         {"randn": CmaRandn(seed), "verbose": -9})
     while not reference.stop():
         xs = reference.ask()
         reference.tell(xs, [precision(x) for x in xs])

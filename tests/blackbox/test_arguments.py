@@ -85,7 +85,7 @@ def test_pycma_options_that_duplicate_the_facades_own_are_refused_with_what_to_u
     one_line_error(ValueError, lambda: es.AskTell("snes", x0, 0.5, population=8),
                    "'population' is set", "use popsize")
     one_line_error(TypeError, lambda: es.AskTell("snes", x0, 0.5, mirrored="no"),
-                   "mirrored 'no': must be True or False")
+                   "method 'snes': mirrored='no' must be True or False")
 
 
 def test_a_pycma_option_in_any_case_reaches_pycma():
@@ -183,11 +183,64 @@ def test_a_number_as_x0_is_one_coordinate_as_scipy_takes_it():
     ({"vectorized": 1}, TypeError, "vectorized 1: must be True or False"),
     ({"tolfun": "1e-3"}, TypeError, "tolfun '1e-3'"),
     ({"ftarget": "0"}, TypeError, "ftarget '0'"),
+    ({"ftarget": np.inf}, ValueError, "ftarget inf: must be a finite number or None"),
+    ({"ftarget": np.nan}, ValueError, "ftarget nan: must be a finite number or None"),
+    ({"method": np.zeros(3)}, TypeError, "method [0., 0., 0.]: must be a strategy's name"),
+    ({"method": ["cma"]}, TypeError, "method ['cma']: must be a strategy's name, one of 'auto'"),
+    # Strategy keywords of the wrong type: their constructors' declared types.
+    ({"method": "openai", "lr": "0.01"}, TypeError,
+     "method 'openai': lr='0.01' must be a finite number, not str"),
+    ({"method": "snes", "lr_mean": np.inf}, TypeError, "lr_mean=inf must be a finite number"),
+    ({"method": "ars", "lr": np.nan}, TypeError, "lr=nan must be a finite number"),
+    ({"method": "ars", "top": 1.5}, TypeError, "top=1.5 must be an integer or None, not float"),
+    ({"method": "sepcma", "mu": 2.5}, TypeError, "mu=2.5 must be an integer or None"),
+    ({"method": "sepcma", "pairwise": "no"}, TypeError, "pairwise='no' must be True or False"),
+    ({"method": "pgpe", "center_lr": "a"}, TypeError, "center_lr='a' must be a finite number"),
+    ({"method": "snes", "mirrored": 1}, TypeError, "mirrored=1 must be True or False"),
+    # ... and of the right type, out of range: the strategy's own check.
+    ({"method": "openai", "lr": -1.0}, ValueError, "lr -1.0: must be > 0"),
+    ({"method": "openai", "lr": 0}, ValueError, "lr 0: must be > 0"),
+    ({"method": "openai", "l2": -1.0}, ValueError, "l2 -1.0: must be >= 0"),
+    ({"method": "ars", "lr_min": -1.0}, ValueError, "lr_min -1.0: must be >= 0"),
+    ({"method": "openai", "fitness_shaping": "ranks"}, TypeError,
+     "fitness_shaping 'ranks': must be a function of the fitness array"),
+    ({"method": "pgpe", "optimizer": "sgd"}, ValueError, "optimizer 'sgd': allowed are"),
     ({"fun": 3}, TypeError, "fun 3: must be callable"),
 ])
 def test_bad_arguments_are_one_line_errors_naming_them(kwargs, error, fragment):
     call = {"fun": never_called, "x0": np.zeros(3), "sigma0": 0.5, **kwargs}
     one_line_error(error, lambda: es.minimize(**call), fragment)
+
+
+def test_pgpe_takes_its_optimizer_by_name_and_numpy_numbers_as_keywords():
+    adam = es.minimize(SPHERE, np.ones(3), 0.5, method="pgpe", optimizer="adam",
+                       max_generations=5)
+    clipup = es.minimize(SPHERE, np.ones(3), 0.5, method="pgpe", max_generations=5)
+    assert not np.array_equal(adam.x_mean, clipup.x_mean)
+    as_numpy = es.minimize(SPHERE, np.ones(3), 0.5, method="ars", top=np.int64(2),
+                           lr=np.float32(0.05), max_generations=5)
+    as_python = es.minimize(SPHERE, np.ones(3), 0.5, method="ars", top=2,
+                            lr=float(np.float32(0.05)), max_generations=5)
+    assert np.array_equal(as_numpy.x_mean, as_python.x_mean)
+
+
+def test_a_function_that_cannot_reach_the_workers_is_named():
+    import threading
+
+    lock = threading.Lock()
+    one_line_error(TypeError, lambda: es.minimize(lambda x: (lock, SPHERE(x))[1], np.ones(3),
+                                                  0.5, max_evals=50, workers=2),
+                   "workers=2: fun cannot be sent to the worker processes",
+                   "cannot pickle '_thread.lock' object", "workers=1")
+
+
+def test_tell_refuses_xs_that_are_not_points_and_takes_nan_candidates_back():
+    opt = es.AskTell("snes", np.ones(3), 0.5, popsize=4)
+    opt.ask()
+    one_line_error(TypeError, lambda: opt.tell("abc", [1.0] * 4),
+                   "tell() got xs 'abc': must be the candidates ask() returned")
+    opt._pending[0, 0] = np.nan  # as a strategy whose step overflowed would ask
+    opt.tell(opt.ask(), [1.0] * 4)  # the same points back: NaN equals NaN here
 
 
 def test_budgets_may_be_written_as_floats():

@@ -2,8 +2,10 @@
 of evaluating (ask/tell, minimize, spawned workers, mpiexec ranks), the pycma adapter (same bits
 as plain pycma, replay resume, global-RNG isolation), IPOP/BIPOP restarts, stopping, errors."""
 
+import copy
 import doctest
 import os
+import pickle
 import subprocess
 import sys
 
@@ -16,7 +18,7 @@ from threadpoolctl import threadpool_limits
 import es
 import es.functions
 from es.blackbox import functions, minimizer
-from es.strategies.external import CMA, External, cma_randn
+from es.strategies.external import CMA, CmaRandn, External
 from es.strategies.restarts import (
     FIRST,
     LARGE,
@@ -90,6 +92,27 @@ def test_ask_tell_and_minimize_agree_bit_for_bit(method):
     assert opt.stop_reason == res.stop_reason == "max_generations"
     assert np.array_equal(opt.result.x, res.x) and np.array_equal(opt.result.x_mean, res.x_mean)
     assert opt.result.fun == res.fun and opt.result.nfev == res.nfev == 40 * 12
+
+
+@pytest.mark.parametrize("method", ["openai", "snes", "ars", "pgpe", "sepcma", "cma"])
+def test_a_copy_or_pickle_of_an_optimizer_goes_on_as_it_would_and_apart_from_it(method):
+    """A deep copy and a pickled copy of an optimizer mid-run ask what it asks next, and
+    asking on them first leaves its own draws alone (pycma's randn was a closure whose
+    generator the copies shared)."""
+    def run(opt: es.AskTell, generations: int) -> np.ndarray:
+        for _ in range(generations):
+            xs = opt.ask()
+            opt.tell(xs, [es.functions.sphere(x) for x in xs])
+        return opt.ask()
+
+    opt = es.AskTell(method, np.ones(4), 0.5, seed=0)
+    run(opt, 2)
+    copies = [copy.deepcopy(opt), pickle.loads(pickle.dumps(opt))]
+    asked = [run(twin, 3) for twin in copies]
+    alone = es.AskTell(method, np.ones(4), 0.5, seed=0)
+    run(alone, 2)
+    expected = run(alone, 3)
+    assert all(np.array_equal(x, expected) for x in [*asked, run(opt, 3)])
 
 
 def test_spawned_workers_evaluate_a_lambda_to_the_same_bits():
@@ -225,7 +248,7 @@ def test_auto_is_cma_up_to_100_dimensions_then_sepcma():
 
 def plain_pycma(x0, sigma0, popsize, seed, generations):
     """pycma driven directly, as its users do, sampling through the adapter's ``randn``."""
-    strategy = cma.CMAEvolutionStrategy(x0, sigma0, {"randn": cma_randn(seed),
+    strategy = cma.CMAEvolutionStrategy(x0, sigma0, {"randn": CmaRandn(seed),
                                                      "popsize": popsize, "verbose": -9})
     asked = []
     for _ in range(generations):
@@ -312,7 +335,7 @@ def test_a_cma_run_ends_where_pycmas_own_stop_ends_it(fun, dim, seed):
     # The same random numbers (pycma's randn): es.minimize's generic stops (tolfun,
     # tolfunhist, flat fitness, ...) end the run at pycma's generation, for pycma's reason.
     reference = cma.CMAEvolutionStrategy(np.full(dim, 1.0), 0.5,
-                                         {"randn": cma_randn(seed), "verbose": -9})
+                                         {"randn": CmaRandn(seed), "verbose": -9})
     while not reference.stop():
         xs = reference.ask()
         reference.tell(xs, [fun(x) for x in xs])
@@ -613,6 +636,35 @@ def test_train_from_python_solves_cartpole_and_returns_a_callable_policy(tmp_pat
                      run_dir=folder, force=force)
     assert not (tmp_path / "new").exists()
     assert (run.run_dir / "policy.npz").read_bytes() == kept
+
+
+@pytest.mark.parametrize(("arguments", "fragment"), [
+    ({"config": None}, "config None: must be a config file's path, a Config or a dict"),
+    ({"overrides": ["es.sigma=0.1"]}, "overrides ['es.sigma=0.1']: must be a dict of dotted "
+                                      "keys"),
+    ({"force": "no"}, "force 'no': must be True or False"),
+    ({"run_dir": 5}, "run_dir 5: must be a folder's path"),
+    ({"policy": "mlp"}, "policy 'mlp': a name is policy.kind's value, overrides={'policy.kind'"),
+])
+def test_train_arguments_of_the_wrong_kind_are_one_line_errors(tmp_path, arguments, fragment):
+    call = {"config": REPO / "configs/cartpole.toml", "run_dir": tmp_path / "run", **arguments}
+    with pytest.raises(ValueError) as raised:
+        es.train(**call)
+    assert fragment in str(raised.value) and "\n" not in str(raised.value)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "5").exists()
+
+
+def test_train_takes_numpy_numbers_and_a_dict_config_as_a_file_would_give_them(tmp_path):
+    python = es.train(REPO / "configs/pendulum.toml", {"run.generations": 2, "es.sigma": 0.05,
+                                                       "policy.hidden": [8]},
+                      run_dir=tmp_path / "python")
+    numpy = es.train(REPO / "configs/pendulum.toml",
+                     {"run.generations": np.int64(2), "es.sigma": np.float64(0.05),
+                      "policy.hidden": np.array([8])}, run_dir=tmp_path / "numpy")
+    assert np.array_equal(python.saved.params, numpy.saved.params)
+    table = es.train({"env": {"id": "Pendulum-v1"}, "run": {"generations": 2}},
+                     run_dir=tmp_path / "table")
+    assert table.generations == 2
 
 
 def test_train_runs_blas_on_one_thread_and_restores_it(tmp_path, monkeypatch):

@@ -209,6 +209,25 @@ def test_es_train_takes_a_factory_class_or_instance_from_python(tmp_path):
                  policy=instance, run_dir=tmp_path / "kwargs")
 
 
+def test_a_notebook_lambda_trains_and_an_instance_es_eval_cannot_rebuild_says_why(tmp_path):
+    """A closure's path (``<locals>.<lambda>``) is a valid policy.kind, trained in-process;
+    a ``Sequential`` instance's run names its class, which es-eval cannot call with the
+    spaces: the error says to give es.train a factory."""
+    def make():
+        return lambda observation_space, action_space: torch.nn.Linear(4, 2)
+
+    run = es.train(REPO / "configs/cartpole.toml", {"run.generations": 2}, policy=make(),
+                   run_dir=tmp_path / "lambda")
+    assert run.generations == 2 and "<locals>.<lambda>" in (
+        tmp_path / "lambda" / "config.toml").read_text()
+    es.train(REPO / "configs/cartpole.toml", {"run.generations": 2},
+             policy=torch.nn.Sequential(torch.nn.Linear(4, 2)), run_dir=tmp_path / "sequential")
+    done = run_cli(["es-eval", str(tmp_path / "sequential"), "--episodes", "1"])
+    one_line_error(done, "policy.kind = 'torch.nn.modules.container:Sequential'",
+                   "a run trained from an instance names its class",
+                   "give es.train a factory")
+
+
 def test_a_factory_builds_the_same_module_on_every_rank_and_run():
     config = from_dict({"env": {"id": "CartPole-v1"},
                         "policy": {"kind": "examples.torch_policies:mlp"},
