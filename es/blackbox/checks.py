@@ -174,8 +174,9 @@ def check_keyword_value(label: str, cls: type, key: str, value: Any) -> None:
     a ``float``, an integer for an ``int``, True/False for a ``bool``, a string for a
     ``str`` (None where the declaration allows it). The strategy checks the range; a string
     step size or a NaN would otherwise reach its arithmetic, or pass its ``> 0`` test."""
-    hint = "float" if key == "lr" else str(
-        inspect.signature(cls).parameters[key].annotation).replace(" ", "")
+    declared = "float" if key == "lr" else inspect.signature(cls).parameters[key].annotation
+    hint = (declared if isinstance(declared, str)  # postponed: the module's own words
+            else getattr(declared, "__name__", "")).replace(" ", "")
     optional = hint.endswith("|None")
     hint = hint.removesuffix("|None")
     if value is None and optional:
