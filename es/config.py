@@ -125,6 +125,12 @@ class RunConfig:
     )
 
     def validate(self) -> None:
+        # Part of a folder's name: one path component, short enough for any filesystem
+        # (255 bytes, with the env id, seed and stamp beside it).
+        if "/" in self.name or "\\" in self.name or len(self.name.encode()) > 100:
+            raise ConfigError(f"run.name = {self.name[:40]!r}{'...' if len(self.name) > 40 else ''}"
+                              ": must be at most 100 bytes without '/' or '\\', as it is part "
+                              "of the run folder's name")
         _at_least("run.generations", self.generations, 1)
         _at_least("run.max_timesteps", self.max_timesteps, 0)
         _at_least("run.eval_every", self.eval_every, 1)
@@ -163,6 +169,10 @@ class EnvConfig:
 
     def validate(self) -> None:
         _at_least("env.max_episode_steps", self.max_episode_steps, 0)
+        if "render_mode" in self.kwargs:  # 'human' opens a window on every rank, or aborts
+            raise ConfigError(f"env.kwargs.render_mode = {self.kwargs['render_mode']!r}: es "
+                              "sets it (none while training; es-eval --video films frames): "
+                              "drop it")
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ def test_defaults_and_overrides(tmp_path):
     config = load_config(
         write(tmp_path, '[es]\nsigma = 0.1\n[env]\nid = "Pendulum-v1"\n'),
         ["es.sigma=0.05", "run.seed=3", "env.id=CartPole-v1", "policy.hidden=[8, 8]",
-         "env.kwargs.render_mode=rgb_array", "es.mirrored=false", "es.population=5"],
+         "env.kwargs.sutton_barto_reward=true", "es.mirrored=false", "es.population=5"],
     )
     assert config.es.sigma == 0.05 and config.run.seed == 3
     assert config.env.id == "CartPole-v1" and config.policy.hidden == (8, 8)
-    assert config.env.kwargs == {"render_mode": "rgb_array"}
+    assert config.env.kwargs == {"sutton_barto_reward": True}
     assert config.es.population == 5 and not config.es.mirrored
     assert config.run.name == "c"
 

@@ -19,8 +19,10 @@ import argparse
 import csv
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,9 +75,10 @@ def is_discrete(env_id: str) -> bool:
 
 def config_for(method: str, env_id: str, discrete: bool, given: dict[str, str]) -> tuple[str,
                                                                                         list[str]]:
-    """(config path, extra overrides) of one method on ``env_id``."""
+    """(config path, extra overrides) of one method on ``env_id``: a given config trains on
+    ``--env`` whatever env its file names, as the shipped template of another env does."""
     if method in given:
-        return given[method], []
+        return given[method], [f"env.id={env_id}"]
     if env_id in DEFAULT_CONFIGS and method in DEFAULT_CONFIGS[env_id]:
         return DEFAULT_CONFIGS[env_id][method], []
     template = DEFAULT_CONFIGS["CartPole-v1" if discrete else "Pendulum-v1"][method]
@@ -220,8 +223,15 @@ def compare(args: argparse.Namespace) -> int:
         raise ValueError(f"{', '.join(missing)}: not found; install the package (pip install -e .)")
     out.mkdir(parents=True, exist_ok=True)
 
-    def launch(job) -> tuple[str, int, Path, int]:
+    # Ctrl-C reaches the runs (the terminal's process group) and stops them at their
+    # checkpoints; here it only keeps the runs not yet started from starting.
+    interrupted = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+
+    def launch(job) -> tuple[str, int, Path, int | None]:
         method, seed, run_dir, line = job
+        if interrupted.is_set():
+            return method, seed, run_dir, None
         sys.stdout.write(f"es-compare: {method} seed {seed}: {' '.join(line)}\n")  # one write:
         sys.stdout.flush()  # lines of jobs started side by side do not interleave
         with (out / f"{method}-seed{seed}.log").open("w") as log_file:
@@ -229,8 +239,16 @@ def compare(args: argparse.Namespace) -> int:
                                   env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
         return method, seed, run_dir, code
 
-    with ThreadPoolExecutor(args.jobs) as pool:
-        finished = list(pool.map(launch, jobs))
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            finished = list(pool.map(launch, jobs))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if interrupted.is_set():
+        skipped = sum(code is None for *_, code in finished)
+        print(f"es-compare: interrupted: {len(finished) - skipped} runs stopped or ended, "
+              f"{skipped} not started; their logs are in {out}", file=sys.stderr)
+        return 130
     failed = [f"{m} seed {s} (exit {c}, see {out / f'{m}-seed{s}.log'})"
               for m, s, _, c in finished if c != 0]
     if failed:

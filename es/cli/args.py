@@ -18,6 +18,7 @@ chooses the default where ``FLAGS`` leaves it open. The conventions:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import stat
@@ -268,6 +269,19 @@ def output_folder(text: str) -> Path:
     if not text or (existing is not None and not existing.is_dir()):
         raise SpecError(f"{text!r}: not a folder (a file is in the way)" if text
                         else "'': expected a folder")
+    # Made and taken back at once: the benchmark may refuse something else before it writes.
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".es-write-check-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise SpecError(f"{text!r}: cannot be written ({error.strerror or error})") from None
+    finally:
+        for folder in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
     return path
 
 

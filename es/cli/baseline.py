@@ -16,7 +16,7 @@ from es.cli.train import (
     prepare,
     world_comm,
 )
-from es.rl.runs import configure_logging, start_run_dir
+from es.rl.runs import configure_logging, start_run_dir, undo_start_run_dir
 
 ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
 
@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
              "gorila": gorila.train}[args.algorithm]
     try:
         result = train(config, comm, Path(run_dir) if comm.rank == 0 else None, LAUNCHED_AT)
-    except ConfigError as error:
+    except ConfigError as error:  # before training: the corrected command may use the folder
+        if comm.rank == 0:
+            undo_start_run_dir(run_dir)
         return fail_on_rank("es-baseline", str(error), comm.rank)
     except KeyboardInterrupt:
         print(f"es-baseline: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)

@@ -39,8 +39,9 @@ def parser() -> ArgumentParser:
     add_flag(parse, "--methods", "a subset of es,pg,ppo,dqn (dqn: discrete envs only)",
              default="es,pg,ppo,dqn", type=name_list(METHODS))
     parse.add_argument("--method-config", action="append", default=[], metavar="METHOD=PATH",
-                       help="the config of one method (default: the shipped one for the env)")
-    add_ranks(parse, "1", several=False, detail="for es and pg (dqn is one process)")
+                       help="the config of one method, trained on --env whatever env it names "
+                       "(default: the shipped one for the env)")
+    add_ranks(parse, "1", several=False, detail="for es, pg and ppo (dqn is one process)")
     add_flag(parse, "--jobs", "each run with --ranks ranks")
     add_flag(parse, "--threshold", "default: the env's usual one, "
              f"{', '.join(f'{env} {value:g}' for env, value in THRESHOLDS.items())}")

@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             check_video_path(args.video)
             check_camera(env, args.camera)  # before any episode: no work lost to a typo
+            renders(config)
         except ValueError as error:
             return fail("es-eval", str(error))
     if args.random:
@@ -169,6 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.video:
         return _write_video(config, actor, args)
     return 0
+
+
+def renders(config) -> None:
+    """Whether the env can be made to render frames, before any episode is played for the
+    video: raises ValueError (a ConfigError) naming the render mode."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    from es.rl.envs import env_from_config
+
+    env_from_config(config, render_mode="rgb_array").close()
 
 
 def _write_video(config, actor: Callable[[Any, int], Callable[[Any], Any]],

@@ -129,6 +129,7 @@ def _load_resume(run_dir: str, overrides: list[str]):
     """
     from es.config import ConfigError, apply_overrides, from_dict, load_config, parse_override
     from es.rl.checkpoint import CheckpointError, has_checkpoint, load_latest_checkpoint
+    from es.rl.metrics import STOPS_FILE
 
     for text in overrides:
         keys, _ = parse_override(text)
@@ -147,6 +148,16 @@ def _load_resume(run_dir: str, overrides: list[str]):
                 "command, with --force if the folder is not empty)"
             )
         config = load_config(Path(run_dir) / "config.toml", overrides)
+        # A stop, or as many generations as run.checkpoint_every, came with a checkpoint:
+        # they are gone, and starting over would overwrite a trained run.
+        progress = Path(run_dir) / "progress.csv"
+        rows = len(progress.read_text().splitlines()) - 1 if progress.is_file() else 0
+        if (Path(run_dir) / STOPS_FILE).is_file() or rows >= config.run.checkpoint_every:
+            raise ConfigError(
+                f"--resume {run_dir!r}: its checkpoints are gone but it holds a trained run "
+                f"({max(rows, 0)} generations in progress.csv), which starting over would "
+                "overwrite; restore checkpoints/, or start again in another folder (or here "
+                "with the original command and --force)")
         return config, None, [f"--resume {run_dir!r}: no checkpoint written yet; starting "
                               "over from generation 0 with its config.toml"]
     try:
@@ -184,6 +195,18 @@ def _flat(config_dict: dict) -> dict[str, object]:
             for key, value in values.items()}
 
 
+def claim(run_dir: str) -> None:
+    """Hold an existing run folder before its checkpoint is read (``claim_run_dir``): another
+    es-train may be training there. Raises ConfigError."""
+    from es.config import ConfigError
+    from es.rl.runs import claim_run_dir
+
+    if Path(run_dir).is_dir():
+        error = claim_run_dir(run_dir)
+        if error:
+            raise ConfigError(error)
+
+
 def _resume_or_start(run_dir: str, config_file: str, overrides: list[str]):
     """(config, state, warnings, run folder to resume or None to start) for
     ``--resume-or-start``; rank 0 only. Raises ConfigError when the folder holds another
@@ -193,6 +216,7 @@ def _resume_or_start(run_dir: str, config_file: str, overrides: list[str]):
 
     wanted = load_config(config_file, overrides)
     folder = Path(run_dir)
+    claim(run_dir)
     if not (folder / "config.toml").is_file() and not has_checkpoint(folder):
         return wanted, None, [], None
     config, state, warnings = _load_resume(run_dir, [])
@@ -228,6 +252,7 @@ def prepare(args: argparse.Namespace):
             if args.config or args.run_dir or args.force:
                 raise ConfigError("--resume takes the config and folder from the run: drop "
                                   "the config file, --run-dir and --force")
+            claim(args.resume)
             config, state, warnings = _load_resume(args.resume, args.overrides)
             # No checkpoint yet: a fresh start in the same folder (the killed session's
             # progress rows and policy go).
@@ -288,8 +313,18 @@ def _check_sweep(runs: list[argparse.Namespace]) -> None:
     from es.config import load_config
     from es.rl.envs import check_env_id
 
+    folders: dict[Path, str] = {}
     for run in runs:
-        check_env_id(load_config(run.config, run.overrides).env.id)
+        config = load_config(run.config, run.overrides)
+        check_env_id(config.env.id)
+        # Its folder, as prepare() names it (a stamp, to the second, would not part them).
+        folder = Path(run.sweep_parent or config.run.runs_dir) / default_run_dir(
+            "", config.env.id, config.run.name, config.run.seed, stamped=False)
+        if folder in folders:
+            raise ValueError(f"{folders[folder]} and {run.label.strip()[1:-1]} ({run.config}) "
+                             f"would train in the same folder, {folder} (the same env.id, "
+                             "run.name and run.seed): give one of the files another run.name")
+        folders[folder] = f"{run.label.strip()[1:-1]} ({run.config})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,10 +354,18 @@ def main(argv: list[str] | None = None) -> int:
     color = world.rank * groups // world.size  # contiguous blocks of ranks, node-friendly
     comm = world.split(color)
     codes = []
-    for run in runs[color::groups]:
+    mine = runs[color::groups]
+    for index, run in enumerate(mine):
         # Each group's leader prints its own run's progress, labelled.
         configure_logging(comm.rank == 0 and not args.quiet, run.label)
         codes.append(_train_one(run, comm))
+        if codes[-1] in (130, CHECKPOINTED) and index + 1 < len(mine):
+            # A signal stopped this run at its checkpoint: it was for the sweep.
+            if comm.rank == 0:
+                print(f"es-train: {run.label}stopped; not started: "
+                      f"{', '.join(later.label.strip() for later in mine[index + 1:])}",
+                      file=sys.stderr, flush=True)
+            break
     world.barrier()
     return max(codes)
 
@@ -354,6 +397,14 @@ def supervise_elastic(args: argparse.Namespace) -> int:
     if args.requeue_on_signal:
         return fail("es-train", "--requeue-on-signal and --elastic: the batch script "
                     "requeues on exit code 75 (scripts/slurm_train.sbatch)")
+    from es.rl.runs import LOCK_HELD_BY_SUPERVISOR, claim_run_dir
+
+    # The supervisor holds the folder for the ranks it launches: a relaunch after a hung node
+    # must not wait for the lock of a rank 0 that hangs there.
+    error = claim_run_dir(args.resume_or_start, "es-train --elastic")
+    if error:
+        return fail("es-train", error)
+    os.environ[LOCK_HELD_BY_SUPERVISOR] = str(Path(args.resume_or_start).resolve())
     try:
         with elastic_folder() as folder:
             if args.hostfile:
@@ -395,6 +446,16 @@ def node_summary(nodes: list[list[int]], ranks: list[str], noise: str) -> str:
 
 
 def _train_one(args: argparse.Namespace, comm) -> int:
+    """One run; the run folder is let go when it ends, however it ends."""
+    from es.rl.runs import release_run_dir
+
+    try:
+        return _train(args, comm)
+    finally:
+        release_run_dir()
+
+
+def _train(args: argparse.Namespace, comm) -> int:
     prepared = prepare(args) if comm.rank == 0 else None
     config, state, run_dir, warnings, error = comm.broadcast(prepared)
     if error:
@@ -407,6 +468,8 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(ranks))
         print(f"es-train: {comm.size} ranks: {listed}", file=sys.stderr, flush=True)
 
+    from gymnasium.error import DependencyNotInstalled
+
     from es.rl.trainer import STOP_SIGNALS, StopFlag, Stopped, Trainer, TrainingError
 
     stop_flag = StopFlag()
@@ -415,8 +478,9 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         trainer = Trainer(config, comm, Path(run_dir), LAUNCHED_AT, stop_flag)
         if state is not None:
             trainer.restore(state)
-    except ValueError as error:  # a config the environment or the policy cannot take
-        return fail_on_rank("es-train", str(error), comm.rank)
+    except (ValueError, DependencyNotInstalled) as error:  # a config the environment or the
+        return fail_on_rank("es-train", str(error), comm.rank)  # policy cannot take, a missing
+        # extra (gymnasium[box2d])
     except TrainingError as error:  # every rank sees it alike, e.g. a VBN batch mismatch
         if comm.rank == 0:
             print(f"es-train: error: {error}", file=sys.stderr, flush=True)

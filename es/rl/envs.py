@@ -92,12 +92,15 @@ def make_env(
     With ``kwargs`` (``env.kwargs``), a failure to construct is a ``ConfigError`` naming them:
     a misspelt keyword or a value of the wrong type surfaces there, as whatever exception the
     environment's constructor happens to raise."""
-    if not kwargs:
+    if not kwargs and render_mode is None:
         return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
     try:
         return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
     except Exception as error:  # the constructor is any user's code: keep its type and words
         message = str(error).split(" was raised from the environment creator")[0]
+        if render_mode is not None:  # the same env was made without it to be trained
+            raise ConfigError(f"{env_id} cannot render frames (render_mode={render_mode!r}: "
+                              f"{type(error).__name__}: {message})") from None
         unknown = re.search(r"unexpected keyword argument '([^']*)'", message)
         if unknown and unknown[1] in kwargs:
             raise ConfigError(f"env.kwargs.{unknown[1]}: {env_id} takes no such keyword "

@@ -4,8 +4,13 @@ progress lines on stdout (a live status line on a terminal), warnings on stderr.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import logging
+import os
 import shutil
+import socket
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +26,55 @@ def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
     return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}{stamp}"
 
 
+#: The file in a run folder that the process training there holds a lock on.
+LOCK_FILE = "es.lock"
+#: Set by ``es-train --elastic``'s supervisor to the folder it holds for the ranks it
+#: launches and relaunches (a hung rank 0 it left behind would otherwise still hold it).
+LOCK_HELD_BY_SUPERVISOR = "ES_RUN_DIR_HELD"
+_held: dict[str, int] = {}  # this process's locks: folder -> file descriptor
+
+
+def claim_run_dir(run_dir: str | Path, who: str = "es-train") -> str | None:
+    """Hold ``RUN_DIR/es.lock`` while this process trains there (rank 0): a second run, a
+    ``--resume`` or a ``--force`` start on the same folder is refused while the first lives,
+    instead of both writing into it. The lock goes with the process (a kill, a lost node's
+    restart), so it never needs clearing. None, or the error. On a filesystem without locks
+    (an NFS without lockd) the run goes on unguarded, with a warning."""
+    folder = Path(run_dir).resolve()
+    if str(folder) in _held or os.environ.get(LOCK_HELD_BY_SUPERVISOR) == str(folder):
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        return f"run folder {str(run_dir)!r}: {error.strerror}"
+    try:
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        holder = os.pread(handle, 200, 0).decode(errors="replace").strip()
+        os.close(handle)
+        if error.errno in (errno.EACCES, errno.EAGAIN):
+            return (f"run folder {str(run_dir)!r}: in use by {holder or 'another process'}; "
+                    "wait until it stops, or choose another folder")
+        logging.getLogger("es").warning(
+            "run folder %r: cannot lock %s (%s); nothing stops a second run from writing "
+            "into it", str(run_dir), LOCK_FILE, error.strerror)
+        return None
+    os.ftruncate(handle, 0)
+    os.pwrite(handle, f"{who} pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    _held[str(folder)] = handle
+    return None
+
+
+def release_run_dir(run_dir: str | Path | None = None) -> None:
+    """Let go of a folder ``claim_run_dir`` holds (None: every one), once its run ended: a
+    sweep trains its next run in the same process, a notebook its next ``es.train``."""
+    for folder in list(_held) if run_dir is None else [str(Path(run_dir).resolve())]:
+        handle = _held.pop(folder, None)
+        if handle is not None:
+            os.close(handle)
+
+
 def check_run_dir(requested: str | None, config: Config, force: bool,
                   overwrite: str = "choose another --run-dir or pass --force to overwrite it"
                   ) -> tuple[str | None, str | None]:
@@ -34,7 +88,8 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
     )
     if run_dir.exists() and not run_dir.is_dir():
         return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
-    if run_dir.is_dir() and any(run_dir.iterdir()) and not force:
+    if run_dir.is_dir() and any(path.name != LOCK_FILE for path in run_dir.iterdir()) \
+            and not force:
         held = ("already holds a run" if (run_dir / "config.toml").is_file() else
                 "is not empty (no run in it; its files would stay)")
         return None, f"run folder {str(run_dir)!r}: {held}; {overwrite}"
@@ -57,8 +112,10 @@ def start_run_dir(run_dir: str, config: Config) -> str | None:
 
     folder = Path(run_dir)
     payload = tomli_w.dumps(config.to_dict()).encode()
+    claimed = claim_run_dir(folder)  # before an old run's files go: it may still be training
+    if claimed:
+        return claimed
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         for stale in run_files:
             (folder / stale).unlink(missing_ok=True)
         for stale in run_folders:
@@ -69,6 +126,20 @@ def start_run_dir(run_dir: str, config: Config) -> str | None:
     except OSError as error:
         return f"run folder {run_dir!r}: {error.strerror}"
     return None
+
+
+def undo_start_run_dir(run_dir: str) -> None:
+    """Take back what ``start_run_dir`` wrote when the run refused its config before training
+    (a baseline checks its own keys then): the corrected command must not find "already holds
+    a run". Rank 0 only; a folder with progress rows is a run, and stays."""
+    folder = Path(run_dir)
+    if (folder / "progress.csv").exists():
+        return
+    release_run_dir(folder)
+    for name in ("config.toml", LOCK_FILE):
+        (folder / name).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only if nothing else is there
 
 
 class StatusLine(logging.StreamHandler):

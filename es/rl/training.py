@@ -153,7 +153,7 @@ def train(
     ``run.policy`` acts for one episode; a recurrent policy's next episode wants a fresh one,
     ``run.saved.act(env)``."""
     from es.rl.envs import check_env_id
-    from es.rl.runs import check_run_dir, configure_logging, start_run_dir
+    from es.rl.runs import check_run_dir, configure_logging, release_run_dir, start_run_dir
     from es.rl.tensorboard_log import require_tensorboard
     from es.rl.trainer import Trainer
 
@@ -179,13 +179,16 @@ def train(
     # already (a notebook), so environment variables such as the es-*
     # programs set would be too late.
     # The trainer is closed after the run: its shared noise table is an MPI window.
-    with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder), policy=policy
-                                              ) as trainer:
-        # The folder is written once the run's environment and policy are built.
-        error = comm.broadcast(start_run_dir(folder, resolved) if comm.rank == 0 else None)
-        if error:
-            raise ConfigError(error)
-        result = trainer.run(callback)
+    try:
+        with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder), policy=policy
+                                                  ) as trainer:
+            # The folder is written once the run's environment and policy are built.
+            error = comm.broadcast(start_run_dir(folder, resolved) if comm.rank == 0 else None)
+            if error:
+                raise ConfigError(error)
+            result = trainer.run(callback)
+    finally:
+        release_run_dir(folder)  # held since start_run_dir: the next es.train may use it
     comm.barrier()  # rank 0's files are complete before any rank reads them
     saved = load_policy(Path(folder) / "policy.npz")
     act = saved.act(trainer.env, policy)

@@ -138,7 +138,8 @@ def test_force_starts_over_with_none_of_the_old_runs_files(tmp_path):
                      "run.best_episodes=0"])
     assert again.returncode == 0, again.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "checkpoints", "config.toml", "notes.txt", "policy.npz", "progress.csv", "stops.csv"]
+        "checkpoints", "config.toml", "es.lock", "notes.txt", "policy.npz", "progress.csv",
+        "stops.csv"]
     assert len(read_progress(run_dir)) == 1
     assert len((run_dir / "stops.csv").read_text().splitlines()) == 2  # header and this stop
     plain = (run_dir / "progress.csv").stat().st_mode & 0o777  # as open() makes a file

@@ -1,0 +1,166 @@
+"""A run folder holds one run, as a user trial found it did not: two configs of one name in a
+sweep, a second es-train on a live folder, a resume that would start a trained run over, a
+baseline that refused its config after writing the folder; a Ctrl-C stops a whole sweep or
+comparison; output folders and names that cannot be written are refused before any work."""
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO, read_progress, run_cli, tool
+from test_cli import one_line_error
+
+from es.bench.compare import config_for
+from es.cli.args import SpecError, output_folder
+from es.rl.runs import LOCK_FILE, LOCK_HELD_BY_SUPERVISOR, claim_run_dir, release_run_dir
+
+SHORT = ["--set", "run.generations=2", "--set", "es.population=8", "--quiet"]
+
+
+def test_two_configs_of_one_name_in_a_sweep_are_refused_before_training(tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cp.toml").write_text((REPO / "configs/cartpole.toml").read_text())
+    done = run_cli(["es-train", str(tmp_path / "a/cp.toml"), str(tmp_path / "b/cp.toml"),
+                    "--run-dir", str(tmp_path / "runs"), *SHORT])
+    one_line_error(done, "would train in the same folder",
+                   str(tmp_path / "runs" / "CartPole-v1__cp__0"), "another run.name")
+    assert not (tmp_path / "runs").exists()
+
+
+def hold(folder, who="a test"):
+    """A process that holds ``folder`` as a training rank 0 would, until killed."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from es.rl.runs import claim_run_dir; "
+         f"assert claim_run_dir(sys.argv[1], {who!r}) is None; print('held', flush=True); "
+         "time.sleep(600)", str(folder)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_folder_held_by_a_live_run_is_refused_and_free_once_it_ends(tmp_path):
+    folder = tmp_path / "run"
+    holder = hold(folder)
+    try:
+        error = claim_run_dir(folder)
+        assert error == (f"run folder {str(folder)!r}: in use by a test pid {holder.pid} on "
+                         f"{os.uname().nodename}; wait until it stops, or choose another folder")
+        # An elastic supervisor holds it for the ranks it launches: they go on.
+        os.environ[LOCK_HELD_BY_SUPERVISOR] = str(folder.resolve())
+        try:
+            assert claim_run_dir(folder) is None
+        finally:
+            del os.environ[LOCK_HELD_BY_SUPERVISOR]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert claim_run_dir(folder) is None  # the lock went with its process
+    release_run_dir(folder)
+    assert (folder / LOCK_FILE).is_file()
+
+
+def test_es_train_refuses_a_resume_or_a_forced_start_in_a_folder_in_use(tmp_path):
+    folder = tmp_path / "run"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(folder), *SHORT])
+    assert done.returncode == 0, done.stderr
+    rows = read_progress(folder)
+    holder = hold(folder, "es-train")
+    try:
+        one_line_error(run_cli(["es-train", "--resume", str(folder), "--set",
+                                "run.generations=4"]), "in use by es-train pid")
+        one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(folder),
+                                "--force", *SHORT]), "in use by es-train pid")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert read_progress(folder) == rows  # neither wrote into it
+    done = run_cli(["es-train", "--resume", str(folder), "--set", "run.generations=4"])
+    assert done.returncode == 0, done.stderr
+    assert len(read_progress(folder)) == 4
+
+
+def test_resuming_a_trained_run_whose_checkpoints_are_gone_is_refused(tmp_path):
+    folder = tmp_path / "run"
+    assert run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(folder),
+                    *SHORT]).returncode == 0
+    policy = (folder / "policy.npz").read_bytes()
+    for path in (folder / "checkpoints").iterdir():
+        path.unlink()
+    one_line_error(run_cli(["es-train", "--resume", str(folder)]),
+                   "its checkpoints are gone but it holds a trained run (2 generations",
+                   "--force")
+    assert (folder / "policy.npz").read_bytes() == policy
+
+
+def test_a_baseline_that_refuses_its_config_leaves_no_folder_behind(tmp_path):
+    folder = tmp_path / "run"
+    args = ["es-baseline", "ppo", "configs/pong.toml", "--set", "run.generations=1",
+            "--run-dir", str(folder)]
+    done = run_cli(args)
+    assert done.returncode == 2 and "policy.vbn = true" in done.stderr, done.stderr
+    assert not folder.exists()
+    done = run_cli([*args, "--set", "policy.vbn=false"])  # the next error, not "already holds"
+    assert done.returncode == 2 and "policy.kind must be 'linear' or 'mlp'" in done.stderr
+
+
+def test_ctrl_c_stops_a_sweep_after_the_runs_it_stopped(tmp_path):
+    sweep = subprocess.Popen([tool("es-train"), "configs/pendulum.toml", "--seeds", "0-2",
+                              "--run-dir", str(tmp_path), "--set", "run.generations=100000",
+                              "--quiet"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    first = tmp_path / "Pendulum-v1__pendulum__0"
+    deadline = time.monotonic() + 120
+    while not any((first / "checkpoints").glob("*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    sweep.send_signal(signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130, stderr
+    assert "[pendulum seed 0] stopped; not started: [pendulum seed 1], [pendulum seed 2]" \
+        in stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == [first.name]
+
+
+def test_es_compare_trains_a_given_config_on_the_env_it_compares_on():
+    assert config_for("es", "Acrobot-v1", True, {"es": "configs/cartpole.toml"}) == (
+        "configs/cartpole.toml", ["env.id=Acrobot-v1"])
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_and_a_new_one_not_left(tmp_path):
+    with pytest.raises(SpecError, match=r"'/proc/x/y': cannot be written"):
+        output_folder("/proc/x/y")
+    assert output_folder(str(tmp_path / "new/out")) == tmp_path / "new/out"
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize(("override", "fragment"), [
+    ("run.name=a/b", "run.name = 'a/b': must be at most 100 bytes without '/'"),
+    (f"run.name={'x' * 300}", "run.name = '" + "x" * 40 + "'...: must be at most 100 bytes"),
+    ("env.kwargs.render_mode=human", "env.kwargs.render_mode = 'human': es sets it"),
+])
+def test_names_and_kwargs_a_run_cannot_take_are_refused(tmp_path, override, fragment):
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", override,
+                            "--run-dir", str(tmp_path / "run")]), fragment)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_video_of_an_env_that_cannot_render_is_refused_before_its_episodes(tmp_path):
+    folder = tmp_path / "run"
+    assert run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=es/Sleep-v0",
+                    "--set", "env.kwargs.step_ms=0.01", "--run-dir", str(folder),
+                    *SHORT]).returncode == 0
+    done = run_cli(["es-eval", str(folder), "--episodes", "1", "--video",
+                    str(tmp_path / "v.mp4")])
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert ("es-eval: error: es/Sleep-v0 cannot render frames (render_mode='rgb_array'"
+            in done.stderr)
+    assert "mean" not in done.stdout  # no episode was played first
+
+
+@pytest.mark.skipif(importlib.util.find_spec("Box2D") is not None, reason="Box2D is installed")
+def test_an_env_whose_extra_is_missing_is_a_user_error(tmp_path):
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set",
+                            "env.id=LunarLander-v3", "--run-dir", str(tmp_path / "run")]),
+                   "Box2D is not installed")
