@@ -373,14 +373,8 @@ def main(argv: list[str] | None = None) -> int:
 def supervise_elastic(args: argparse.Namespace) -> int:
     """``--elastic``: this process launches the ranks and relaunches them after a lost node
     (``es.launch.elastic``); it never joins the MPI job itself."""
-    from es.launch.elastic import (
-        ElasticError,
-        HostfileNodes,
-        SlurmNodes,
-        elastic_folder,
-        supervise,
-    )
     from es.parallel.comm import launcher_rank, under_mpi_launcher
+    from es.rl.runs import LOCK_HELD_BY_SUPERVISOR, claim_run_dir, undo_start_run_dir
 
     rank = launcher_rank()  # started under a launcher by mistake: its process 0 alone says so
     if not args.elastic:
@@ -397,14 +391,32 @@ def supervise_elastic(args: argparse.Namespace) -> int:
     if args.requeue_on_signal:
         return fail("es-train", "--requeue-on-signal and --elastic: the batch script "
                     "requeues on exit code 75 (scripts/slurm_train.sbatch)")
-    from es.rl.runs import LOCK_HELD_BY_SUPERVISOR, claim_run_dir
-
     # The supervisor holds the folder for the ranks it launches: a relaunch after a hung node
     # must not wait for the lock of a rank 0 that hangs there.
+    existed = Path(args.resume_or_start).exists()
     error = claim_run_dir(args.resume_or_start, "es-train --elastic")
     if error:
         return fail("es-train", error)
     os.environ[LOCK_HELD_BY_SUPERVISOR] = str(Path(args.resume_or_start).resolve())
+    code = USAGE_ERROR
+    try:
+        code = _supervise_elastic(args)
+        return code
+    finally:
+        if code == USAGE_ERROR and not existed:  # refused before any run: no folder left
+            undo_start_run_dir(args.resume_or_start)
+
+
+def _supervise_elastic(args: argparse.Namespace) -> int:
+    """The nodes, and the supervision of the run on them."""
+    from es.launch.elastic import (
+        ElasticError,
+        HostfileNodes,
+        SlurmNodes,
+        elastic_folder,
+        supervise,
+    )
+
     try:
         with elastic_folder() as folder:
             if args.hostfile:
