@@ -176,8 +176,11 @@ def _edited_config_toml(run_dir: Path, config_dict: dict) -> list[str]:
     try:
         with (run_dir / "config.toml").open("rb") as handle:
             written = _flat(tomllib.load(handle))
-    except (OSError, ValueError):
+    except OSError:
         return []
+    except ValueError as error:  # a hand edit that broke the file
+        return [f"{run_dir / 'config.toml'} is not valid TOML ({error}); a resumed run trains "
+                "with its checkpoint's config and writes it back"]
     saved = _flat(config_dict)
     edited = [key for key in sorted(written) if key in saved and written[key] != saved[key]
               and key not in RESUME_OVERRIDES]  # budgets move with --set between sittings
@@ -295,6 +298,9 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
                                    sweep_parent=None, label="")]
     if not args.configs:
         raise ValueError("a config file is needed, e.g. es-train configs/cartpole.toml")
+    if args.seeds and any(text.replace(" ", "").startswith("run.seed=")
+                          for text in args.overrides):
+        raise ValueError("--seeds sets run.seed for each run: drop --set run.seed")
     seeds = args.seeds or [None]
     runs = []
     for config in args.configs:

@@ -164,3 +164,21 @@ def test_an_env_whose_extra_is_missing_is_a_user_error(tmp_path):
     one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set",
                             "env.id=LunarLander-v3", "--run-dir", str(tmp_path / "run")]),
                    "Box2D is not installed")
+
+
+def test_seeds_with_a_run_seed_override_is_refused():
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--seeds", "0-1", "--set",
+                            "run.seed=5"]), "--seeds sets run.seed for each run")
+
+
+def test_a_config_toml_broken_by_hand_is_named_when_a_resume_writes_it_back(tmp_path):
+    folder = tmp_path / "run"
+    assert run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(folder),
+                    *SHORT]).returncode == 0
+    with (folder / "config.toml").open("a") as handle:
+        handle.write("[[[broken\n")
+    done = run_cli(["es-train", "--resume", str(folder), "--set", "run.generations=3",
+                    "--quiet"])
+    assert done.returncode == 0, done.stderr
+    assert "config.toml is not valid TOML (" in done.stderr
+    assert "[[[broken" not in (folder / "config.toml").read_text()
