@@ -326,11 +326,12 @@ def _check_sweep(runs: list[argparse.Namespace]) -> None:
         # Its folder, as prepare() names it (a stamp, to the second, would not part them).
         folder = Path(run.sweep_parent or config.run.runs_dir) / default_run_dir(
             "", config.env.id, config.run.name, config.run.seed, stamped=False)
+        named = f"{run.label.strip()[1:-1]} ({run.config})"  # "cp seed 0 (a/cp.toml)"
         if folder in folders:
-            raise ValueError(f"{folders[folder]} and {run.label.strip()[1:-1]} ({run.config}) "
-                             f"would train in the same folder, {folder} (the same env.id, "
-                             "run.name and run.seed): give one of the files another run.name")
-        folders[folder] = f"{run.label.strip()[1:-1]} ({run.config})"
+            raise ValueError(f"{folders[folder]} and {named} would train in the same folder, "
+                             f"{folder} (the same env.id, run.name and run.seed): give one of "
+                             "the files another run.name")
+        folders[folder] = named
 
 
 def main(argv: list[str] | None = None) -> int:
