@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             check_video_path(args.video)
             check_camera(env, args.camera)  # before any episode: no work lost to a typo
-            renders(config)
+            renders(config, env)
         except ValueError as error:
             return fail("es-eval", str(error))
     if args.random:
@@ -172,9 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def renders(config) -> None:
+def renders(config, env: Any) -> None:
     """Whether the env can be made to render frames, before any episode is played for the
     video: raises ValueError (a ConfigError) naming the render mode."""
+    modes = list(env.metadata.get("render_modes") or [])
+    if "rgb_array" not in modes:  # gymnasium would only warn, then the constructor fail
+        raise ValueError(f"--video: {config.env.id} cannot render frames: its render_modes "
+                         f"are {modes}, without 'rgb_array'")
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     from es.rl.envs import env_from_config

@@ -154,8 +154,8 @@ def test_a_video_of_an_env_that_cannot_render_is_refused_before_its_episodes(tmp
     done = run_cli(["es-eval", str(folder), "--episodes", "1", "--video",
                     str(tmp_path / "v.mp4")])
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert ("es-eval: error: es/Sleep-v0 cannot render frames (render_mode='rgb_array'"
-            in done.stderr)
+    assert done.stderr == ("es-eval: error: --video: es/Sleep-v0 cannot render frames: its "
+                           "render_modes are [], without 'rgb_array'\n")
     assert "mean" not in done.stdout  # no episode was played first
 
 
