@@ -7,6 +7,7 @@ are ``es-baseline``'s too.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import socket
@@ -472,6 +473,9 @@ def _train_one(args: argparse.Namespace, comm) -> int:
         return _train(args, comm)
     finally:
         release_run_dir()
+        # The trainer's objects hold one another: collected now, not at interpreter exit,
+        # where ALE's bindings (nanobind) printed "leaked" lines for each rank's game.
+        gc.collect()
 
 
 def _train(args: argparse.Namespace, comm) -> int:
