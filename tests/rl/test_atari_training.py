@@ -79,3 +79,29 @@ def test_every_shipped_config_runs_one_tiny_generation(path):
     assert row["generation"] == 1 and row["episodes"] == 4
     assert 4 <= row["timesteps"] <= 4 * 20
     assert np.isfinite(row["return_mean"])
+
+
+def test_a_two_rank_atari_run_stopped_by_a_signal_exits_quietly(tmp_path):
+    """Its ALE games were alive at interpreter exit (the run's objects in reference cycles),
+    and nanobind printed "leaked" lines from every rank after the resume line."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import tool
+
+    run_dir = tmp_path / "run"
+    job = subprocess.Popen([tool("mpiexec"), "-n", "2", tool("es-train"), *TINY_PONG, "--set",
+                            "run.generations=100000", "--run-dir", str(run_dir), "--quiet"],
+                           cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           env={k: v for k, v in os.environ.items()
+                                if k not in ("PMI_RANK", "PMI_SIZE", "ES_COMM")})
+    deadline = time.monotonic() + 120
+    while len(read_progress(run_dir) if (run_dir / "progress.csv").exists() else []) < 2:
+        assert time.monotonic() < deadline and job.poll() is None
+        time.sleep(0.2)
+    os.killpg(job.pid, signal.SIGINT)
+    _, stderr = job.communicate(timeout=120)
+    assert job.returncode == 130 and "checkpoint saved" in stderr, stderr
+    assert "nanobind" not in stderr, stderr
