@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -96,6 +97,8 @@ def make_env(
         return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
     try:
         return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
+    except ConfigError:  # one of ours, already naming the keyword
+        raise
     except Exception as error:  # the constructor is any user's code: keep its type and words
         message = str(error).split(" was raised from the environment creator")[0]
         if render_mode is not None:  # the same env was made without it to be trained
@@ -127,6 +130,7 @@ def _make(
         return make_atari_env(env_id, atari.obs, atari.frame_skip, atari.frame_stack,
                               atari.noop_max, atari.sticky_actions, max_episode_steps,
                               render_mode, **kwargs)
+    _check_kwarg_types(env_id, kwargs)
     options: dict[str, Any] = dict(kwargs)
     if max_episode_steps is not None:
         options["max_episode_steps"] = max_episode_steps
@@ -136,6 +140,33 @@ def _make(
     if spec is not None and "mujoco" in str(spec.entry_point):
         _quiet_model_deprecations()
     return gym.make(env_id, disable_env_checker=True, **options)
+
+
+def _check_kwarg_types(env_id: str, kwargs: dict[str, Any]) -> None:
+    """A keyword whose default in the env's constructor is a number (or True/False) given
+    something else: a constructor that stores it unchecked (MuJoCo's ``ctrl_cost_weight =
+    'abc'``) fails in every episode instead, and the run with them."""
+    spec = gym.registry.get(env_id.rpartition(":")[2])
+    if spec is None or not kwargs:
+        return
+    try:
+        maker = spec.entry_point if callable(spec.entry_point) else \
+            gym.envs.registration.load_env_creator(spec.entry_point)
+        parameters = inspect.signature(maker).parameters
+    except (ValueError, TypeError, ImportError, AttributeError):  # nothing to read it from
+        return
+    for key, value in kwargs.items():
+        default = parameters[key].default if key in parameters else None
+        if isinstance(default, bool):
+            wanted, fits = "true or false", isinstance(value, bool)
+        elif isinstance(default, int | float):
+            wanted = "a number"
+            fits = isinstance(value, int | float) and not isinstance(value, bool)
+        else:
+            continue
+        if not fits:
+            raise ConfigError(f"env.kwargs.{key} = {value!r}: {env_id} takes {wanted} "
+                              f"(its default: {default!r})")
 
 
 #: MuJoCo warnings about Gymnasium's own model files, which a user cannot act on: HalfCheetah's

@@ -139,10 +139,22 @@ def test_an_output_folder_that_cannot_be_written_is_refused_and_a_new_one_not_le
     ("run.name=a/b", "run.name = 'a/b': must be at most 100 bytes without '/'"),
     (f"run.name={'x' * 300}", "run.name = '" + "x" * 40 + "'...: must be at most 100 bytes"),
     ("env.kwargs.render_mode=human", "env.kwargs.render_mode = 'human': es sets it"),
+    # A constructor that stores a keyword unchecked failed in every episode instead.
+    ("env.kwargs.sutton_barto_reward=1", "env.kwargs.sutton_barto_reward = 1: CartPole-v1 "
+                                         "takes true or false (its default: False)"),
 ])
 def test_names_and_kwargs_a_run_cannot_take_are_refused(tmp_path, override, fragment):
     one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", override,
                             "--run-dir", str(tmp_path / "run")]), fragment)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_mujoco_keyword_of_the_wrong_type_is_refused_before_training(tmp_path):
+    one_line_error(run_cli(["es-train", "configs/hopper_ars.toml", "--set",
+                            "env.kwargs.ctrl_cost_weight=abc", "--run-dir",
+                            str(tmp_path / "run")]),
+                   "env.kwargs.ctrl_cost_weight = 'abc': Hopper-v5 takes a number (its "
+                   "default: 0.001)")
     assert not (tmp_path / "run").exists()
 
 
