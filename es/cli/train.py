@@ -335,6 +335,18 @@ def _check_sweep(runs: list[argparse.Namespace]) -> None:
         folders[folder] = named
 
 
+#: Stop signals that came before the run's own handler: a Ctrl-C during start-up raised
+#: KeyboardInterrupt on one rank inside an exchange and left the others waiting for ever.
+EARLY_SIGNALS: list[int] = []
+
+
+def hold_early_signals() -> None:
+    """Until the trainer's ``StopFlag`` takes over, a stop signal is noted, not raised: the
+    run then stops at its first generation's end, checkpointed, on every rank alike."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, lambda received, frame: EARLY_SIGNALS.append(received))
+
+
 def main(argv: list[str] | None = None) -> int:
     """One run, or a sweep: the world's ranks split into groups, each training its runs."""
     survive_closed_stdout()
@@ -342,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     args.overrides = flag_overrides(args)
     if args.elastic or args.hostfile:
         return supervise_elastic(args)
+    hold_early_signals()
     world = world_comm("es-train")
     if world is None:
         return USAGE_ERROR
@@ -497,6 +510,8 @@ def _train(args: argparse.Namespace, comm) -> int:
 
     stop_flag = StopFlag()
     stop_flag.install()
+    if EARLY_SIGNALS:
+        stop_flag.signum, stop_flag.first_at = EARLY_SIGNALS[0], stop_flag.clock()
     try:
         trainer = Trainer(config, comm, Path(run_dir), LAUNCHED_AT, stop_flag)
         if state is not None:

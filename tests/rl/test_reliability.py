@@ -421,3 +421,21 @@ def test_time_a_run_stood_stopped_is_left_out_of_its_clock_and_budget(tmp_path):
                        "--set", f"run.generations={more}", "--quiet"])
     assert resumed.returncode == 0, resumed.stderr
     assert [float(row["paused_s"]) for row in read_progress(run_dir)[-2:]] == [paused[-1]] * 2
+
+
+def test_a_stop_signal_during_start_up_is_held_for_the_run_not_raised():
+    """A Ctrl-C while the ranks exchanged their start-up raised KeyboardInterrupt on one rank
+    and left the other waiting for ever; held, the run stops after its first generation."""
+    from es.cli import train
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        train.hold_early_signals()
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)  # handlers run between bytecodes: no KeyboardInterrupt on the way
+        assert train.EARLY_SIGNALS == [signal.SIGINT, signal.SIGTERM]
+    finally:
+        train.EARLY_SIGNALS.clear()
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
