@@ -329,8 +329,11 @@ def supervised(command: list[str]) -> tuple[int, str]:
     with _LIVE_LOCK:
         if _STOPPING.is_set():
             raise Cancelled(" ".join(command))
+        # A session of its own: a terminal's Ctrl-C reaches it once, from stop_all. Reached
+        # directly too, mpiexec took stop_all's copy for a second Ctrl-C and ended the job
+        # without the stop's checkpoint (MPICH's Hydra: exit 255).
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True)
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
         _LIVE.add(process)
     try:
         _, stderr = process.communicate()

@@ -333,3 +333,29 @@ def test_a_failed_run_stops_the_runs_beside_it_at_once(tmp_path):
         run_all(work, ["long", "failing", "never"], 2, "es-bench suite", tmp_path)
     assert time.perf_counter() - began < 30
     assert sorted(started) == ["failing", "long"]
+
+
+def test_a_terminals_ctrl_c_stops_the_suites_training_at_its_last_generation(tmp_path):
+    """A Ctrl-C reaches the whole process group. Its trainings reached directly too, mpiexec
+    took the suite's own SIGINT for a second Ctrl-C and ended the job without the stop's
+    checkpoint: up to run.checkpoint_every generations were trained again."""
+    suite, out = tmp_path / "tiny.toml", tmp_path / "out"
+    suite.write_text("eval_episodes = 1\nfinal_episodes = 1\n[tasks.pendulum]\n"
+                     "thresholds = [-1400]\nbudget_steps = 100_000_000\n"
+                     "strategies.openai = \"configs/pendulum.toml\"\n")
+    run_dir = out / "runs" / "pendulum-openai-seed0"
+    process = subprocess.Popen([tool("es-bench"), "suite", str(suite), "--seeds", "0",
+                                "--ranks", "2", "--out", str(out)], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    deadline = time.time() + 240
+    while not ((run_dir / "progress.csv").is_file()
+               and len(read_csv(run_dir / "progress.csv")) % 10 == 3):
+        assert time.time() < deadline and process.poll() is None
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "interrupted; run it again to resume" in stderr, stderr
+    last = int(read_csv(run_dir / "progress.csv")[-1]["generation"])
+    newest = max(int(path.stem.split("-")[1]) for path in (run_dir / "checkpoints").glob("*.npz"))
+    assert newest == last
