@@ -701,12 +701,16 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def select(suite: Suite, tasks: str | None, strategies: str | None) -> list[Task]:
-    chosen = list(suite.tasks) if not tasks else [t.strip() for t in tasks.split(",")]
+    if tasks is not None and not tasks.strip(" ,"):  # "" is no task, not every task
+        raise ValueError(f"--tasks {tasks!r}: name at least one of {', '.join(suite.tasks)}")
+    if strategies is not None and not strategies.strip(" ,"):
+        raise ValueError(f"--strategies {strategies!r}: name at least one")
+    chosen = list(suite.tasks) if tasks is None else [t.strip() for t in tasks.split(",")]
     unknown = [t for t in chosen if t not in suite.tasks]
     if unknown:
         raise ValueError(f"--tasks {tasks!r}: {unknown[0]!r} is not in the suite (it has "
                          f"{', '.join(suite.tasks)})")
-    picked = None if not strategies else [s.strip() for s in strategies.split(",")]
+    picked = None if strategies is None else [s.strip() for s in strategies.split(",")]
     selected = []
     for name in chosen:
         task = suite.tasks[name]
@@ -733,6 +737,7 @@ def suite(args: argparse.Namespace) -> int:
     claim_output_folder(out, suite_file)
     runs = [Run(task, strategy, seed) for task in tasks for strategy in task.configs
             for seed in args.seeds]
+    check_trained_budgets([*runs, *finished_runs(spec, out)], out)
     print(f"es-bench suite: {len(runs)} runs ({sum(1 for r in runs if _done(out, r))} done "
           f"already), {args.jobs} at a time on {ranks} ranks each", flush=True)
 
@@ -807,6 +812,26 @@ def finished_seeds(out: Path, name: str) -> list[int]:
 
 def _done(out: Path, run: Run) -> bool:
     return (run_folder(out, run) / "final.json").is_file()
+
+
+def check_trained_budgets(runs: list[Run], out: Path) -> None:
+    """The runs begun in ``out`` trained to the budgets the suite file gives now: after an
+    edit of the file, a finished run would be tabled under the new budget and a begun one
+    resumed to its old one. Raises ValueError naming the first that differs."""
+    from es.config import load_config
+
+    for run in runs:
+        config_file = run_folder(out, run) / "config.toml"
+        if not config_file.is_file():
+            continue
+        trained = load_config(config_file).run
+        asked = (run.task.budget_steps, float(run.task.budget_s))
+        if (trained.max_timesteps, trained.max_seconds) != asked:
+            raise ValueError(
+                f"{run_folder(out, run)}: trained to run.max_timesteps = "
+                f"{trained.max_timesteps}, run.max_seconds = {trained.max_seconds:g}, where "
+                f"the suite file now gives {asked[0]} and {asked[1]:g}: use another --out, "
+                "or the suite file it was run with")
 
 
 def claim_output_folder(out: Path, suite_file: Path) -> None:

@@ -359,3 +359,29 @@ def test_a_terminals_ctrl_c_stops_the_suites_training_at_its_last_generation(tmp
     last = int(read_csv(run_dir / "progress.csv")[-1]["generation"])
     newest = max(int(path.stem.split("-")[1]) for path in (run_dir / "checkpoints").glob("*.npz"))
     assert newest == last
+
+
+def test_runs_trained_to_another_budget_and_an_empty_selection_are_refused(tmp_path):
+    """After an edit of the suite file, a finished run was tabled under the new budget and a
+    begun one resumed to its old one; ``--tasks ""`` selected every task (hours)."""
+    import tomli_w
+
+    from es.bench.suite import Run, check_trained_budgets, load_suite, run_folder, select
+    from es.config import load_config
+
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE.replace("budget_steps = 6000", "budget_steps = 9000"))
+    spec = load_suite(suite)
+    run = Run(spec.tasks["cartpole"], "openai", 0)
+    folder = run_folder(tmp_path / "out", run)
+    folder.mkdir(parents=True)
+    trained = load_config(REPO / "configs/cartpole.toml", ["run.max_timesteps=6000"])
+    (folder / "config.toml").write_text(tomli_w.dumps(trained.to_dict()))
+    with pytest.raises(ValueError, match=r"cartpole-openai-seed0: trained to run.max_timesteps "
+                                         r"= 6000, run.max_seconds = 0, where the suite file "
+                                         r"now gives 9000 and 0"):
+        check_trained_budgets([run], tmp_path / "out")
+    check_trained_budgets([Run(spec.tasks["cartpole"], "openai", 1)], tmp_path / "out")
+    for tasks, strategies in (("", None), (" , ", None), (None, "")):
+        with pytest.raises(ValueError, match="name at least one"):
+            select(spec, tasks, strategies)
