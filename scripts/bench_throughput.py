@@ -67,7 +67,7 @@ from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser  
 
 from es.bench.launch import set_flags  # noqa: E402
 from es.bench.suite import column_sum  # noqa: E402
-from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
+from es.cli.args import add_flag, add_out, add_ranks, parse_seconds  # noqa: E402
 
 #: The schedule column of a row trained with the config's own ``run.schedule``.
 AS_CONFIGURED = "as configured"
@@ -384,7 +384,7 @@ def parser() -> argparse.ArgumentParser:
     # As es-bench suite defines them.
     parse.add_argument("--tasks", help="comma-separated task names (default: all)")
     parse.add_argument("--strategies", help="comma-separated strategies (default: all)")
-    parse.add_argument("--max-train-s", type=float, default=1800.0, metavar="S",
+    parse.add_argument("--max-train-s", type=parse_seconds, default=1800.0, metavar="S",
                        help="with --suite: the most wall seconds a config trains, else its "
                        "task's budget (default: 1800)")
     add_flag(parse, "--seed", "with --suite: run.seed", default=0)

@@ -22,10 +22,18 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def first_sentence(doc: str) -> str:
+    """The docstring's first paragraph up to its first full stop, on one line: its first line
+    alone stopped mid-sentence where the sentence wraps."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[:end + 1]
+
+
 def script_parser(script: str, doc: str, examples: list[str]) -> ArgumentParser:
-    """The parser of ``scripts/<script>``: described by its docstring's first line, errors as
+    """The parser of ``scripts/<script>``: described by its docstring's first sentence, errors as
     one line like the ``es-*`` programs'."""
-    return ArgumentParser(prog=Path(script).name, description=doc.splitlines()[0],
+    return ArgumentParser(prog=Path(script).name, description=first_sentence(doc),
                           examples=examples)
 
 

@@ -52,6 +52,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import shutil
 import signal
 import subprocess
@@ -145,6 +146,10 @@ def load_suite(path: Path) -> Suite:
     for name, entry in (data.get("tasks") or {}).items():
         if not isinstance(entry, dict):
             raise ValueError(f"tasks.{name}: expected a table")
+        for label in (name, *(entry.get("strategies") or {})):  # they name run folders
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
+                raise ValueError(f"tasks.{name}: {label!r} names a run folder: letters, "
+                                 "digits, '_', '.' and '-' only")
         unknown = sorted(set(entry) - TASK_KEYS)
         if unknown:
             raise ValueError(f"tasks.{name}.{unknown[0]}: unknown key "
@@ -733,6 +738,9 @@ def suite(args: argparse.Namespace) -> int:
     tasks = select(spec, args.tasks, args.strategies)
     ranks = args.ranks[0]
     launcher = shlex.split(args.launcher) if args.launcher else [str(BIN / "mpiexec")]
+    if not launcher or shutil.which(launcher[0]) is None:  # before the yardstick's minute
+        raise ValueError(f"--launcher {args.launcher!r}: {launcher[0] if launcher else ''!r} "
+                         "is not a program here")
     out = out_folder(args.out, "suite", suite_file.stem)
     claim_output_folder(out, suite_file)
     runs = [Run(task, strategy, seed) for task in tasks for strategy in task.configs

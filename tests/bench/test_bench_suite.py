@@ -385,3 +385,20 @@ def test_runs_trained_to_another_budget_and_an_empty_selection_are_refused(tmp_p
     for tasks, strategies in (("", None), (" , ", None), (None, "")):
         with pytest.raises(ValueError, match="name at least one"):
             select(spec, tasks, strategies)
+
+
+def test_a_missing_launcher_and_a_task_name_no_folder_can_take_are_refused_first(tmp_path):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    done = run_cli(["es-bench", "suite", str(suite), "--seeds", "0", "--launcher", "nosuch",
+                    "--out", str(tmp_path / "out")])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "es-bench: error: --launcher 'nosuch': 'nosuch' is not a program here\n"
+    suite.write_text(SUITE.replace("[tasks.cartpole]", '[tasks."a b/c"]'))
+    done = run_cli(["es-bench", "suite", str(suite), "--seeds", "0", "--out",
+                    str(tmp_path / "out2")])
+    assert done.returncode == 2 and "'a b/c' names a run folder" in done.stderr, done.stderr
+    assert not (tmp_path / "out2").exists()
+    done = run_cli([sys.executable, "scripts/bench_throughput.py", "--max-train-s", "0"])
+    assert done.returncode == 2 and "--max-train-s: '0': expected a finite number of " \
+        "seconds > 0" in done.stderr, done.stderr
