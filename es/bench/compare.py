@@ -197,6 +197,9 @@ def compare(args: argparse.Namespace) -> int:
         if not sep or method not in METHODS:
             raise ValueError(f"--method-config {text!r}: expected METHOD=PATH with METHOD in "
                              f"{', '.join(METHODS)}")
+        if method not in args.methods:  # else set aside without a word
+            raise ValueError(f"--method-config {text!r}: {method} is not among --methods "
+                             f"({','.join(args.methods)})")
         given[method] = path
     discrete = is_discrete(args.env)
     if methods == ["dqn"] and not discrete:

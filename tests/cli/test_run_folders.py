@@ -126,6 +126,9 @@ def test_ctrl_c_stops_a_sweep_after_the_runs_it_stopped(tmp_path):
 def test_es_compare_trains_a_given_config_on_the_env_it_compares_on():
     assert config_for("es", "Acrobot-v1", True, {"es": "configs/cartpole.toml"}) == (
         "configs/cartpole.toml", ["env.id=Acrobot-v1"])
+    one_line_error(run_cli(["es-compare", "--env", "CartPole-v1", "--methods", "pg",
+                            "--method-config", "es=configs/cartpole.toml"]),
+                   "--method-config 'es=configs/cartpole.toml': es is not among --methods (pg)")
 
 
 def test_an_output_folder_that_cannot_be_written_is_refused_and_a_new_one_not_left(tmp_path):
