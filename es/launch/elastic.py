@@ -280,11 +280,13 @@ class Failure:
 
 
 def diagnose(code: int, tail: str, ended_at: float) -> Failure:
-    """What the launch's last stderr lines say: the heartbeat's silent ranks (exit 76),
-    Hydra's or srun's killed ranks and failed nodes; nothing for a failure of the run
-    itself (an error line, a NaN, a bug), which a relaunch would repeat."""
+    """What the launch's last stderr lines say: the heartbeat's silent ranks (exit 76, or
+    whatever code srun then ends with: 137 once it kills the others), Hydra's or srun's
+    killed ranks and failed nodes; nothing for a failure of the run itself (an error line, a
+    NaN, a bug), which a relaunch would repeat. The heartbeat's line goes first: srun's
+    "Killed" lines name whichever task it killed first, a healthy node as often as not."""
     silent = SILENT_RANK.findall(tail)
-    if code == PEER_LOST and silent:
+    if silent:
         hosts = {host for _, host, _ in silent}
         seconds = max(int(s) for *_, s in silent)
         numbers = sorted({rank for rank, _, _ in silent}, key=int)  # several may report one

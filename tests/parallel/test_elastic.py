@@ -359,3 +359,16 @@ def test_a_failure_blames_the_hostfiles_names_for_the_host_its_ranks_name():
     assert as_launched({socket.gethostname()}, listed) == {"127.0.0.1", "localhost"}
     assert as_launched({"localhost"}, listed) == {"localhost"}  # its own name: that one only
     assert as_launched({"no-such-host.invalid"}, listed) == {"no-such-host.invalid"}
+
+
+def test_the_heartbeats_silent_rank_is_blamed_whatever_code_srun_ends_with():
+    """srun ends with 137 once it kills the other tasks, not the ranks' 76, and its first
+    "Killed" line names whichever task it killed first: a healthy node was blamed."""
+    from es.launch.elastic import diagnose
+
+    tail = ("es-train: peer lost: rank 2 (pid 4242 on node2) silent for 6 s\n"
+            "srun: error: node0: task 0: Killed\n"
+            "srun: error: node2: task 2: Killed\n")
+    failure = diagnose(137, tail, ended_at=100.0)
+    assert failure.lost == {"node2"} and failure.code == 137
+    assert diagnose(137, "srun: error: node0: task 0: Killed\n", 100.0).lost == {"node0"}
