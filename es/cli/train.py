@@ -356,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         return supervise_elastic(args)
     hold_early_signals()
     world = world_comm("es-train")
+    hold_early_signals()  # again: MPI_Init (mpi4py's import) put MPICH's SIGUSR1 handler in
     if world is None:
         return USAGE_ERROR
     for flag, value in (("--min-nodes", args.min_nodes), ("--max-restarts", args.max_restarts)):

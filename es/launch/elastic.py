@@ -354,7 +354,9 @@ class StopSignals:
     its exit code, is not taken for a lost node and relaunched. Installed for the whole
     supervision: one arriving between launches stops it too."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+    #: SIGHUP too: a login node's ssh session ending, which left the launch training with
+    #: no supervisor (and the run folder's lock free for a second one).
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
 
     def __init__(self) -> None:
         self.signum = 0
@@ -372,7 +374,8 @@ class StopSignals:
     def _handle(self, signum: int, frame: object) -> None:
         self.signum = self.signum or signum
         if self.launch is not None and self.launch.poll() is None:
-            self.launch.send_signal(signum)
+            # The ranks stop on SIGTERM; Hydra does not pass a SIGHUP on to them.
+            self.launch.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
 
 def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
@@ -397,7 +400,7 @@ def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
         copier.start()
     stops.launch = launch
     if stops.signum:  # it came while the launch was starting
-        launch.send_signal(stops.signum)
+        launch.send_signal(signal.SIGTERM if stops.signum == signal.SIGHUP else stops.signum)
     trained_at = None
     try:
         while launch.poll() is None:
@@ -471,6 +474,8 @@ def _supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: i
                 f"{len(listed)}, or more nodes (exit code {USAGE_ERROR})")
             return USAGE_ERROR
         usable, why = choose_nodes(nodes, blamed, min_nodes)
+        if stops.signum:  # it came during the probes: a launch would start before it got it
+            return stopped(stops.signum, run_dir)
         if len(usable) < min_nodes:
             left = ", ".join(f"{name} ({reason})" for name, reason in why.items())
             saved = newest_checkpoint(run_dir)

@@ -372,3 +372,25 @@ def test_the_heartbeats_silent_rank_is_blamed_whatever_code_srun_ends_with():
     failure = diagnose(137, tail, ended_at=100.0)
     assert failure.lost == {"node2"} and failure.code == 137
     assert diagnose(137, "srun: error: node0: task 0: Killed\n", 100.0).lost == {"node0"}
+
+
+def test_a_sighup_to_the_supervisor_stops_the_launch_as_a_sigterm_would():
+    """An ssh session's end on a login node: the supervisor exited 129 with its launch still
+    training, unsupervised, and the run folder's lock free for a second launch."""
+    from es.launch.elastic import CHECKPOINTED, StopSignals, stopped
+
+    class Launch:
+        sent: list[int] = []
+
+        def poll(self):
+            return None
+
+        def send_signal(self, signum):
+            self.sent.append(signum)
+
+    with StopSignals() as stops:
+        assert signal.getsignal(signal.SIGHUP) == stops._handle
+        stops.launch = Launch()
+        stops._handle(signal.SIGHUP, None)
+    assert stops.signum == signal.SIGHUP and Launch.sent == [signal.SIGTERM]
+    assert stopped(stops.signum, Path("/nonexistent")) == CHECKPOINTED
