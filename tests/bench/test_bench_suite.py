@@ -347,7 +347,10 @@ def test_a_terminals_ctrl_c_stops_the_suites_training_at_its_last_generation(tmp
     process = subprocess.Popen([tool("es-bench"), "suite", str(suite), "--seeds", "0",
                                 "--ranks", "2", "--out", str(out)], cwd=REPO,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True,
+                               # A terminal's: a background job (CI's) starts with SIGINT
+                               # ignored, which the suite would keep.
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 240
     while not ((run_dir / "progress.csv").is_file()
                and len(read_csv(run_dir / "progress.csv")) % 10 == 3):
