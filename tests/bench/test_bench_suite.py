@@ -351,13 +351,21 @@ def test_a_terminals_ctrl_c_stops_the_suites_training_at_its_last_generation(tmp
                                # A terminal's: a background job (CI's) starts with SIGINT
                                # ignored, which the suite would keep.
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.time() + 240
-    while not ((run_dir / "progress.csv").is_file()
-               and len(read_csv(run_dir / "progress.csv")) % 10 == 3):
-        assert time.time() < deadline and process.poll() is None
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
+    try:
+        deadline = time.time() + 240
+        while not ((run_dir / "progress.csv").is_file()
+                   and len(read_csv(run_dir / "progress.csv")) % 10 == 3):
+            assert time.time() < deadline and process.poll() is None
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:  # its trainings run in sessions of their own: a failure must not leave them
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if str(run_dir).encode() in cmdline.read_bytes():
+                    os.kill(int(cmdline.parent.name), signal.SIGKILL)
+            except OSError:  # gone meanwhile
+                pass
     assert process.returncode == 130 and "interrupted; run it again to resume" in stderr, stderr
     last = int(read_csv(run_dir / "progress.csv")[-1]["generation"])
     newest = max(int(path.stem.split("-")[1]) for path in (run_dir / "checkpoints").glob("*.npz"))
