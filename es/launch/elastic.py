@@ -374,8 +374,13 @@ class StopSignals:
     def _handle(self, signum: int, frame: object) -> None:
         self.signum = self.signum or signum
         if self.launch is not None and self.launch.poll() is None:
-            # The ranks stop on SIGTERM; Hydra does not pass a SIGHUP on to them.
-            self.launch.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+            self.forward(self.launch, signum)
+
+    @staticmethod
+    def forward(launch: subprocess.Popen[str], signum: int) -> None:
+        """``signum`` to the launch; a SIGHUP as SIGTERM, which the ranks stop on (Hydra
+        does not pass a SIGHUP on to them)."""
+        launch.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
 
 def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
@@ -400,7 +405,7 @@ def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
         copier.start()
     stops.launch = launch
     if stops.signum:  # it came while the launch was starting
-        launch.send_signal(signal.SIGTERM if stops.signum == signal.SIGHUP else stops.signum)
+        stops.forward(launch, stops.signum)
     trained_at = None
     try:
         while launch.poll() is None:
