@@ -179,21 +179,25 @@ def renders(config, env: Any) -> None:
     if "rgb_array" not in modes:  # gymnasium would only warn, then the constructor fail
         raise ValueError(f"--video: {config.env.id} cannot render frames: its render_modes "
                          f"are {modes}, without 'rgb_array'")
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    render_headless()
     from es.rl.envs import env_from_config
 
     env_from_config(config, render_mode="rgb_array").close()
 
 
-def _write_video(config, actor: Callable[[Any, int], Callable[[Any], Any]],
-                 args: argparse.Namespace) -> int:
-    """One episode (seed ``--seed``) rendered headless; MuJoCo needs an OpenGL backend, EGL
-    by default here (``MUJOCO_GL`` in the environment wins). Pygame (classic control) draws
-    off-screen too: without a display SDL's default video driver printed a spurious
-    "error: XDG_RUNTIME_DIR is invalid" on every video, so its dummy driver is the default."""
+def render_headless() -> None:
+    """MuJoCo needs an OpenGL backend, EGL by default here (``MUJOCO_GL`` in the environment
+    wins). Pygame (classic control) draws off-screen too: without a display SDL's default
+    video driver printed a spurious "error: XDG_RUNTIME_DIR is invalid" on every video, so
+    its dummy driver is the default."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+
+def _write_video(config, actor: Callable[[Any, int], Callable[[Any], Any]],
+                 args: argparse.Namespace) -> int:
+    """One episode (seed ``--seed``) rendered headless (``render_headless``)."""
+    render_headless()
     from gymnasium.error import DependencyNotInstalled
 
     from es.rl.envs import env_from_config
