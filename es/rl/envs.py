@@ -130,23 +130,22 @@ def _make(
         return make_atari_env(env_id, atari.obs, atari.frame_skip, atari.frame_stack,
                               atari.noop_max, atari.sticky_actions, max_episode_steps,
                               render_mode, **kwargs)
-    _check_kwarg_types(env_id, kwargs)
+    spec = gym.registry.get(env_id.rpartition(":")[2])
+    _check_kwarg_types(env_id, spec, kwargs)
     options: dict[str, Any] = dict(kwargs)
     if max_episode_steps is not None:
         options["max_episode_steps"] = max_episode_steps
     if render_mode is not None:
         options["render_mode"] = render_mode
-    spec = gym.registry.get(env_id.rpartition(":")[2])
     if spec is not None and "mujoco" in str(spec.entry_point):
         _quiet_model_deprecations()
     return gym.make(env_id, disable_env_checker=True, **options)
 
 
-def _check_kwarg_types(env_id: str, kwargs: dict[str, Any]) -> None:
-    """A keyword whose default in the env's constructor is a number (or True/False) given
-    something else: a constructor that stores it unchecked (MuJoCo's ``ctrl_cost_weight =
-    'abc'``) fails in every episode instead, and the run with them."""
-    spec = gym.registry.get(env_id.rpartition(":")[2])
+def _check_kwarg_types(env_id: str, spec: Any, kwargs: dict[str, Any]) -> None:
+    """A keyword whose default in the env's constructor (``spec``'s entry point) is a number
+    (or True/False) given something else: a constructor that stores it unchecked (MuJoCo's
+    ``ctrl_cost_weight = 'abc'``) fails in every episode instead, and the run with them."""
     if spec is None or not kwargs:
         return
     try:
