@@ -7,10 +7,18 @@ on: a rank that finds it was itself stopped counts its peers' silence from its w
 
 Heartbeats run in a star on a private communicator: rank 0 beats to every rank and every
 rank beats to rank 0, two messages per rank and period however large the job. Rank 0 thus
-hears of any silent rank; the others hear of a silent rank 0. Whoever notices calls
-``on_lost`` with its one-line report (the caller prints it and aborts the job), from the
-heartbeat thread, whatever the main thread is waiting in: a collective, the work-stealing
-server, a broadcast, file I/O.
+hears of any silent rank; the others hear of a silent rank 0, and give it
+``HUB_MARGIN_PERIODS`` more, so that when rank 0 is alive it names the lost rank first.
+Whoever notices calls ``on_lost`` with its one-line report (the caller prints it and aborts
+the job), whatever the main thread is waiting in: a collective, the work-stealing server, a
+broadcast, file I/O.
+
+The deadline is kept by a watchdog thread that makes no MPI call, apart from the thread that
+beats. Between nodes, MPI's send to a peer that died can spin inside the call for good
+(MPICH's TCP netmod, seen with a SIGKILLed rank on another host) while holding MPI's lock,
+and every other MPI call of the process then waits for it: a deadline checked between MPI
+calls is never checked again. The watchdog sees the silence all the same, and names the peer
+that the stuck send was for.
 
 MPI under a launcher that kills the whole job when one process dies (Hydra, srun with
 --kill-on-bad-exit) covers a dead rank by itself; this covers the ranks that do not die.
@@ -27,6 +35,10 @@ import numpy as np
 
 #: Seconds between two heartbeats of a rank.
 PERIOD_S = 1.0
+#: Periods that a rank other than 0 adds to its deadline for rank 0: rank 0 may itself be
+#: stuck sending to the rank that was lost, its silence then starting up to a period after
+#: that rank's; two let rank 0's watchdog name the lost rank before anyone blames rank 0.
+HUB_MARGIN_PERIODS = 2
 _TAG = 7
 
 
@@ -49,20 +61,25 @@ class Heartbeat:
         self._on_lost, self._where = on_lost, where
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.peers = list(range(1, self.size)) if self.rank == 0 else [0]
+        self.deadline_s = timeout_s + (HUB_MARGIN_PERIODS * period_s if self.rank else 0.0)
         self._comm: Any = None
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.sent = 0  # heartbeats sent to each peer
         self.heard = dict.fromkeys(self.peers, 0)  # heartbeats received from each peer
         self._pending: list[Any] = []
+        self._sending: tuple[int, float] | None = None  # (peer, since) while in a send
         self.reported = False
 
     def __enter__(self) -> Heartbeat:
         self._comm = self._world.Dup()
         now = time.monotonic()
         self._last_heard = dict.fromkeys(self.peers, now)
-        self._thread = threading.Thread(target=self._beat, name="es-heartbeat", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=target, name=name, daemon=True)
+                         for target, name in ((self._beat, "es-heartbeat"),
+                                              (self._watch, "es-heartbeat-watchdog"))]
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
@@ -72,11 +89,34 @@ class Heartbeat:
             self._stop.set()
 
     def _beat(self) -> None:
+        """Send a beat to each peer every period and take in theirs: the only MPI calls."""
         beat = np.zeros(1, dtype=np.int64)
         inbox = np.empty(1, dtype=np.int64)
         status = self._mpi.Status()
-        next_beat = last_look = time.monotonic()
+        next_beat = time.monotonic()
         while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                self.sent += 1
+                beat[0] = self.sent
+                self._pending = [request for request in self._pending if not request.Test()]
+                for peer in self.peers:
+                    self._sending = (peer, time.monotonic())
+                    self._pending.append(self._comm.Isend(beat.copy(), dest=peer, tag=_TAG))
+                self._sending = None
+                next_beat = now + self.period_s
+            while self._comm.Iprobe(source=self._mpi.ANY_SOURCE, tag=_TAG, status=status):
+                source = status.Get_source()
+                self._comm.Recv(inbox, source=source, tag=_TAG)
+                self.heard[source] += 1
+                self._last_heard[source] = time.monotonic()
+            self._stop.wait(min(0.1, self.period_s / 4))
+
+    def _watch(self) -> None:
+        """Keep the deadline without MPI: it holds while the beating thread is stuck in an MPI
+        call, and so is every MPI call of this process."""
+        last_look = time.monotonic()
+        while not self._stop.wait(min(0.1, self.period_s / 4)):
             now = time.monotonic()
             if now - last_look > self.timeout_s / 2:
                 # This process itself was stopped (SIGSTOP to the whole job: Slurm's suspend,
@@ -84,25 +124,18 @@ class Heartbeat:
                 # only now resuming, so count their silence from here, not from before.
                 self._last_heard = dict.fromkeys(self.peers, now)
             last_look = now
-            if now >= next_beat:
-                self.sent += 1
-                beat[0] = self.sent
-                self._pending = [request for request in self._pending if not request.Test()]
-                self._pending += [self._comm.Isend(beat.copy(), dest=peer, tag=_TAG)
-                                  for peer in self.peers]
-                next_beat = now + self.period_s
-            while self._comm.Iprobe(source=self._mpi.ANY_SOURCE, tag=_TAG, status=status):
-                source = status.Get_source()
-                self._comm.Recv(inbox, source=source, tag=_TAG)
-                self.heard[source] += 1
-                self._last_heard[source] = time.monotonic()
             silent = {peer: now - heard for peer, heard in self._last_heard.items()
-                      if now - heard > self.timeout_s}
-            if silent and not self.reported:
-                self.reported = True
-                self._on_lost(self.report(silent))
-                return
-            self._stop.wait(min(0.1, self.period_s / 4))
+                      if now - heard > self.deadline_s}
+            if not silent:
+                continue
+            sending = self._sending
+            if sending is not None and sending[0] in silent and now - sending[1] > self.period_s:
+                # Stuck sending to that peer: the others fell silent only because this
+                # process cannot take in their beats while the send holds MPI's lock.
+                silent = {sending[0]: silent[sending[0]]}
+            self.reported = True
+            self._on_lost(self.report(silent))
+            return
 
     def report(self, silent: dict[int, float]) -> str:
         """'rank 3 (pid 4242 on node1) silent for 61 s' for each silent peer, in one line."""
@@ -126,8 +159,8 @@ class Heartbeat:
         while not barrier.Test():
             time.sleep(0.001)
         self._stop.set()
-        assert self._thread is not None
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
         if self.reported:
             return
         counts = np.array(self._comm.allgather(self.sent), dtype=np.int64)

@@ -12,6 +12,7 @@ the file takes about as long as its longest job."""
 import csv
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -219,6 +220,47 @@ def test_srun_on_one_node_and_across_two_gives_the_plain_run_bits(slurm, tmp_pat
         assert done.returncode == 0, done.stderr
         assert f"es-train: {where}" in done.stderr
         assert np.array_equal(load_params(run_dir), plain)
+
+
+@needs_slurm
+@pytest.mark.parametrize("per_node", [1, 2])
+def test_a_rank_killed_on_another_node_ends_a_plain_srun_job_naming_it(slurm, tmp_path,
+                                                                       per_node):
+    """srun without --kill-on-bad-exit leaves a dead rank's peers to the heartbeats. Between
+    nodes, rank 0's send to the dead rank spun inside MPI holding its lock, and the deadline
+    was checked between its MPI calls: with one rank a node the job hung for good; with two,
+    the others blamed rank 0 on the healthy node. The deadline is now a watchdog's."""
+    cluster, _, _ = slurm
+    run_dir = tmp_path / "run"
+    args = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=1000",
+            "--set", "run.peer_timeout_s=3", "--run-dir", str(run_dir)]
+    ranks = 2 * per_node
+    job = subprocess.Popen(["srun", "--mpi=pmi2", "--nodes=2", f"--ntasks={ranks}",
+                            f"--ntasks-per-node={per_node}", "--exclude=node2",
+                            tool("es-train"), *args], cwd=REPO, env=cluster.environment(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((run_dir / "checkpoints").glob("ckpt-*.json")):
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()
+            time.sleep(0.2)
+        time.sleep(1)  # a heartbeat or two between the nodes first
+        victim = max(pid for pid in cluster.hosts_cluster.pids("node1")  # other jobs run
+                     if str(run_dir) in Path(f"/proc/{pid}/cmdline").read_text())  # there too
+        killed = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        job.wait(timeout=60)
+        ended_after = time.monotonic() - killed
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    output = job.stderr.read()
+    print(f"{per_node} rank(s) a node: the job ended {ended_after:.1f} s after the kill")
+    assert ended_after < 3 + 10, output
+    lost = [line for line in output.splitlines() if "peer lost" in line]
+    assert lost and all(line.startswith(f"es-train: peer lost: rank {ranks - 1} (pid {victim} "
+                                        "on node1) silent for 3 s") for line in lost), output
 
 
 @needs_slurm
