@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import os
 import re
 import shutil
@@ -383,6 +384,26 @@ class StopSignals:
         launch.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
 
+#: Linux's prctl option that sends a signal to a process when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def stop_with_parent(parent: int) -> Callable[[], None] | None:
+    """What a launch runs before its exec so that it stops as a SIGTERM stops it (every rank
+    checkpoints and exits) when this supervisor dies, even by SIGKILL: a launch left training
+    unsupervised also leaves the run folder's lock free for a second one. Linux only."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def arm() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the supervisor died before the prctl
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
+
+
 def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
                on_trained: Callable[[float], None], stops: StopSignals) -> Launch:
     """Run one launch to its end: its output goes on to ours (its last lines kept: Hydra
@@ -390,7 +411,8 @@ def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
     ``on_trained`` is called once its first generation past ``resumed_from`` is in
     progress.csv."""
     launch = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, start_new_session=True)
+                              text=True, start_new_session=True,
+                              preexec_fn=stop_with_parent(os.getpid()))
     tail: collections.deque[str] = collections.deque(maxlen=200)
 
     def copy(source: TextIO, to: TextIO) -> None:

@@ -199,6 +199,43 @@ def test_a_run_that_fails_by_itself_is_relaunched_once_then_stops_with_its_error
     assert "episodes failed" in line
 
 
+def test_a_supervisor_killed_outright_takes_its_launch_with_it(tmp_path):
+    """SIGKILL leaves the supervisor no handler: its launch trained on unsupervised, and the
+    run folder's lock, held by the supervisor, let a second run in beside it. The launch now
+    gets SIGTERM when the supervisor dies, its ranks stop with their checkpoint, and the run
+    resumes. No root needed: Hydra launches on this machine's own name."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost:2\n")
+    run_dir = tmp_path / "run"
+    slow = ["--set", "env.kwargs.step_ms=5"]  # the 30 generations would outlast the test
+    job = Supervised([tool("es-train"), *RUN, *slow, "--resume-or-start", str(run_dir),
+                      "--elastic", "--hostfile", str(hostfile)])
+    job.wait_for_checkpoint(run_dir, 3)
+    os.kill(job.process.pid, signal.SIGKILL)
+    job.wait()
+    deadline = time.monotonic() + 15
+    while (left := [pid for pid in Path("/proc").iterdir() if pid.name.isdigit()
+                    and str(run_dir) in _cmdline(pid)]):
+        if time.monotonic() > deadline:
+            for pid in left:
+                os.kill(int(pid.name), signal.SIGKILL)
+            pytest.fail(f"still running: {[_cmdline(pid) for pid in left]}")
+        time.sleep(0.1)
+    saved = newest_checkpoint(run_dir)
+    assert saved < 10  # stopped, not trained to its end
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set",
+                       f"run.generations={saved + 1}", "--quiet"], ranks=2)
+    assert resumed.returncode == 0, resumed.stderr
+    assert generations(run_dir)[-1] == saved + 1
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_text().replace("\0", " ")
+    except OSError:  # ended meanwhile
+        return ""
+
+
 def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it_and_the_run_resumes(
         tmp_path, reference):
     """Plain mpiexec, no supervisor: rank 1 stopped (SIGSTOP) is a hang rank 0 sees."""
