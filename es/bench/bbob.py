@@ -36,10 +36,11 @@ import argparse
 import contextlib
 import csv
 import math
+import multiprocessing
+import signal
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -340,13 +341,28 @@ def run_jobs(work: Callable, jobs: list[tuple], processes: int,
             if done:
                 done(results[index])
         return results  # type: ignore[return-value]
-    with ProcessPoolExecutor(max_workers=processes) as pool:
-        futures = {pool.submit(work, job): index for index, job in enumerate(jobs)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
+    # Leaving the block ends the workers, however it is left: an interrupt (Ctrl-C, or the
+    # SIGTERM that es-bench turns into one) must not leave them computing the queue.
+    with multiprocessing.Pool(processes, initializer=_leave_interrupts_to_parent) as pool:
+        for index, result in pool.imap_unordered(_indexed, [(work, index, job) for index, job
+                                                            in enumerate(jobs)]):
+            results[index] = result
             if done:
-                done(results[futures[future]])
+                done(result)
     return results  # type: ignore[return-value]
+
+
+def _leave_interrupts_to_parent() -> None:
+    """A worker ignores Ctrl-C (the terminal sends it to the whole group) and dies quietly of
+    the SIGTERM that ends the pool (not es-bench's handler, inherited by the fork): the
+    parent handles the interrupt, once, with no traceback from every worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _indexed(task: tuple[Callable, int, tuple]) -> tuple[int, Any]:
+    work, index, job = task
+    return index, work(job)
 
 
 def spans_text(values: list[int]) -> str:

@@ -235,10 +235,19 @@ def add_reference_parser(commands: Any, cases: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     survive_closed_stdout()
+    from es.bench.suite import run_stoppable
+
+    args = parser().parse_args(argv)
+    code = run_stoppable(_run, args)  # Ctrl-C or SIGTERM: exit 130, workers ended
+    if code == 130 and args.command not in ("suite", "reference"):  # those say it themselves
+        print(f"es-bench {args.command}: interrupted (exit code 130)", file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     from es.bench import bbob, comm, reference, scaling, suite
     from es.bench.report import out_folder, write_table
 
-    args = parser().parse_args(argv)
     try:
         if args.command in bbob.COMMANDS:
             return bbob.COMMANDS[args.command](args)
