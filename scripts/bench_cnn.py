@@ -22,7 +22,7 @@ from collections.abc import Callable  # noqa: E402
 
 import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
-from report import emit, script_parser  # noqa: E402
+from report import emit, run_script, script_parser  # noqa: E402
 
 from es.cli.args import add_flag, add_out, positive_int  # noqa: E402
 from es.rl.atari import make_atari_env  # noqa: E402
@@ -129,4 +129,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser
+from report import BIN, check_config, emit, mpiexec, run_or_die, run_script, script_parser
 
 from es.bench.suite import FINAL_SEED, read_progress
 from es.cli.args import add_flag, add_out, add_ranks, positive_int
@@ -172,4 +172,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

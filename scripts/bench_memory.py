@@ -19,7 +19,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import emit, mpiexec, script_parser  # noqa: E402
+from report import emit, mpiexec, run_script, script_parser  # noqa: E402
 
 from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
 
@@ -87,4 +87,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

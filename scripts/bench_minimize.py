@@ -24,7 +24,7 @@ import functools  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import emit, script_parser  # noqa: E402
+from report import emit, run_script, script_parser  # noqa: E402
 
 import es  # noqa: E402
 from es.bench.bbob import known_methods  # noqa: E402
@@ -104,4 +104,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from report import check_config, emit, script_parser
+from report import check_config, emit, run_script, script_parser
 
 from es.cli.args import add_flag, add_out, add_ranks, positive_int
 
@@ -74,4 +74,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

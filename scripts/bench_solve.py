@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import BIN, check_config, died, emit, mpiexec, script_parser
+from report import BIN, check_config, died, emit, mpiexec, run_script, script_parser
 
 from es.cli.args import SpecError, add_flag, add_out, add_ranks, finite_float
 
@@ -41,6 +41,16 @@ def reached(run_dir: Path, threshold: float) -> bool:
                    for r in csv.DictReader(handle) if None not in r.values())
 
 
+def stop(process: subprocess.Popen) -> None:
+    """SIGINT, as es-train stops on with its checkpoint; SIGKILL if that takes over 15 s."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: list[str],
             stop_at: float = float("inf")):
     command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", str(run_dir), "--quiet")
@@ -49,18 +59,15 @@ def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: l
     started = time.time()
     with tempfile.TemporaryFile("w+") as errors:
         process = subprocess.Popen(command, stderr=errors, stdout=subprocess.DEVNULL)
-        while process.poll() is None and time.time() - started < seconds:
-            if reached(run_dir, stop_at):
-                break
-            time.sleep(0.5)
-        interrupted = process.poll() is None
-        if interrupted:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        try:
+            while process.poll() is None and time.time() - started < seconds:
+                if reached(run_dir, stop_at):
+                    break
+                time.sleep(0.5)
+        finally:  # at the budget, and when the script itself is interrupted (its temporary
+            interrupted = process.poll() is None  # run folder goes: nothing may train on)
+            if interrupted:
+                stop(process)
         wall = time.time() - started
         # Stopped by us, es-train exits 130 (SIGINT) after writing its checkpoint.
         if process.returncode not in ((0, 130) if interrupted else (0,)) \
@@ -137,4 +144,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -63,7 +63,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import BIN, check_config, emit, mpiexec, run_or_die, script_parser  # noqa: E402
+from report import BIN, check_config, emit, mpiexec, run_or_die, run_script, script_parser  # noqa: E402
 
 from es.bench.launch import set_flags  # noqa: E402
 from es.bench.suite import column_sum  # noqa: E402
@@ -453,4 +453,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from report import BIN, check_config, emit, mpiexec, script_parser
+from report import BIN, check_config, emit, mpiexec, run_script, script_parser
 
 from es.bench.launch import set_flags
 from es.bench.scaling import steady_state
@@ -83,4 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -15,7 +15,7 @@ import argparse  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import emit, script_parser  # noqa: E402
+from report import emit, run_script, script_parser  # noqa: E402
 
 from es.cli.args import add_flag, add_out, positive_int  # noqa: E402
 from es.core.noise import NoiseTable, SeedNoise  # noqa: E402
@@ -71,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

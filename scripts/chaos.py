@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from report import BIN, RESULTS_CSV, check_config, emit, mpiexec, script_parser
+from report import BIN, RESULTS_CSV, check_config, emit, mpiexec, run_script, script_parser
 
 from es.cli.args import add_flag, add_out, nonnegative_int, parse_seconds, positive_int
 from es.launch.elastic import last_progress_generation
@@ -557,4 +557,4 @@ def run_host_chaos(args: argparse.Namespace, sets: list[str], reference_dir: Pat
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

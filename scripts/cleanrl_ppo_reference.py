@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from report import emit, script_parser
+from report import emit, run_script, script_parser
 
 from es.cli.args import add_flag, add_out, parse_seeds
 
@@ -99,4 +99,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

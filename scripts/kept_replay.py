@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from bench_kept import play_episodes, play_study
 from kept_tradeoff import number_list
-from report import emit, script_parser
+from report import emit, run_script, script_parser
 
 from es.bench.suite import FINAL_SEED
 from es.cli.args import add_flag, add_out, positive_int
@@ -216,4 +216,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -22,7 +22,7 @@ import csv
 from pathlib import Path
 
 import numpy as np
-from report import emit, script_parser
+from report import emit, run_script, script_parser
 
 from es.cli.args import add_flag, add_out, positive_int
 from es.rl.kept import Nomination, NominationPool, policy_score
@@ -152,4 +152,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_kept import STUDY_SEED, fall_summary, play_study
-from report import emit, script_parser
+from report import emit, run_script, script_parser
 
 from es.cli.args import add_flag, add_out
 
@@ -78,4 +78,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import csv
 import os
 import platform
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,6 +37,21 @@ def script_parser(script: str, doc: str, examples: list[str]) -> ArgumentParser:
     one line like the ``es-*`` programs'."""
     return ArgumentParser(prog=Path(script).name, description=first_sentence(doc),
                           examples=examples)
+
+
+def run_script(main: Callable[[], int | None]) -> NoReturn:
+    """Exit with ``main()``'s code; Ctrl-C or SIGTERM end the script in one line, exit code
+    130, never a traceback (the runs it launched stop as their own signals make them)."""
+    def interrupt(*_: object) -> NoReturn:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print(f"{Path(sys.argv[0]).name}: interrupted (exit code 130)", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code or 0)
 
 
 def check_config(parse: ArgumentParser, path: str, overrides: list[str] = ()) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from report import emit, script_parser
+from report import emit, run_script, script_parser
 
 from es.bench.suite import (
     column_sum,
@@ -73,4 +73,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

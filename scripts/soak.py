@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from report import emit, script_parser
+from report import emit, run_script, script_parser
 
 from es.cli.args import ArgumentParser, add_out, fail, nonnegative_seconds
 
@@ -66,4 +66,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

@@ -36,3 +36,41 @@ def test_a_run_that_dies_is_one_line_naming_it_and_its_exit_code(tmp_path, args,
     line, = done.stderr.strip().splitlines()
     assert what in line and "NoSuchEnv-v0" in line, line
     assert line.startswith(args[0].rsplit("/", 1)[-1] + ": ")
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_an_interrupted_script_stops_its_run_in_one_line(tmp_path, stop):
+    """bench_solve.py printed a traceback on Ctrl-C, and a SIGTERM to it alone left its
+    es-train training into a deleted temporary folder."""
+    import contextlib
+    import os
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, "scripts/bench_solve.py", "configs/pendulum.toml", "--thresholds",
+         "1000", "--budget-s", "120", "--out", str(tmp_path)], cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # A terminal's: a background job (CI's) starts with SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not subprocess.run(["pgrep", "-g", str(process.pid), "-f", "es-train"],
+                                 capture_output=True).stdout:
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(2)  # training
+        if stop == "ctrl-c":
+            os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+        else:
+            process.send_signal(signal.SIGTERM)  # a kill: the script alone
+        _, err = process.communicate(timeout=60)
+        deadline = time.monotonic() + 20
+        while subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True).stdout:
+            assert time.monotonic() < deadline, "a run outlived the script"
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130
+    assert err.strip() == "bench_solve.py: interrupted (exit code 130)", err[-3000:]
