@@ -538,7 +538,8 @@ def _train(args: argparse.Namespace, comm) -> int:
         print(f"es-train: {node_summary(nodes, ranks, config.es.noise)}", file=sys.stderr,
               flush=True)
     try:
-        with comm.heartbeat(ranks, config.run.peer_timeout_s, lambda line: peer_lost(line, comm),
+        with comm.heartbeat(ranks, config.run.peer_timeout_s,
+                            lambda line: peer_lost(line, comm, run_dir),
                             lambda: f"generation {trainer.strategy.generation + 1}"), trainer:
             result = trainer.run()
     except Stopped as stop:
@@ -590,12 +591,16 @@ def resume_command(args: argparse.Namespace, run_dir: str) -> str:
 PEER_LOST_GRACE_S = 0.5
 
 
-def peer_lost(report: str, comm) -> None:
+def peer_lost(report: str, comm, run_dir: str) -> None:
     """A peer is silent (``es.parallel.heartbeat``): say which, and end the job with
-    ``PEER_LOST``. Called from the heartbeat thread; the main thread may be waiting in a
-    collective that would never end."""
-    print(f"es-train: {report}; the newest checkpoint is intact: resume on the ranks that are "
-          f"left (exit code {PEER_LOST})", file=sys.stderr, flush=True)
+    ``PEER_LOST``. Called from the heartbeat's watchdog thread; the main thread may be waiting
+    in a collective that would never end."""
+    from es.rl.checkpoint import has_checkpoint
+
+    then = ("the newest checkpoint is intact: resume on the ranks that are left"
+            if has_checkpoint(run_dir) else
+            "no checkpoint was written yet: start the run again on the ranks that are left")
+    print(f"es-train: {report}; {then} (exit code {PEER_LOST})", file=sys.stderr, flush=True)
     # The line travels through the launcher's proxy, which an abort kills at once, sometimes
     # before it passed the line on (seen under Hydra): give it a moment first.
     time.sleep(PEER_LOST_GRACE_S)

@@ -109,11 +109,12 @@ def read_hostfile(path: Path) -> list[Node]:
         if not host or " " in host or (slots and not slots.isdigit()) or slots == "0":
             raise ElasticError(f"--hostfile {str(path)!r} line {number}: {line.strip()!r}: "
                                "expected host or host:slots (slots >= 1)")
+        if host in {node.name for node in nodes}:
+            raise ElasticError(f"--hostfile {str(path)!r} line {number}: host {host!r} is "
+                               "listed twice (give one line its slots: host:slots)")
         nodes.append(Node(host, int(slots or 1)))
     if not nodes:
         raise ElasticError(f"--hostfile {str(path)!r}: no hosts in it")
-    if len({node.name for node in nodes}) != len(nodes):
-        raise ElasticError(f"--hostfile {str(path)!r}: a host is listed twice")
     return nodes
 
 

@@ -261,6 +261,25 @@ def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it_and_the_run_r
     assert np.array_equal(load_params(run_dir), reference)
 
 
+def test_a_rank_lost_before_the_first_checkpoint_says_there_is_none(tmp_path):
+    """The exit-76 line said "the newest checkpoint is intact" with none written yet."""
+    run_dir = tmp_path / "run"
+    job = Supervised([tool("mpiexec"), "-n", "2", tool("es-train"), *RUN, "--set",
+                      "run.checkpoint_every=1000", "--run-dir", str(run_dir)])
+    deadline = time.monotonic() + 60
+    while not (run_dir / "progress.csv").exists() or len(read_progress(run_dir)) < 2:
+        assert job.process.poll() is None and time.monotonic() < deadline, job.stderr[-3000:]
+        time.sleep(0.05)
+    (listed,) = [line for _, line in job.lines if line.startswith("es-train: 2 ranks:")]
+    os.kill(int(re.search(r"rank 1 = pid (\d+)@", listed).group(1)), signal.SIGSTOP)
+    assert job.wait(timeout=3 + 30) == 76, job.stderr[-3000:]
+    (line,) = [line for _, line in job.lines if "peer lost" in line]
+    assert line.rstrip().endswith("; no checkpoint was written yet: start the run again on the "
+                                  "ranks that are left (exit code 76)"), line
+    assert not (run_dir / "checkpoints").exists() or not any(
+        (run_dir / "checkpoints").iterdir())
+
+
 def test_a_whole_job_stopped_for_longer_than_the_deadline_goes_on_when_continued(
         tmp_path, reference):
     """Every rank stopped (SIGSTOP, as Slurm's suspend or a user pausing a run does) for
@@ -350,6 +369,18 @@ def test_more_min_nodes_than_the_hostfile_lists_is_a_usage_error_not_a_retry(tmp
     assert ("es-train --elastic: --min-nodes 2: the hostfile lists 1 node (localhost); give at "
             "most 1, or more nodes (exit code 2)") in refused.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_host_listed_twice_is_named_with_its_line(tmp_path):
+    """'a host is listed twice' left the user to find which, in a hostfile of hundreds."""
+    from es.launch.elastic import ElasticError, read_hostfile
+
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node0:2\nnode1:2\n# spare\nnode0\n")
+    with pytest.raises(ElasticError) as refused:
+        read_hostfile(hostfile)
+    assert str(refused.value) == (f"--hostfile {str(hostfile)!r} line 4: host 'node0' is listed "
+                                  "twice (give one line its slots: host:slots)")
 
 
 @pytest.mark.parametrize("flag", ["--min-nodes", "--max-restarts"])
