@@ -398,7 +398,13 @@ def supervise_elastic(args: argparse.Namespace) -> int:
     """``--elastic``: this process launches the ranks and relaunches them after a lost node
     (``es.launch.elastic``); it never joins the MPI job itself."""
     from es.parallel.comm import launcher_rank, under_mpi_launcher
-    from es.rl.runs import LOCK_HELD_BY_SUPERVISOR, claim_run_dir, undo_start_run_dir
+    from es.rl.runs import (
+        LOCK_HELD_BY_SUPERVISOR,
+        SUPERVISOR_LOCK_LINE,
+        claim_run_dir,
+        lock_line,
+        undo_start_run_dir,
+    )
 
     rank = launcher_rank()  # started under a launcher by mistake: its process 0 alone says so
     if not args.elastic:
@@ -422,6 +428,7 @@ def supervise_elastic(args: argparse.Namespace) -> int:
     if error:
         return fail("es-train", error)
     os.environ[LOCK_HELD_BY_SUPERVISOR] = str(Path(args.resume_or_start).resolve())
+    os.environ[SUPERVISOR_LOCK_LINE] = lock_line("es-train --elastic")
     code = USAGE_ERROR
     try:
         code = _supervise_elastic(args)

@@ -519,8 +519,10 @@ def _supervise(nodes: Nodes, program: Sequence[str], run_dir: Path, min_nodes: i
         ranks = sum(node.slots for node in usable)
         where = f"{_names(usable)} ({ranks} rank{'s' * (ranks != 1)})"
         if failure is None:
+            left_out = "; ".join(f"{name}: {reason}" for name, reason in why.items())
             say(f"launching on {len(usable)} {nodes.kind} node"
-                f"{'s' * (len(usable) != 1)}: {where}")
+                f"{'s' * (len(usable) != 1)}: {where}"
+                + (f"; left out: {left_out}" if left_out else ""))
             note = None
         else:
             lost = ", ".join(sorted(failure.lost)) or "no node"

@@ -29,8 +29,10 @@ def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
 #: The file in a run folder that the process training there holds a lock on.
 LOCK_FILE = "es.lock"
 #: Set by ``es-train --elastic``'s supervisor to the folder it holds for the ranks it
-#: launches and relaunches (a hung rank 0 it left behind would otherwise still hold it).
+#: launches and relaunches (a hung rank 0 it left behind would otherwise still hold it), and
+#: to what its lock file says, which rank 0 finds there only if it sees the same folder.
 LOCK_HELD_BY_SUPERVISOR = "ES_RUN_DIR_HELD"
+SUPERVISOR_LOCK_LINE = "ES_RUN_DIR_HOLDER"
 _held: dict[str, int] = {}  # this process's locks: folder -> file descriptor
 
 
@@ -41,8 +43,10 @@ def claim_run_dir(run_dir: str | Path, who: str = "es-train") -> str | None:
     restart), so it never needs clearing. None, or the error. On a filesystem without locks
     (an NFS without lockd) the run goes on unguarded, with a warning."""
     folder = Path(run_dir).resolve()
-    if str(folder) in _held or os.environ.get(LOCK_HELD_BY_SUPERVISOR) == str(folder):
+    if str(folder) in _held:
         return None
+    if os.environ.get(LOCK_HELD_BY_SUPERVISOR) == str(folder):
+        return _check_supervisors_folder(folder, run_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         handle = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -61,9 +65,30 @@ def claim_run_dir(run_dir: str | Path, who: str = "es-train") -> str | None:
             "into it", str(run_dir), LOCK_FILE, error.strerror)
         return None
     os.ftruncate(handle, 0)
-    os.pwrite(handle, f"{who} pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    os.pwrite(handle, f"{lock_line(who)}\n".encode(), 0)
     _held[str(folder)] = handle
     return None
+
+
+def lock_line(who: str) -> str:
+    """What this process writes into a folder's lock file: who holds it, and where."""
+    return f"{who} pid {os.getpid()} on {socket.gethostname()}"
+
+
+def _check_supervisors_folder(folder: Path, run_dir: str | Path) -> str | None:
+    """A rank 0 on another host than its supervisor sees the supervisor's folder only through
+    a shared file system; a path that is local to each host would have the run start over in
+    a folder the supervisor never sees (after a lost node, from generation 0)."""
+    holder = os.environ.get(SUPERVISOR_LOCK_LINE, "")
+    try:
+        found = (folder / LOCK_FILE).read_text().strip()
+    except OSError:
+        found = ""
+    if not holder or found == holder:
+        return None
+    return (f"run folder {str(run_dir)!r} on {socket.gethostname()} is not the one its "
+            f"supervisor holds ({holder}): the run folder must be on a file system that every "
+            "host and the supervisor share (docs/cluster.md)")
 
 
 def release_run_dir(run_dir: str | Path | None = None) -> None:

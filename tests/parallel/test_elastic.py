@@ -371,6 +371,45 @@ def test_more_min_nodes_than_the_hostfile_lists_is_a_usage_error_not_a_retry(tmp
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("present", [False, True], ids=["missing", "another"])
+def test_a_rank_0_that_sees_another_folder_than_its_supervisor_is_refused(tmp_path, present):
+    """A run folder on a path local to each host: after a lost node, rank 0 on another host
+    started the run over in its own folder, which the supervisor never saw. Here the
+    supervisor's variables name a holder that this host's folder does not have."""
+    import socket
+
+    from es.rl.runs import LOCK_HELD_BY_SUPERVISOR, SUPERVISOR_LOCK_LINE
+
+    run_dir = tmp_path / "run"
+    if present:  # this host's own folder of that name, from an earlier run of its own
+        done = run_cli(["es-train", *RUN, "--set", "run.generations=1", "--run-dir",
+                        str(run_dir)])
+        assert done.returncode == 0, done.stderr
+    holder = "es-train --elastic pid 4242 on login1"
+    refused = run_cli(["es-train", *RUN, "--resume-or-start", str(run_dir)], ranks=2,
+                      extra_env={LOCK_HELD_BY_SUPERVISOR: str(run_dir.resolve()),
+                                 SUPERVISOR_LOCK_LINE: holder}, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"es-train: error: run folder {str(run_dir)!r} on {socket.gethostname()} is not the "
+        f"one its supervisor holds ({holder}): the run folder must be on a file system that "
+        "every host and the supervisor share (docs/cluster.md)")
+    assert run_dir.exists() == present
+
+
+def test_a_host_left_out_at_the_first_launch_is_named_with_why(tmp_path):
+    """The first launch said only where it ran: a host the probe found unusable vanished
+    from the run without a word."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost:2\nno-such-host.invalid:2\n")
+    job = Supervised([tool("es-train"), *RUN, "--set", "run.generations=2", "--resume-or-start",
+                      str(tmp_path / "run"), "--elastic", "--hostfile", str(hostfile)])
+    assert job.wait(timeout=120) == 0, job.stderr[-3000:]
+    assert re.search(r"es-train --elastic: launching on 1 hostfile node: localhost \(2 ranks\); "
+                     r"left out: no-such-host.invalid: a probe failed with exit code \d+\n",
+                     job.stderr), job.stderr[-3000:]
+
+
 def test_a_host_listed_twice_is_named_with_its_line(tmp_path):
     """'a host is listed twice' left the user to find which, in a hostfile of hundreds."""
     from es.launch.elastic import ElasticError, read_hostfile
