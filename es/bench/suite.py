@@ -277,7 +277,9 @@ def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
     """Train (or resume) one run, score its final policy; its row of ``runs.csv``."""
     run_dir = run_folder(out, run)
     final = run_dir / "final.json"
-    if not final.is_file():
+    if not final.is_file() and trained_to_its_budget(run_dir):  # interrupted while scored
+        score_final(run_dir, suite.final_episodes, run.name)
+    elif not final.is_file():
         if run_dir.exists() and not (run_dir / "config.toml").is_file():
             shutil.rmtree(run_dir)  # killed before es-train wrote anything to resume from
         run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -498,16 +500,29 @@ def bare_rate(run_dir: Path) -> float | str:
     return json.loads(measured.read_text())["bare_steps_per_s"] if measured.is_file() else ""
 
 
-def stop_confirmations(run_dir: Path) -> tuple[int, float]:
-    """The episodes and rank 0's seconds confirming nominations at the run's stops
-    (``stops.csv``): after the last progress row, so in none of its columns."""
+def read_stops(run_dir: Path) -> list[dict[str, str]]:
+    """The run's stops (``stops.csv``), oldest first; none for a run never stopped."""
     from es.rl.metrics import STOPS_FILE
 
     path = run_dir / STOPS_FILE
     if not path.is_file():
-        return 0, 0.0
+        return []
     with path.open() as handle:
-        stops = list(csv.DictReader(handle))
+        return list(csv.DictReader(handle))
+
+
+def trained_to_its_budget(run_dir: Path) -> bool:
+    """Whether the run's last stop was its budget's end (``run.max_seconds = ...``), not a
+    signal's: it needs only its scoring, and a resume would play the stop's confirmations
+    again (counted twice in its costs)."""
+    stops = read_stops(run_dir)
+    return bool(stops) and stops[-1]["ended_by"].startswith("run.")
+
+
+def stop_confirmations(run_dir: Path) -> tuple[int, float]:
+    """The episodes and rank 0's seconds confirming nominations at the run's stops
+    (``stops.csv``): after the last progress row, so in none of its columns."""
+    stops = read_stops(run_dir)
     return (sum(int(stop["confirm_episodes"]) for stop in stops),
             sum(float(stop["confirm_s"]) for stop in stops))
 

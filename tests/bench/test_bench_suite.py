@@ -413,3 +413,26 @@ def test_a_missing_launcher_and_a_task_name_no_folder_can_take_are_refused_first
     done = run_cli([sys.executable, "scripts/bench_throughput.py", "--max-train-s", "0"])
     assert done.returncode == 2 and "--max-train-s: '0': expected a finite number of " \
         "seconds > 0" in done.stderr, done.stderr
+
+
+def test_a_run_interrupted_while_scored_is_scored_not_resumed(tmp_path):
+    """Stopped between its training's end and its score, a run was resumed by the next
+    call, which played the stop's confirmations a second time: its confirmation cost
+    (confirm_share) doubled. Now it is only scored."""
+    suite, out = tmp_path / "tiny.toml", tmp_path / "out"
+    suite.write_text(SUITE.split("[tasks.pendulum]")[0].replace(
+        'strategies.snes = { config = "configs/cartpole.toml", set = ["es.strategy=snes", '
+        '"es.sigma=0.5"] }\n', ""))
+    command = ["es-bench", "suite", str(suite), "--seeds", "0", "--out", str(out)]
+    first = run_cli(command, timeout=300)
+    assert first.returncode == 0, first.stderr
+    run_dir = out / "runs" / "cartpole-openai-seed0"
+    scored = {name: (run_dir / name).read_text() for name in ("final.json", "kept.json")}
+    stops = (run_dir / "stops.csv").read_text()
+    assert int(read_csv(run_dir / "stops.csv")[-1]["confirm_episodes"]) > 0
+    for name in scored:  # as if the call had been stopped before its scoring
+        (run_dir / name).unlink()
+    again = run_cli(command, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert (run_dir / "stops.csv").read_text() == stops  # no second stop: not resumed
+    assert {name: (run_dir / name).read_text() for name in scored} == scored
