@@ -1,9 +1,13 @@
 """Helpers to run the real command-line tools, as a user types them."""
 
+import contextlib
 import csv
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +41,48 @@ def run_cli(args: list[str], ranks: int | None = None, timeout: float = 300,
     env |= extra_env or {}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                           cwd=cwd or REPO, env=env)
+
+
+def start_terminal_job(command: list[str], **popen: object) -> subprocess.Popen:
+    """``command`` in a process group of its own with SIGINT at its default, as a terminal's
+    job has it (a background job, CI's pytest, starts with SIGINT ignored)."""
+    return subprocess.Popen(command, cwd=REPO, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **popen)
+
+
+def interrupt_job(process: subprocess.Popen, stop: str, ready: Callable[[], bool],
+                  timeout: float = 60) -> str:
+    """Once ``ready()``, Ctrl-C (``stop="ctrl-c"``: SIGINT to the whole group, as a terminal
+    sends it) or a SIGTERM to ``process`` alone; its stderr, once it and every process of its
+    group ended (within ``timeout`` s each, or the test fails). Whatever happens, nothing it
+    started outlives the test."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert process.poll() is None and time.monotonic() < deadline, "never ready"
+            time.sleep(0.1)
+        if stop == "ctrl-c":
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True).stdout:
+            assert time.monotonic() < deadline, f"a process it started outlived it: {err}"
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return err
+
+
+def wait_for_a_checkpoint(job: subprocess.Popen, run_dir: Path, timeout: float = 120) -> None:
+    """Until ``run_dir`` holds a checkpoint; the test fails if ``job`` ends first."""
+    deadline = time.monotonic() + timeout
+    while not list((run_dir / "checkpoints").glob("ckpt-*.json")):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+        time.sleep(0.2)
 
 
 def read_progress(run_dir: Path) -> list[dict[str, str]]:

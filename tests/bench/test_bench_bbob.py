@@ -2,7 +2,6 @@
 
 The full benchmark is a script (``es-bench bbob``); here it runs on two functions."""
 
-import contextlib
 import csv
 import math
 
@@ -188,32 +187,14 @@ def test_a_bbob_run_ends_at_pycmas_generation(function, instance, reason):
 def test_an_interrupted_pool_ends_its_workers_in_one_line(tmp_path, stop):
     """Ctrl-C printed a traceback from the parent and from every worker; a SIGTERM to
     es-bench alone ended it and left its workers computing the rest of the queue."""
-    import os
-    import signal
     import subprocess
-    import time
 
-    from conftest import REPO, tool
+    from conftest import interrupt_job, start_terminal_job, tool
 
-    process = subprocess.Popen(
+    process = start_terminal_job(
         [tool("es-bench"), "highdim", "--dims", "1000", "--jobs", "2", "--seeds", "1-10",
-         "--out", str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-        # A terminal's: a background job (CI's) starts with SIGINT ignored.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        assert " ms/generation" in process.stdout.readline()  # the pool is at work
-        if stop == "ctrl-c":
-            os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
-        else:
-            process.send_signal(signal.SIGTERM)  # a kill: es-bench alone
-        _, err = process.communicate(timeout=30)
-        deadline = time.monotonic() + 10
-        while subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True).stdout:
-            assert time.monotonic() < deadline, "a worker outlived es-bench"
-            time.sleep(0.1)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+         "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = interrupt_job(process, stop, timeout=30,  # once the pool is at work
+                        ready=lambda: " ms/generation" in process.stdout.readline())
     assert process.returncode == 130
     assert err.strip() == "es-bench highdim: interrupted (exit code 130)", err[-3000:]

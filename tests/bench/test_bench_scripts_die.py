@@ -42,35 +42,23 @@ def test_a_run_that_dies_is_one_line_naming_it_and_its_exit_code(tmp_path, args,
 def test_an_interrupted_script_stops_its_run_in_one_line(tmp_path, stop):
     """bench_solve.py printed a traceback on Ctrl-C, and a SIGTERM to it alone left its
     es-train training into a deleted temporary folder."""
-    import contextlib
-    import os
-    import signal
     import time
 
-    process = subprocess.Popen(
+    from conftest import interrupt_job, start_terminal_job
+
+    process = start_terminal_job(
         [sys.executable, "scripts/bench_solve.py", "configs/pendulum.toml", "--thresholds",
-         "1000", "--budget-s", "120", "--out", str(tmp_path)], cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        # A terminal's: a background job (CI's) starts with SIGINT ignored.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + 60
-        while not subprocess.run(["pgrep", "-g", str(process.pid), "-f", "es-train"],
-                                 capture_output=True).stdout:
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        time.sleep(2)  # training
-        if stop == "ctrl-c":
-            os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
-        else:
-            process.send_signal(signal.SIGTERM)  # a kill: the script alone
-        _, err = process.communicate(timeout=60)
-        deadline = time.monotonic() + 20
-        while subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True).stdout:
-            assert time.monotonic() < deadline, "a run outlived the script"
-            time.sleep(0.1)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+         "1000", "--budget-s", "120", "--out", str(tmp_path)], stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    started: list[float] = []
+
+    def training() -> bool:
+        """For 2 s, es-train."""
+        if not started and subprocess.run(["pgrep", "-g", str(process.pid), "-f", "es-train"],
+                                          capture_output=True).stdout:
+            started.append(time.monotonic())
+        return bool(started) and time.monotonic() - started[0] > 2
+
+    err = interrupt_job(process, stop, ready=training)
     assert process.returncode == 130
     assert err.strip() == "bench_solve.py: interrupted (exit code 130)", err[-3000:]

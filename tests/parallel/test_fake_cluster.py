@@ -21,6 +21,7 @@ from conftest import (
     read_progress,
     run_cli,
     tool,
+    wait_for_a_checkpoint,
 )
 
 from es.cli.fake_cluster import main
@@ -92,10 +93,7 @@ def test_a_lost_host_ends_the_job_fast_and_the_checkpoint_resumes_on_one_host(tm
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True)
         try:
-            deadline = time.monotonic() + 120
-            while not list((run_dir / "checkpoints").glob("ckpt-*.json")):
-                assert job.poll() is None and time.monotonic() < deadline, job.stdout.read()
-                time.sleep(0.2)
+            wait_for_a_checkpoint(job, run_dir)
             ranks = [pid for pid in cluster.pids("node1")
                      if "es-train" in Path(f"/proc/{pid}/cmdline").read_text()]
             assert len(ranks) == 2

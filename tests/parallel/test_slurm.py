@@ -20,7 +20,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ONE_WORKER, REPO, load_params, read_progress, run_cli, tool
+from conftest import (
+    ONE_WORKER,
+    REPO,
+    load_params,
+    read_progress,
+    run_cli,
+    tool,
+    wait_for_a_checkpoint,
+)
 
 from es.cli.slurm_cluster import main
 from es.parallel.fake_cluster import ClusterError
@@ -241,10 +249,7 @@ def test_a_rank_killed_on_another_node_ends_a_plain_srun_job_naming_it(slurm, tm
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while not list((run_dir / "checkpoints").glob("ckpt-*.json")):
-            assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()
-            time.sleep(0.2)
+        wait_for_a_checkpoint(job, run_dir)
         time.sleep(1)  # a heartbeat or two between the nodes first
         victim = max(pid for pid in cluster.hosts_cluster.pids("node1")  # other jobs run
                      if str(run_dir) in Path(f"/proc/{pid}/cmdline").read_text())  # there too
