@@ -287,7 +287,9 @@ def execute(run: Run, suite: Suite, suite_file: Path, out: Path, ranks: int,
         if not measured.is_file():  # measured once, before the run's first session
             entry = run.task.configs[run.strategy]
             rate = yardstick(config_path(suite_file, entry.config), entry.overrides)
-            measured.write_text(json.dumps({"bare_steps_per_s": rate}))
+            measured.write_text(json.dumps({"bare_steps_per_s": rate, "ranks": ranks}))
+        elif not (run_dir / "config.toml").is_file():  # begins again: on these ranks
+            measured.write_text(json.dumps({**_yardstick(run_dir), "ranks": ranks}))
         command = train_command(run, suite, suite_file, run_dir, ranks, launcher)
         returncode, stderr = supervised(command)
         if returncode in (CHECKPOINTED, PEER_LOST):
@@ -493,11 +495,21 @@ def run_row(run: Run, run_dir: Path) -> dict[str, Any]:
     return row
 
 
-def bare_rate(run_dir: Path) -> float | str:
-    """The machine's bare-loop rate measured before the run (``yardstick``); empty for runs
-    from before it was measured."""
+def _yardstick(run_dir: Path) -> dict[str, Any]:
+    """What was written beside the run before its first session: the machine's bare-loop
+    rate (``yardstick``) and the ranks it began on; {} for runs from before either was."""
     measured = run_dir.with_name(f"{run_dir.name}.yardstick.json")
-    return json.loads(measured.read_text())["bare_steps_per_s"] if measured.is_file() else ""
+    return json.loads(measured.read_text()) if measured.is_file() else {}
+
+
+def bare_rate(run_dir: Path) -> float | str:
+    """The machine's bare-loop rate measured before the run; empty where it was not."""
+    return _yardstick(run_dir).get("bare_steps_per_s", "")
+
+
+def began_on(run_dir: Path) -> int | None:
+    """The ranks the run's first session trained on; None for runs from before it was kept."""
+    return _yardstick(run_dir).get("ranks")
 
 
 def read_stops(run_dir: Path) -> list[dict[str, str]]:
@@ -761,6 +773,7 @@ def suite(args: argparse.Namespace) -> int:
     runs = [Run(task, strategy, seed) for task in tasks for strategy in task.configs
             for seed in args.seeds]
     check_trained_budgets([*runs, *finished_runs(spec, out)], out)
+    check_begun_ranks(runs, out, ranks)
     print(f"es-bench suite: {len(runs)} runs ({sum(1 for r in runs if _done(out, r))} done "
           f"already), {args.jobs} at a time on {ranks} ranks each", flush=True)
 
@@ -785,8 +798,10 @@ def suite(args: argparse.Namespace) -> int:
     summary = summary_rows(rows, chosen)
     write_csv(out / "summary.csv", summary)
     seeds = sorted({run.seed for run in measured})
+    # The ranks the tabled runs trained on, which an earlier call may have chosen.
+    trained_on = sorted({began_on(run_folder(out, run)) or ranks for run in measured})
     title = (f"es-bench suite {suite_file.name}: seeds {','.join(map(str, seeds))}, "
-             f"mpiexec -n {ranks}, "
+             f"mpiexec -n {' and '.join(map(str, trained_on))}, "
              f"final score over {spec.final_episodes} fresh episodes, thresholds judged on "
              f"evaluations of >= {spec.eval_episodes} episodes")
     text = markdown(summary, rows, chosen, title)
@@ -855,6 +870,20 @@ def check_trained_budgets(runs: list[Run], out: Path) -> None:
                 f"{trained.max_timesteps}, run.max_seconds = {trained.max_seconds:g}, where "
                 f"the suite file now gives {asked[0]} and {asked[1]:g}: use another --out, "
                 "or the suite file it was run with")
+
+
+def check_begun_ranks(runs: list[Run], out: Path, ranks: int) -> None:
+    """A begun run goes on on the ranks it began on: its wall times (to each threshold, of its
+    evaluations and confirmations) would otherwise mix two rank counts, though its results
+    would not differ. Raises ValueError naming the first that differs."""
+    for run in runs:
+        run_dir = run_folder(out, run)
+        began = began_on(run_dir)
+        if (began is not None and began != ranks and (run_dir / "config.toml").is_file()
+                and not _done(out, run)):
+            raise ValueError(f"--ranks {ranks}: {run.name} began on {began} rank"
+                             f"{'s' * (began != 1)} and its times would mix two rank counts: "
+                             f"give --ranks {began}, or another --out")
 
 
 def claim_output_folder(out: Path, suite_file: Path) -> None:

@@ -76,9 +76,15 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     assert not (victim / "final.json").exists()
     first_rows = read_csv(victim / "progress.csv")
 
+    # Begun on 2 ranks, it goes on on 2: its wall times must not mix two rank counts.
+    other = run_cli(["es-bench", *command[1:6], "1", *command[7:]], timeout=300)
+    assert other.returncode == 2 and other.stderr.strip() == (
+        "es-bench: error: --ranks 1: pendulum-openai-seed0 began on 2 ranks and its times "
+        "would mix two rank counts: give --ranks 2, or another --out"), other.stderr
     again = run_cli(["es-bench", *command[1:]], timeout=300)
     assert again.returncode == 0, again.stderr
     assert "4 done already" in again.stdout
+    assert "mpiexec -n 2, " in (out / "results.md").read_text()
     for name, mtime in done_before.items():  # finished runs are not redone
         assert (out / "runs" / name / "final.json").stat().st_mtime_ns == mtime
     resumed = read_csv(victim / "progress.csv")
