@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,12 @@ from es.rl.policies import ObsNorm, PolicySpec, bind_policy
 from es.rl.rollout import safe_episode
 
 log = logging.getLogger("es")
+
+
+#: Called by a baseline's ``train`` on every rank once it has checked its config and env,
+#: before anything is written: es-baseline starts the run folder there (clearing an earlier
+#: run's files), so that a refused config leaves the earlier run in it untouched.
+Begin = Callable[[], None]
 
 
 def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNetSpec:

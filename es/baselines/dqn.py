@@ -19,6 +19,7 @@ from es.baselines import nn
 from es.baselines.common import (
     BaselineResult,
     BaselineRun,
+    Begin,
     checked_step,
     clip_by_norm,
     network_spec,
@@ -161,12 +162,14 @@ def check_discrete(spec: nn.Network, program: str) -> None:
 
 
 def train(config: Config, comm: Comm, run_dir: Path | None,
-          started: float | None = None) -> BaselineResult:
+          started: float | None = None, begin: Begin = lambda: None
+          ) -> BaselineResult:
     """DQN in this process (rank 0 of ``comm``; other ranks would duplicate the work)."""
     cfg, seed = config.dqn, config.run.seed
     env, norm = scaled_env(config)
     spec = network_spec(config, env, "es-baseline dqn")
     check_discrete(spec, "es-baseline dqn")
+    begin()
     run = BaselineRun(config, comm, run_dir, spec, norm, started)
     learner = QLearner(spec, cfg, seed)
     pixels = env.observation_space.dtype == np.uint8 and config.policy.kind == "cnn"

@@ -28,6 +28,7 @@ import numpy as np
 from es.baselines.common import (
     BaselineResult,
     BaselineRun,
+    Begin,
     checked_step,
     network_spec,
     progress_row,
@@ -59,13 +60,15 @@ def row_width(obs_dim: int) -> int:
 
 
 def train(config: Config, comm: Comm, run_dir: Path | None,
-          started: float | None = None) -> BaselineResult:
+          started: float | None = None, begin: Begin = lambda: None
+          ) -> BaselineResult:
     if config.policy.kind == "cnn":
         raise ConfigError("policy.kind = 'cnn': gorila sends transitions as float64 rows (450 "
                           "KB per Atari frame pair); train pixels with es-baseline dqn")
     env, norm = scaled_env(config)
     spec = network_spec(config, env, "es-baseline gorila")
     check_discrete(spec, "es-baseline gorila")
+    begin()
     if comm.rank == 0:
         result = Learner(config, comm, run_dir, spec, norm, started).run()
     else:

@@ -24,6 +24,7 @@ from es.baselines import nn
 from es.baselines.common import (
     BaselineResult,
     BaselineRun,
+    Begin,
     checked_step,
     clip_by_norm,
     network_spec,
@@ -177,10 +178,12 @@ class PolicyGradient:
 
 
 def train(config: Config, comm: Comm, run_dir: Path | None,
-          started: float | None = None) -> BaselineResult:
+          started: float | None = None, begin: Begin = lambda: None
+          ) -> BaselineResult:
     cfg, seed = config.pg, config.run.seed
     env, norm = scaled_env(config)
     spec = network_spec(config, env, "es-baseline pg")
+    begin()
     run = BaselineRun(config, comm, run_dir, spec, norm, started)
     learner = PolicyGradient(spec, cfg, seed)
     count = cfg.episodes_per_update

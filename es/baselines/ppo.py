@@ -33,6 +33,7 @@ from es.baselines import nn
 from es.baselines.common import (
     BaselineResult,
     BaselineRun,
+    Begin,
     checked_step,
     network_spec,
     progress_row,
@@ -248,7 +249,8 @@ class PPO:
 
 
 def train(config: Config, comm: Comm, run_dir: Path | None,
-          started: float | None = None) -> BaselineResult:
+          started: float | None = None, begin: Begin = lambda: None
+          ) -> BaselineResult:
     cfg, seed = config.ppo, config.run.seed
     if comm.size > cfg.num_envs:
         raise ConfigError(f"{comm.size} ranks: ppo.num_envs = {cfg.num_envs} environments "
@@ -260,6 +262,7 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
     spec = network_spec(config, probe, "es-baseline ppo")
     if not isinstance(spec, PolicySpec):
         raise ConfigError("es-baseline ppo: policy.kind must be 'linear' or 'mlp'")
+    begin()
     obs_stats, return_stats = RunningStats.zeros(spec.obs_dim), RunningStats.zeros(1)
     run = BaselineRun(config, comm, run_dir, spec, _obs_norm(obs_stats, cfg), started)
     learner = PPO(spec, cfg, seed)

@@ -21,6 +21,10 @@ from es.rl.runs import configure_logging, start_run_dir, undo_start_run_dir
 ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
 
 
+class RunFolderError(RuntimeError):
+    """The run folder cannot be started (in use by another run, not writable)."""
+
+
 def parser() -> argparse.ArgumentParser:
     parse = ArgumentParser(
         prog="es-baseline",
@@ -86,18 +90,26 @@ def main(argv: list[str] | None = None) -> int:
     if not error and comm.rank == 0:
         for warning in [*warnings, *section_warning(args)]:
             print(f"es-baseline: warning: {warning}", file=sys.stderr, flush=True)
-    if not error:  # checked: written now (es-train writes it once its trainer is built)
-        error = comm.broadcast(start_run_dir(run_dir, config) if comm.rank == 0 else None)
     if error:
         return fail_on_rank("es-baseline", error, comm.rank)
 
     from es.baselines import dqn, gorila, pg, ppo
     from es.config import ConfigError
 
+    def begin() -> None:
+        """The folder, once the baseline has checked its config and env (``Begin``): a
+        refused config must not have cleared an earlier run out of it first."""
+        error = comm.broadcast(start_run_dir(run_dir, config) if comm.rank == 0 else None)
+        if error:
+            raise RunFolderError(error)
+
     train = {"dqn": dqn.train, "pg": pg.train, "ppo": ppo.train,
              "gorila": gorila.train}[args.algorithm]
     try:
-        result = train(config, comm, Path(run_dir) if comm.rank == 0 else None, LAUNCHED_AT)
+        result = train(config, comm, Path(run_dir) if comm.rank == 0 else None, LAUNCHED_AT,
+                       begin)
+    except RunFolderError as error:
+        return fail_on_rank("es-baseline", str(error), comm.rank)
     except ConfigError as error:  # before training: the corrected command may use the folder
         if comm.rank == 0:
             undo_start_run_dir(run_dir)

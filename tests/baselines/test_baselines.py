@@ -254,6 +254,28 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, ranks, message):
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("args, ranks", [
+    (["dqn", "configs/baselines/pendulum_pg.toml"], None),
+    (["ppo", "configs/baselines/cartpole_ppo.toml", "--set", "policy.kind=cnn", "--set",
+      "policy.obs_norm=false"], None),
+    (["ppo", "configs/baselines/pendulum_ppo.toml", "--set", "ppo.num_envs=1"], 2),
+], ids=["dqn on continuous actions", "ppo with a cnn", "ppo with fewer envs than ranks"])
+def test_a_refused_force_leaves_the_earlier_run_in_the_folder(tmp_path, args, ranks):
+    """The folder was cleared for the new run before the baseline checked its config: each
+    of these refusals left nothing of the earlier run (the folder was gone)."""
+    run_dir = tmp_path / "run"
+    earlier = run_cli(["es-baseline", "pg", "configs/baselines/cartpole_pg.toml", "--run-dir",
+                       str(run_dir), *PG_SHORT])
+    assert earlier.returncode == 0, earlier.stderr
+    files = {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()}
+    assert {"config.toml", "progress.csv", "policy.npz"} <= set(files)
+    refused = run_cli(["es-baseline", *args, "--run-dir", str(run_dir), "--force"],
+                      ranks=ranks)
+    assert refused.returncode == 2, refused.stderr
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir()
+            if path.is_file()} == files
+
+
 def test_es_compare_writes_table_csv_and_plot(tmp_path):
     out = tmp_path / "cmp"
     result = run_cli(["es-compare", "--env", "CartPole-v1", "--budget-s", "4", "--seeds", "0-1",
