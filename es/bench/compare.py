@@ -91,14 +91,18 @@ def executable(name: str) -> str:
     return str(beside) if beside.exists() else name
 
 
+def run_overrides(method: str, overrides: list[str], seed: int, budget_s: float) -> list[str]:
+    """The ``--set`` values of one run: the method's own, then the comparison's budget."""
+    return [*overrides, f"run.name={method}", f"run.seed={seed}", f"run.max_seconds={budget_s}",
+            "run.generations=1000000000", "run.max_timesteps=0"]
+
+
 def command(method: str, config: str, overrides: list[str], run_dir: Path, seed: int,
             budget_s: float, ranks: int) -> list[str]:
     """The command line of one run, as a user would type it."""
     program = [executable("es-train")] if method == "es" else [executable("es-baseline"), method]
-    sets = [*overrides, f"run.name={method}", f"run.seed={seed}", f"run.max_seconds={budget_s}",
-            "run.generations=1000000000", "run.max_timesteps=0"]
     line = [*program, config, "--run-dir", str(run_dir), "--force", "--quiet"]
-    for value in sets:
+    for value in run_overrides(method, overrides, seed, budget_s):
         line += ["--set", value]
     if ranks > 1 and method in DISTRIBUTED:
         line = [executable("mpiexec"), "-n", str(ranks), *line]
@@ -184,7 +188,8 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
 def compare(args: argparse.Namespace) -> int:
     """``es-compare`` with its parsed flags: the runs, then ``compare.csv``, ``compare.md`` and
     ``compare.png`` in the output folder. A bad flag value is a one-line ValueError, raised
-    before any run starts; exit code 1 when a run failed."""
+    before any run starts; exit code 1 when a run failed (the table holds the others)."""
+    from es.config import ConfigError, load_config
     from es.rl.envs import check_env_id
 
     check_env_id(args.env)
@@ -217,6 +222,10 @@ def compare(args: argparse.Namespace) -> int:
         if not Path(config).is_file():
             raise ValueError(f"config {config!r} of {method}: not found (run from the project "
                              "folder or pass --method-config METHOD=PATH)")
+        try:  # now, not when the runs before it have spent their budgets
+            load_config(config, run_overrides(method, overrides, 0, args.budget_s))
+        except ConfigError as error:
+            raise ValueError(f"config {config!r} of {method}: {error}") from None
         for seed in args.seeds:
             run_dir = out / method / f"seed{seed}"
             jobs.append((method, seed, run_dir, command(method, config, overrides, run_dir, seed,
@@ -224,6 +233,12 @@ def compare(args: argparse.Namespace) -> int:
     missing = sorted({job[3][0] for job in jobs if shutil.which(job[3][0]) is None})
     if missing:
         raise ValueError(f"{', '.join(missing)}: not found; install the package (pip install -e .)")
+    earlier = [f"{method}/seed{seed}" for method, seed, run_dir, _ in jobs
+               if (run_dir / "progress.csv").exists()]
+    if earlier and not args.force:
+        raise ValueError(f"--out {str(out)!r} holds earlier runs ({', '.join(earlier[:4])}"
+                         f"{', ...' if len(earlier) > 4 else ''}): pass --force to replace "
+                         "them, or another --out")
     out.mkdir(parents=True, exist_ok=True)
 
     # Ctrl-C reaches the runs (the terminal's process group) and stops them at their
@@ -254,9 +269,19 @@ def compare(args: argparse.Namespace) -> int:
         return 130
     failed = [f"{m} seed {s} (exit {c}, see {out / f'{m}-seed{s}.log'})"
               for m, s, _, c in finished if c != 0]
+    finished = [job for job in finished if job[3] == 0]  # the others' rows would be empty
+    if finished:
+        write_comparison(finished, out, threshold, args)
     if failed:
-        print(f"es-compare: error: runs failed: {'; '.join(failed)}", file=sys.stderr)
+        print(f"es-compare: error: runs failed: {'; '.join(failed)}"
+              + ("; the table holds the others" if finished else ""), file=sys.stderr)
         return 1
+    return 0
+
+
+def write_comparison(finished: list[tuple[str, int, Path, int | None]], out: Path,
+                     threshold: float | None, args: argparse.Namespace) -> None:
+    """``compare.csv``, ``compare.md`` and ``compare.png`` of the runs that ended well."""
     summaries = [summarise(m, s, d, threshold, args.eval_episodes) for m, s, d, _ in finished]
     with (out / "compare.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(asdict(summaries[0])))
@@ -267,6 +292,7 @@ def compare(args: argparse.Namespace) -> int:
     print(table)
     from es.bench.curves import plot
 
+    methods = list(dict.fromkeys(m for m, *_ in finished))
     try:  # each method's seeds are one config: one curve per method
         plot([d for _, _, d, _ in finished], out / "compare.png", "time_s", "eval_return",
              f"{args.env}: {', '.join(methods)}, {len(args.seeds)} seeds, {args.budget_s:g} s each",
@@ -275,4 +301,3 @@ def compare(args: argparse.Namespace) -> int:
     except (RuntimeError, ValueError) as error:  # no matplotlib, a run without evaluations:
         print(f"wrote {out / 'compare.csv'}, {out / 'compare.md'}")  # the table stands
         print(f"es-compare: no plot: {error}", file=sys.stderr)
-    return 0

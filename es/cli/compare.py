@@ -47,6 +47,7 @@ def parser() -> ArgumentParser:
              f"{', '.join(f'{env} {value:g}' for env, value in THRESHOLDS.items())}")
     parse.add_argument("--eval-episodes", type=positive_int, default=20,
                        help="episodes of each run's final policy (default 20)")
+    add_flag(parse, "--force", "replace the runs of an earlier es-compare in --out")
     add_out(parse, "compare", per="ENV")
     return parse
 

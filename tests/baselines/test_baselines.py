@@ -294,6 +294,50 @@ def test_es_compare_writes_table_csv_and_plot(tmp_path):
             assert 3.0 <= float(progress[-1]["time_s"]) < 30  # the budget ended the run
 
 
+def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
+    """A typo in the last method's config was found after the earlier methods had trained
+    their whole budgets, and then no table was written."""
+    bad = tmp_path / "pg.toml"
+    bad.write_text("[pg]\nlrr = 0.01\n")
+    out = tmp_path / "cmp"
+    refused = run_cli(["es-compare", "--env", "CartPole-v1", "--methods", "es,pg",
+                       "--method-config", f"pg={bad}", "--budget-s", "60", "--seeds", "0",
+                       "--out", str(out)], timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith(f"es-compare: error: config {str(bad)!r} of pg: unknown "
+                                     "key pg.lrr: allowed in [pg] are ")
+    assert not (out / "es").exists()
+
+
+def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_path):
+    """A second es-compare into one --out replaced the first's runs without a word; and one
+    failed run left no table of those that ended."""
+    import tomllib
+
+    import tomli_w
+
+    data = tomllib.loads((REPO / "configs/baselines/cartpole_ppo.toml").read_text())
+    data.setdefault("ppo", {})["anneal_lr"] = True  # es-compare's runs have no step budget
+    failing = tmp_path / "ppo.toml"
+    failing.write_text(tomli_w.dumps(data))
+    out = tmp_path / "cmp"
+    args = ["es-compare", "--env", "CartPole-v1", "--methods", "es,ppo", "--method-config",
+            f"ppo={failing}", "--budget-s", "2", "--seeds", "0", "--eval-episodes", "2",
+            "--out", str(out)]
+    first = run_cli(args, timeout=120)
+    assert first.returncode == 1, first.stderr
+    assert "es-compare: error: runs failed: ppo seed 0 (exit 2" in first.stderr
+    assert first.stderr.rstrip().endswith("; the table holds the others")
+    rows = (out / "compare.csv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].startswith("es,0,")
+    again = run_cli(args, timeout=60)
+    assert again.returncode == 2, again.stderr
+    assert again.stderr.strip() == (f"es-compare: error: --out {str(out)!r} holds earlier runs "
+                                    "(es/seed0): pass --force to replace them, or another --out")
+    forced = run_cli([*args, "--force"], timeout=120)
+    assert forced.returncode == 1, forced.stderr  # ran again: ppo still fails
+
+
 def test_held_share_counts_the_second_half_by_time():
     from es.bench.compare import held_share
 
