@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -13,12 +16,21 @@ from es.cli.train import (
     crash,
     fail_on_rank,
     flag_overrides,
+    peer_lost,
     prepare,
     world_comm,
 )
 from es.rl.runs import configure_logging, start_run_dir, undo_start_run_dir
 
 ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
+
+
+#: What a baseline run that lost a peer can do next: it keeps no checkpoint.
+NO_CHECKPOINT = "a baseline keeps no checkpoint: start the run again on the ranks that are left"
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 class RunFolderError(RuntimeError):
@@ -105,9 +117,16 @@ def main(argv: list[str] | None = None) -> int:
 
     train = {"dqn": dqn.train, "pg": pg.train, "ppo": ppo.train,
              "gorila": gorila.train}[args.algorithm]
+    # A rank that stops answering (stopped, hung, cut off) ends the job, as in es-train: the
+    # others would wait for it in the next all-reduce, or the learner for its transitions.
+    ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
+    signal.signal(signal.SIGTERM, _interrupt)  # a kill ends the run as Ctrl-C does
     try:
-        result = train(config, comm, Path(run_dir) if comm.rank == 0 else None, LAUNCHED_AT,
-                       begin)
+        with comm.heartbeat(ranks, config.run.peer_timeout_s,
+                            lambda line: peer_lost(line, comm, lambda: NO_CHECKPOINT,
+                                                   "es-baseline"), lambda: ""):
+            result = train(config, comm, Path(run_dir) if comm.rank == 0 else None,
+                           LAUNCHED_AT, begin)
     except RunFolderError as error:
         return fail_on_rank("es-baseline", str(error), comm.rank)
     except ConfigError as error:  # before training: the corrected command may use the folder

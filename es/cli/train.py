@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
@@ -546,7 +547,7 @@ def _train(args: argparse.Namespace, comm) -> int:
               flush=True)
     try:
         with comm.heartbeat(ranks, config.run.peer_timeout_s,
-                            lambda line: peer_lost(line, comm, run_dir),
+                            lambda line: peer_lost(line, comm, lambda: after_lost(run_dir)),
                             lambda: f"generation {trainer.strategy.generation + 1}"), trainer:
             result = trainer.run()
     except Stopped as stop:
@@ -598,16 +599,21 @@ def resume_command(args: argparse.Namespace, run_dir: str) -> str:
 PEER_LOST_GRACE_S = 0.5
 
 
-def peer_lost(report: str, comm, run_dir: str) -> None:
-    """A peer is silent (``es.parallel.heartbeat``): say which, and end the job with
-    ``PEER_LOST``. Called from the heartbeat's watchdog thread; the main thread may be waiting
-    in a collective that would never end."""
+def after_lost(run_dir: str) -> str:
+    """What an es-train run that lost a peer can do next."""
     from es.rl.checkpoint import has_checkpoint
 
-    then = ("the newest checkpoint is intact: resume on the ranks that are left"
+    return ("the newest checkpoint is intact: resume on the ranks that are left"
             if has_checkpoint(run_dir) else
             "no checkpoint was written yet: start the run again on the ranks that are left")
-    print(f"es-train: {report}; {then} (exit code {PEER_LOST})", file=sys.stderr, flush=True)
+
+
+def peer_lost(report: str, comm, then: Callable[[], str], program: str = "es-train") -> None:
+    """A peer is silent (``es.parallel.heartbeat``): say which and ``then()`` (what the user
+    can do next), and end the job with ``PEER_LOST``. Called from the heartbeat's watchdog
+    thread; the main thread may be waiting in a collective that would never end."""
+    print(f"{program}: {report}; {then()} (exit code {PEER_LOST})", file=sys.stderr,
+          flush=True)
     # The line travels through the launcher's proxy, which an abort kills at once, sometimes
     # before it passed the line on (seen under Hydra): give it a moment first.
     time.sleep(PEER_LOST_GRACE_S)

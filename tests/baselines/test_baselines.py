@@ -1,10 +1,13 @@
 """The baselines: replay memory, target network, DQN/PG gradients, the MPI all-reduce PG,
 Gorila under mpiexec, es-compare, and the CLI as a user types it."""
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -433,3 +436,59 @@ def test_a_baseline_run_stood_stopped_keeps_its_budget_as_es_train_does(tmp_path
     times = [float(row["time_s"]) for row in rows]
     assert max(b - a for a, b in zip(times, times[1:], strict=False)) < stopped_s - 1.5
     assert 4.0 <= times[-1] < 4.0 + stopped_s - 1.5
+
+
+@pytest.mark.parametrize("algorithm, config", [
+    ("pg", "configs/baselines/cartpole_pg.toml"), ("gorila", "configs/baselines/cartpole_dqn.toml"),
+])
+def test_a_stopped_rank_ends_a_baseline_job_naming_it(tmp_path, algorithm, config):
+    """es-baseline had no heartbeat: a stopped rank left the others waiting for it in the
+    next all-reduce (pg), or the learner for its transitions (gorila), for good."""
+    run_dir = tmp_path / "run"
+    job = subprocess.Popen(
+        [tool("mpiexec"), "-n", "2", tool("es-baseline"), algorithm, config, "--run-dir",
+         str(run_dir), "--set", "run.peer_timeout_s=3", "--set", "run.max_seconds=600",
+         "--set", "run.generations=100000", "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run_dir / "progress.csv").is_file():
+            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+            time.sleep(0.1)
+        rank1 = next(int(pid.name) for pid in Path("/proc").iterdir() if pid.name.isdigit()
+                     and str(run_dir) in _read(pid / "cmdline")
+                     and "PMI_RANK=1\0" in _read(pid / "environ"))
+        stopped_at = time.monotonic()
+        os.kill(rank1, signal.SIGSTOP)
+        _, err = job.communicate(timeout=3 + 30)
+        ended_after = time.monotonic() - stopped_at
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == 76 and ended_after < 3 + 10, (job.returncode, ended_after, err)
+    (line,) = [line for line in err.splitlines() if "peer lost" in line]
+    assert re.fullmatch(rf"es-baseline: peer lost: rank 1 \(pid {rank1} on \S+\) silent for 3 s "
+                        r"\(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or cut "
+                        r"off\); a baseline keeps no checkpoint: start the run again on the "
+                        r"ranks that are left \(exit code 76\)", line), line
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:  # ended meanwhile, or not ours to read
+        return ""
+
+
+def test_a_sigterm_ends_a_baseline_in_one_line_as_ctrl_c_does(tmp_path):
+    """A kill (SIGTERM) ended es-baseline with no word (exit -15), where es-train stops."""
+    from conftest import interrupt_job, start_terminal_job
+
+    run_dir = tmp_path / "run"
+    job = start_terminal_job([tool("es-baseline"), "pg", "configs/baselines/cartpole_pg.toml",
+                              "--run-dir", str(run_dir), "--set", "run.max_seconds=600",
+                              "--set", "run.generations=100000", "--quiet"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = interrupt_job(job, "sigterm", ready=(run_dir / "progress.csv").is_file)
+    assert job.returncode == 130, err
+    assert err.strip() == "es-baseline: interrupted on rank 0"
