@@ -1,7 +1,8 @@
 """Learning curves from run folders (``config.toml`` and ``progress.csv``), drawn by
 ``es-plot`` and ``es-compare``: the seeds of one config as one curve, mean ± std.
 
-Runs are the seeds of one config when their resolved ``config.toml`` agree on every key but
+Runs are the seeds of one config when the same program trained them (``trained_by.txt``: es-train,
+or es-baseline and its algorithm), their resolved ``config.toml`` agree on every key but
 those in ``NOT_TRAINED`` (``run.seed`` and the budgets, evaluation and bookkeeping of
 ``[run]``, which decide when a run stops and what it records, never what it trains) and their
 seeds differ; a key an older ``config.toml`` lacks counts as its default. Two runs of one
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from es.config import Config
+from es.rl.runs import TRAINED_BY
 
 X_COLUMNS = ("timesteps", "time_s", "generation")
 Y_COLUMNS = ("eval_return", "return_mean", "return_max")
@@ -108,6 +110,8 @@ def read_run(folder: Path) -> Run:
         raise ValueError(f"{config_path}: {error}") from None
     keys = DEFAULTS | dict(_flatten(table))
     trained = {key: value for key, value in keys.items() if key not in NOT_TRAINED}
+    by = folder / TRAINED_BY  # runs from before it was written were es-train's or unmarked
+    trained["trained by"] = by.read_text().strip() if by.is_file() else "es-train"
     name = keys["run.name"] or folder.name
     return Run(folder, keys["run.seed"], f"{keys['env.id']} · {name}", trained)
 

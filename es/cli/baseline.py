@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     def begin() -> None:
         """The folder, once the baseline has checked its config and env (``Begin``): a
         refused config must not have cleared an earlier run out of it first."""
-        error = comm.broadcast(start_run_dir(run_dir, config) if comm.rank == 0 else None)
+        error = comm.broadcast(start_run_dir(run_dir, config, f"es-baseline {args.algorithm}")
+                               if comm.rank == 0 else None)
         if error:
             raise RunFolderError(error)
 

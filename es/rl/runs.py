@@ -28,6 +28,9 @@ def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
 
 #: The file in a run folder that the process training there holds a lock on.
 LOCK_FILE = "es.lock"
+#: The file in a run folder that names the program that trained it ("es-train", "es-baseline
+#: ppo"): one config may train with either, and their curves are not seeds of one run.
+TRAINED_BY = "trained_by.txt"
 #: Set by ``es-train --elastic``'s supervisor to the folder it holds for the ranks it
 #: launches and relaunches (a hung rank 0 it left behind would otherwise still hold it), and
 #: to what its lock file says, which rank 0 finds there only if it sees the same folder.
@@ -121,18 +124,20 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
     return str(run_dir), None
 
 
-def start_run_dir(run_dir: str, config: Config) -> str | None:
-    """Clear an earlier run's files from the folder and write the resolved ``config.toml``;
-    None, or the error. On rank 0 only. Everything a run writes there goes (an old run's kept
-    policy or stops would pass for the new run's, its checkpoints would be what ``--resume``
-    finds); anything else the folder holds (a user's notes, es-bench's scores) stays."""
+def start_run_dir(run_dir: str, config: Config, trained_by: str = "es-train") -> str | None:
+    """Clear an earlier run's files from the folder and write the resolved ``config.toml``
+    and ``TRAINED_BY`` (the program); None, or the error. On rank 0 only. Everything a run
+    writes there goes (an old run's kept policy or stops would pass for the new run's, its
+    checkpoints would be what ``--resume`` finds); anything else the folder holds (a user's
+    notes, es-bench's scores) stays."""
     import tomli_w
 
     from es.rl.checkpoint import write_atomically
     from es.rl.metrics import STOPS_FILE
     from es.rl.tensorboard_log import TB_FOLDER
 
-    run_files = ("config.toml", "progress.csv", "policy.npz", "policy_best.npz", STOPS_FILE)
+    run_files = ("config.toml", "progress.csv", "policy.npz", "policy_best.npz", STOPS_FILE,
+                 TRAINED_BY)
     run_folders = ("checkpoints", TB_FOLDER)
 
     folder = Path(run_dir)
@@ -148,6 +153,7 @@ def start_run_dir(run_dir: str, config: Config) -> str | None:
         # At once, not when training starts: a run killed before its first checkpoint can
         # then be resumed (started over) from this file.
         write_atomically(folder / "config.toml", lambda handle: handle.write(payload))
+        (folder / TRAINED_BY).write_text(trained_by + "\n")
     except OSError as error:
         return f"run folder {run_dir!r}: {error.strerror}"
     return None

@@ -55,6 +55,21 @@ def test_on_a_log_axis_seeds_are_interpolated_along_log_x():
     assert curves.seed_curve(seeds)[1][1] == pytest.approx((9 / 99 + 0.5) / 2)  # along x
 
 
+def test_one_config_trained_by_different_programs_is_not_one_curve(tmp_path):
+    """es-baseline pg, es-baseline ppo and es-train on one config were averaged as 3 seeds
+    of one run: nothing in the folder said which program had trained it."""
+    programs = ["es-baseline pg", "es-baseline ppo", None]  # None: es-train's, or older
+    runs = [fake_run(tmp_path / f"run{seed}", "cartpole", seed, [1.0, 2.0])
+            for seed in range(3)]
+    for run, program in zip(runs, programs, strict=True):
+        if program:
+            (run / "trained_by.txt").write_text(program + "\n")
+    assert sorted(group.label for group in curves.group_runs(runs)) == [
+        "CartPole-v1 · cartpole · trained by=es-baseline pg",
+        "CartPole-v1 · cartpole · trained by=es-baseline ppo",
+        "CartPole-v1 · cartpole · trained by=es-train"]
+
+
 def test_es_compare_runs_are_one_curve_per_method(tmp_path):
     """es-compare's runs: run.name is the method, the seeds differ in run.seed and
     run.max_seconds's end; drawn on a log x axis, rows at x = 0 left out."""
