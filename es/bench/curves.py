@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from es.config import Config
-from es.rl.runs import TRAINED_BY
+from es.rl.runs import trained_by
 
 X_COLUMNS = ("timesteps", "time_s", "generation")
 Y_COLUMNS = ("eval_return", "return_mean", "return_max")
@@ -110,8 +110,7 @@ def read_run(folder: Path) -> Run:
         raise ValueError(f"{config_path}: {error}") from None
     keys = DEFAULTS | dict(_flatten(table))
     trained = {key: value for key, value in keys.items() if key not in NOT_TRAINED}
-    by = folder / TRAINED_BY  # runs from before it was written were es-train's or unmarked
-    trained["trained by"] = by.read_text().strip() if by.is_file() else "es-train"
+    trained["trained by"] = trained_by(folder)
     name = keys["run.name"] or folder.name
     return Run(folder, keys["run.seed"], f"{keys['env.id']} · {name}", trained)
 

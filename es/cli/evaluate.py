@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from es.rl.envs import env_from_config
     from es.rl.policies import PolicyError
     from es.rl.rollout import random_policy, safe_episode
+    from es.rl.runs import trained_by
 
     if args.random and args.policy is not None:
         return fail("es-eval", f"--policy {args.policy} and --random: --random plays a random "
@@ -97,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     policy_path = run_dir / POLICY_FILES[args.policy]
     try:
         if not policy_path.is_file():
-            why = (" (the run kept none: run.best_episodes = 0, or no evaluation yet)"
-                   if args.policy == "best" and (run_dir / "policy.npz").is_file() else "")
+            why = "" if args.policy != "best" or not (run_dir / "policy.npz").is_file() else (
+                " (the run kept none: run.best_episodes = 0, or no evaluation yet)"
+                if (program := trained_by(run_dir)) == "es-train" else
+                f" ({program} keeps no best policy: play --policy final)")
             return fail("es-eval", f"run folder {args.run_dir!r}: no {policy_path.name} in "
                          f"it{why}")
         if not zipfile.is_zipfile(policy_path):

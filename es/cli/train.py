@@ -27,7 +27,13 @@ from es.cli.args import (
     survive_closed_stdout,
 )
 from es.launch.elastic import CHECKPOINTED, PEER_LOST, tool_failure
-from es.rl.runs import check_run_dir, configure_logging, default_run_dir, start_run_dir
+from es.rl.runs import (
+    check_run_dir,
+    configure_logging,
+    default_run_dir,
+    start_run_dir,
+    trained_by,
+)
 
 LAUNCHED_AT = time.time()
 #: ``--elastic``'s defaults: launch on any one node, relaunch at most this often.
@@ -142,6 +148,10 @@ def _load_resume(run_dir: str, overrides: list[str]):
             )
     if not Path(run_dir).is_dir():
         raise ConfigError(f"--resume {run_dir!r}: no such run folder")
+    if (program := trained_by(run_dir)) != "es-train":
+        raise ConfigError(f"--resume {run_dir!r}: trained by {program}, which keeps no "
+                          "checkpoints: a baseline run cannot be resumed; start it again "
+                          "(its command with --force)")
     if not has_checkpoint(run_dir):
         if not (Path(run_dir) / "config.toml").is_file():
             raise ConfigError(

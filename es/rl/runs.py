@@ -142,7 +142,8 @@ def start_run_dir(run_dir: str, config: Config, trained_by: str = "es-train") ->
 
     folder = Path(run_dir)
     payload = tomli_w.dumps(config.to_dict()).encode()
-    claimed = claim_run_dir(folder)  # before an old run's files go: it may still be training
+    claimed = claim_run_dir(folder, trained_by)  # before an old run's files go: it may
+    # still be training
     if claimed:
         return claimed
     try:
@@ -157,6 +158,13 @@ def start_run_dir(run_dir: str, config: Config, trained_by: str = "es-train") ->
     except OSError as error:
         return f"run folder {run_dir!r}: {error.strerror}"
     return None
+
+
+def trained_by(run_dir: str | Path) -> str:
+    """The program that trained the run (``TRAINED_BY``); es-train's for runs from before the
+    file was written."""
+    path = Path(run_dir) / TRAINED_BY
+    return path.read_text().strip() if path.is_file() else "es-train"
 
 
 def undo_start_run_dir(run_dir: str) -> None:

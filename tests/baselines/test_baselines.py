@@ -492,3 +492,23 @@ def test_a_sigterm_ends_a_baseline_in_one_line_as_ctrl_c_does(tmp_path):
     err = interrupt_job(job, "sigterm", ready=(run_dir / "progress.csv").is_file)
     assert job.returncode == 130, err
     assert err.strip() == "es-baseline: interrupted on rank 0"
+
+
+def test_a_baseline_run_folder_says_what_made_it(tmp_path):
+    """Its lock said "es-train pid N"; es-train --resume said its checkpoints were "gone" (a
+    baseline never writes any); es-eval --policy best blamed run.best_episodes = 0."""
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-baseline", "pg", "configs/baselines/cartpole_pg.toml", "--run-dir",
+                    str(run_dir), *PG_SHORT])
+    assert done.returncode == 0, done.stderr
+    assert (run_dir / "trained_by.txt").read_text() == "es-baseline pg\n"
+    assert (run_dir / "es.lock").read_text().startswith("es-baseline pg pid ")
+    resumed = run_cli(["es-train", "--resume", str(run_dir)])
+    assert resumed.returncode == 2 and resumed.stderr.strip() == (
+        f"es-train: error: --resume {str(run_dir)!r}: trained by es-baseline pg, which keeps "
+        "no checkpoints: a baseline run cannot be resumed; start it again (its command with "
+        "--force)"), resumed.stderr
+    best = run_cli(["es-eval", str(run_dir), "--policy", "best"])
+    assert best.returncode == 2 and best.stderr.strip() == (
+        f"es-eval: error: run folder {str(run_dir)!r}: no policy_best.npz in it (es-baseline "
+        "pg keeps no best policy: play --policy final)"), best.stderr
