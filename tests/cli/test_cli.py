@@ -139,7 +139,7 @@ def test_force_starts_over_with_none_of_the_old_runs_files(tmp_path):
     assert again.returncode == 0, again.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == [
         "checkpoints", "config.toml", "es.lock", "notes.txt", "policy.npz", "progress.csv",
-        "stops.csv"]
+        "stops.csv", "trained_by.txt"]
     assert len(read_progress(run_dir)) == 1
     assert len((run_dir / "stops.csv").read_text().splitlines()) == 2  # header and this stop
     plain = (run_dir / "progress.csv").stat().st_mode & 0o777  # as open() makes a file
