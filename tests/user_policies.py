@@ -86,6 +86,19 @@ class DictModule(nn.Module):
         return self.head(torch.cat([observation[key].ravel() for key in sorted(observation)]))
 
 
+class SizedMlp(nn.Module):
+    """A torch module whose size is a constructor argument: an instance trained with another
+    than the default cannot be rebuilt from its class alone."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space,
+                 hidden: int = 8) -> None:
+        super().__init__()
+        self.net = torch_mlp(observation_space, action_space, hidden)
+
+    def forward(self, observation):
+        return self.net(observation)
+
+
 def torch_mlp(observation_space, action_space, hidden: int = 8) -> nn.Module:
     return nn.Sequential(nn.Linear(int(np.prod(observation_space.shape)), hidden), nn.Tanh(),
                          nn.Linear(hidden, int(action_space.n)))

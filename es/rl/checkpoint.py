@@ -26,7 +26,7 @@ import numpy as np
 
 from es.rl.cnn import ConvNetSpec
 from es.rl.kept import Nomination
-from es.rl.policies import ObsNorm, PolicySpec, bind_policy
+from es.rl.policies import ObsNorm, PolicyError, PolicySpec, bind_policy
 from es.rl.policy import UserPolicy, build_user_policy, import_object, is_instance
 
 
@@ -151,6 +151,13 @@ class SavedPolicy:
                                                                   "policy.kind")
         made = build_user_policy(source, env, {} if is_instance(source) else self.spec.kwargs,
                                  self.spec.obs_norm, self.spec.factory)
+        if made.num_params != self.params.size:  # torch would load a longer vector's start
+            raise PolicyError(
+                f"policy.kind = {self.spec.factory!r}: the saved policy has "
+                f"{self.params.size} parameters, the rebuilt one {made.num_params}: the "
+                "factory now builds another network than the one trained (its code or "
+                "defaults changed, or an instance trained with constructor arguments is "
+                "rebuilt with its defaults)")
         return made.bind(self.params, self.norm)
 
 

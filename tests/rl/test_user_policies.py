@@ -228,6 +228,19 @@ def test_a_notebook_lambda_trains_and_an_instance_es_eval_cannot_rebuild_says_wh
                    "give es.train a factory")
 
 
+def test_a_rebuilt_module_of_another_size_is_refused_not_played(tmp_path):
+    """An instance trained with hidden=16 was rebuilt by its class with hidden=8, and es-eval
+    played the first 58 of the 114 saved parameters: a wrong score, exit code 0."""
+    env = gym.make("CartPole-v1")
+    es.train(REPO / "configs/cartpole.toml", {"run.generations": 2},
+             policy=user_policies.SizedMlp(env.observation_space, env.action_space, hidden=16),
+             run_dir=tmp_path / "run")
+    done = run_cli(["es-eval", str(tmp_path / "run"), "--episodes", "1"],
+                   extra_env={"PYTHONPATH": str(REPO / "tests")})
+    one_line_error(done, "policy.kind = 'user_policies:SizedMlp': the saved policy has 114 "
+                   "parameters, the rebuilt one 58: the factory now builds another network")
+
+
 def test_a_factory_builds_the_same_module_on_every_rank_and_run():
     config = from_dict({"env": {"id": "CartPole-v1"},
                         "policy": {"kind": "examples.torch_policies:mlp"},
