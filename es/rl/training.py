@@ -95,6 +95,10 @@ def resolve_config(config: str | Path | Config | dict[str, Any],
                           "a class or an instance")
     if policy is not None:
         data.setdefault("policy", {})["kind"] = object_path(policy)
+        kind = (overrides or {}).get("policy.kind", data["policy"]["kind"])
+        if kind != data["policy"]["kind"]:  # the run would train one and record the other
+            raise ConfigError(f"policy.kind = {kind!r} and policy={policy!r}: give one of "
+                              "them (policy= trains that object and names it policy.kind)")
     return from_dict(_with_overrides(data, dict(overrides or {})))
 
 

@@ -16,7 +16,7 @@ import user_policies
 from conftest import REPO, load_params, read_progress, run_cli
 
 import es
-from es.config import from_dict
+from es.config import ConfigError, from_dict
 from es.parallel.comm import LocalComm
 from es.rl.cnn import ConvNetSpec
 from es.rl.envs import make_env, policy_spec_for
@@ -207,6 +207,13 @@ def test_es_train_takes_a_factory_class_or_instance_from_python(tmp_path):
     with pytest.raises(PolicyError, match="not a factory to call with them"):
         es.train(REPO / "configs/cartpole.toml", {"policy.kwargs": {"hidden": 4}},
                  policy=instance, run_dir=tmp_path / "kwargs")
+    # It trained the factory's module and recorded the built-in MLP: neither es-eval nor a
+    # resume could rebuild what was trained.
+    with pytest.raises(ConfigError, match=r"^policy.kind = 'mlp' and policy=<function "
+                       r"torch_mlp at 0x[0-9a-f]+>: give one of them"):
+        es.train(REPO / "configs/cartpole.toml", {"policy.kind": "mlp"},
+                 policy=user_policies.torch_mlp, run_dir=tmp_path / "both")
+    assert not (tmp_path / "both").exists()
 
 
 def test_a_notebook_lambda_trains_and_an_instance_es_eval_cannot_rebuild_says_why(tmp_path):
