@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import resource
 import signal
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -97,8 +98,9 @@ class Stopped(Exception):
     """A rank received SIGINT, SIGTERM, SIGUSR1 or SIGUSR2; every rank stops after the same
     generation."""
 
-    def __init__(self, signum: int, generation: int) -> None:
-        super().__init__(f"stopped by {signal.Signals(signum).name} after generation {generation}")
+    def __init__(self, signum: int, generation: int, message: str = "") -> None:
+        super().__init__(message or
+                         f"stopped by {signal.Signals(signum).name} after generation {generation}")
         self.signum, self.generation = signum, generation
 
 
@@ -126,6 +128,24 @@ class StopFlag:
     def install(self) -> None:
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._handle)
+
+    def install_over_defaults(self) -> dict[int, Any]:
+        """``install`` for ``es.train``, a call inside someone's program: only over the stop
+        signals that have Python's default handling, and only from the main thread (where
+        signals are handled). Returns the handlers replaced, for ``restore``."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        defaults = (signal.SIG_DFL, signal.default_int_handler)
+        replaced = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS
+                    if signal.getsignal(signum) in defaults}
+        for signum in replaced:
+            signal.signal(signum, self._handle)
+        return replaced
+
+    @staticmethod
+    def restore(handlers: dict[int, Any]) -> None:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
     def _handle(self, signum: int, frame: object) -> None:
         now = self.clock()

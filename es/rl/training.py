@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,7 +160,7 @@ def train(
     from es.rl.envs import check_env_id
     from es.rl.runs import check_run_dir, configure_logging, release_run_dir, start_run_dir
     from es.rl.tensorboard_log import require_tensorboard
-    from es.rl.trainer import Trainer
+    from es.rl.trainer import StopFlag, Stopped, Trainer
 
     if callback is not None and not callable(callback):  # else a traceback after generation 1
         raise ValueError(f"callback {callback!r}: must be callable with a progress row")
@@ -183,15 +184,24 @@ def train(
     # already (a notebook), so environment variables such as the es-*
     # programs set would be too late.
     # The trainer is closed after the run: its shared noise table is an MPI window.
+    stop_flag = StopFlag()
+    handlers = stop_flag.install_over_defaults()
     try:
-        with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder), policy=policy
+        with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder),
+                                                  stop_flag=stop_flag, policy=policy
                                                   ) as trainer:
             # The folder is written once the run's environment and policy are built.
             error = comm.broadcast(start_run_dir(folder, resolved) if comm.rank == 0 else None)
             if error:
                 raise ConfigError(error)
             result = trainer.run(callback)
+    except Stopped as stop:  # after the generation in progress, checkpointed, as es-train
+        resume = f"{stop}; its checkpoint is saved: es-train --resume {folder} continues the run"
+        if stop.signum == signal.SIGINT:  # Ctrl-C, a notebook's interrupt: as Python's own
+            raise KeyboardInterrupt(resume) from None
+        raise Stopped(stop.signum, stop.generation, resume) from None
     finally:
+        StopFlag.restore(handlers)
         release_run_dir(folder)  # held since start_run_dir: the next es.train may use it
     comm.barrier()  # rank 0's files are complete before any rank reads them
     saved = load_policy(Path(folder) / "policy.npz")

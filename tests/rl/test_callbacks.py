@@ -103,3 +103,32 @@ def test_under_mpiexec_rank_zero_decides_for_every_rank(tmp_path):
     assert trained0 == trained1 == "3"
     assert seen0 == "[1, 2, 3]" and seen1 == "[]"  # only rank 0's callback was asked
     assert minimized0 == minimized1 and minimized0.startswith("4 callback ")
+
+
+def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_path):
+    """A notebook's interrupt (SIGINT) ended es.train at once: the generations since the last
+    checkpoint were lost, and no stop confirmed a kept policy. Now it stops after the
+    generation in progress, checkpointed, and raises KeyboardInterrupt saying so."""
+    from conftest import interrupt_job, start_terminal_job
+
+    from es.rl.metrics import STOPS_FILE
+
+    run_dir = tmp_path / "run"
+    config = {"run.generations": 10**6, "run.checkpoint_every": 1000, "es.population": 8}
+    script = ("import sys\nimport es\n"
+              "try:\n"
+              f"    es.train({str(REPO / 'configs/cartpole.toml')!r}, {config!r}, "
+              f"run_dir={str(run_dir)!r})\n"
+              "except KeyboardInterrupt as interrupt:\n"
+              "    print(f'INTERRUPTED {interrupt}', file=sys.stderr)\n")
+    job = start_terminal_job([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    progress = run_dir / "progress.csv"
+    err = interrupt_job(job, "ctrl-c", ready=lambda: progress.is_file()
+                        and len(progress.read_text().splitlines()) > 3)
+    stopped = int(re.search(r"INTERRUPTED stopped by SIGINT after generation (\d+); its "
+                            "checkpoint is saved: es-train --resume .* continues the run",
+                            err).group(1))
+    state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
+    assert state.generation == stopped  # no generation lost
+    assert (run_dir / STOPS_FILE).read_text().splitlines()[-1].split(",")[2] == "SIGINT"
