@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
+import signal
 import stat
 import sys
 from collections.abc import Callable, Sequence
@@ -71,6 +73,26 @@ def survive_closed_stdout() -> None:
         return
     if is_pipe and not isinstance(sys.stdout, ReaderGone):
         sys.stdout = ReaderGone(sys.stdout)
+
+
+def interruptible(program: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """A program's ``main`` for which Ctrl-C (and SIGTERM) is one line, exit code 130, not a
+    traceback: for the programs that have nothing to save when stopped (es-eval, es-plot)."""
+    def wrap(main: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def stoppable(*args: Any, **kwargs: Any) -> int:
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, signal.default_int_handler)
+            try:
+                return main(*args, **kwargs)
+            except KeyboardInterrupt:
+                print(f"{program}: interrupted (exit code 130)", file=sys.stderr)
+                return 130
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+        return stoppable
+    return wrap
 
 
 def output_file_error(path: str, flag: str) -> str | None:

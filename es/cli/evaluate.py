@@ -19,6 +19,7 @@ from es.cli.args import (
     ArgumentParser,
     add_flag,
     fail,
+    interruptible,
     output_file_error,
     positive_int,
     survive_closed_stdout,
@@ -66,6 +67,7 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+@interruptible("es-eval")
 def main(argv: list[str] | None = None) -> int:
     survive_closed_stdout()
     args = parser().parse_args(argv)

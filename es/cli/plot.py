@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 
 from es.bench.curves import X_COLUMNS, Y_COLUMNS, plot
-from es.cli.args import ArgumentParser, fail, output_file_error, survive_closed_stdout
+from es.cli.args import (
+    ArgumentParser,
+    fail,
+    interruptible,
+    output_file_error,
+    survive_closed_stdout,
+)
 from es.core.messages import one_line
 
 
@@ -42,6 +48,7 @@ def parser() -> ArgumentParser:
     return parse
 
 
+@interruptible("es-plot")
 def main(argv: list[str] | None = None) -> int:
     survive_closed_stdout()
     args = parser().parse_args(argv)

@@ -3,9 +3,12 @@ idles while the others finish them), or at the stop; each evaluated row still re
 generation's mean policy, and a callback's stop or a resume leaves the rows and parameters of
 a run that never stopped."""
 
+import subprocess
+import time
+
 import numpy as np
 import pytest
-from conftest import REPO, load_params, read_progress, run_cli
+from conftest import REPO, load_params, read_progress, run_cli, tool
 
 import es
 from es.config import load_config
@@ -72,3 +75,18 @@ def test_a_callback_stop_at_an_evaluated_row_leaves_the_run_at_that_generation(t
     assert evaluations(tmp_path / "cb") == evaluations(plain.run_dir)
     assert [int(row["generation"]) for row in read_progress(tmp_path / "cb")] == \
         list(range(1, 9))
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_an_interrupted_es_eval_is_one_line_and_exit_130(tmp_path, stop):
+    """Ctrl-C printed a full traceback (through imageio's ffmpeg with --video)."""
+    from conftest import interrupt_job, start_terminal_job
+
+    run_dir = tmp_path / "run"
+    assert run_cli(["es-train", "configs/cartpole.toml", "--set", "run.generations=1",
+                    "--run-dir", str(run_dir), "--quiet"]).returncode == 0
+    started = time.monotonic()
+    job = start_terminal_job([tool("es-eval"), str(run_dir), "--episodes", "1000000"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = interrupt_job(job, stop, ready=lambda: time.monotonic() - started > 3)
+    assert job.returncode == 130 and err.strip() == "es-eval: interrupted (exit code 130)", err
