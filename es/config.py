@@ -597,6 +597,8 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     if not ok:
         raise ConfigError(f"{key} = {value!r}: must be {names[kind]}")
     _check_text(key, value)
+    if kind is dict:
+        _check_finite(key, value)
     if kind is int and not -(2**63) <= value < 2**63:
         raise ConfigError(f"{key} = {value}: must be an integer of at most 64 bits")
     if kind is float:
@@ -610,6 +612,19 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     if kind is tuple:
         return tuple(value)
     return value
+
+
+def _check_finite(key: str, value: Any) -> None:
+    """Numbers anywhere in a table (``env.kwargs``, ``policy.kwargs``) must be finite, as every
+    other number of a config: a NaN gravity failed every episode of a run that had started."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _check_finite(f"{key}.{name}", item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_finite(key, item)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key} = {value}: must be a finite number")
 
 
 def _check_text(key: str, value: Any) -> None:

@@ -91,6 +91,19 @@ def test_every_float_key_must_be_finite(tmp_path, key, value):
     assert str(info.value).startswith(f"{key} = ") and "must be a finite number" in str(info.value)
 
 
+@pytest.mark.parametrize("override, key", [
+    ("env.kwargs.g=nan", "env.kwargs.g"), ("policy.kwargs.scale=inf", "policy.kwargs.scale"),
+    ("env.kwargs.wind={power=-inf}", "env.kwargs.wind.power"),
+    ("policy.kwargs.sizes=[1.0, nan]", "policy.kwargs.sizes"),
+])
+def test_numbers_inside_the_kwargs_tables_must_be_finite_too(tmp_path, override, key):
+    """A NaN gravity started a run whose every episode failed (exit 1)."""
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, ""), [override])
+    assert str(info.value).startswith(f"{key} = ") and str(info.value).endswith(
+        ": must be a finite number")
+
+
 def test_the_keys_of_the_issue_are_among_the_float_keys():
     assert {"es.l2", "es.sigma_min", "es.lr_min", "run.max_seconds", "policy.action_noise",
             "pg.initial_log_std"} <= set(FLOAT_KEYS)

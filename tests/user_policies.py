@@ -124,6 +124,17 @@ def wrong_outputs_mlp(observation_space, action_space):
                          nn.Linear(8, 1))
 
 
+class NanStart(LinearNumpy):
+    def initial_params(self, rng):
+        params = np.zeros(self.num_params, dtype=np.float32)
+        params[:3] = np.nan
+        return params
+
+
+def nan_start(observation_space, action_space):
+    return NanStart(observation_space, action_space)
+
+
 class OutsideTheSpace(LinearNumpy):
     def act(self, params, observation, state):
         return 5, None  # CartPole has actions 0 and 1

@@ -189,9 +189,13 @@ class UserPolicy:
         except Exception as error:
             raise PolicyError(f"policy.kind = {self.name!r}: initial_params raised "
                               f"{type(error).__name__}: {error}") from None
-        if params.shape != (self.num_params,) or not np.all(np.isfinite(params)):
+        if params.shape != (self.num_params,):
             raise PolicyError(f"policy.kind = {self.name!r}: initial_params returned shape "
                               f"{params.shape}; expected ({self.num_params},) finite numbers")
+        if not np.all(np.isfinite(params)):
+            raise PolicyError(f"policy.kind = {self.name!r}: initial_params returned "
+                              f"{int(np.sum(~np.isfinite(params)))} non-finite values (NaN or "
+                              f"infinite) of {self.num_params}; expected finite numbers")
         return params.astype(np.float32)
 
     def act(self, params: np.ndarray, observation: Any, state: Any) -> tuple[Any, Any]:
