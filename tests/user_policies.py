@@ -124,6 +124,17 @@ def wrong_outputs_mlp(observation_space, action_space):
                          nn.Linear(8, 1))
 
 
+class Noisy(nn.Module):
+    """Random in its forward: the same parameters act differently on the same observation."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__()
+        self.head = nn.Linear(int(np.prod(observation_space.shape)), int(action_space.n))
+
+    def forward(self, observation):
+        return self.head(observation) + 10 * torch.randn(self.head.out_features)
+
+
 class NanStart(LinearNumpy):
     def initial_params(self, rng):
         params = np.zeros(self.num_params, dtype=np.float32)

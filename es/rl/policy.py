@@ -22,6 +22,7 @@ called as ``factory(observation_space, action_space, **policy.kwargs)``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
@@ -160,6 +161,10 @@ def seeded_torch(seed: int) -> Iterator[None]:
         yield
 
 
+#: Steps of the probe episode that every user policy plays twice before training.
+PROBE_STEPS = 8
+
+
 class UserPolicy:
     """A user's policy object made safe for the trainer: its parameters and actions are
     checked (a wrong one is a one-line ``PolicyError`` naming the factory), and Box
@@ -228,16 +233,34 @@ class UserPolicy:
         return [self.check_action(self.policy.to_action(row)) for row in outputs]
 
     def probe(self, env: gym.Env, params: np.ndarray) -> None:
-        """Act once on a first observation, so that a policy that fails, or gives the wrong
-        output or action, is a ``PolicyError`` before training starts."""
-        observation, _ = env.reset(seed=0)
+        """Play the first ``PROBE_STEPS`` steps of an episode, then act again on the same
+        observations with the same parameters: a policy that fails, gives the wrong output or
+        action, or acts at random (``torch.randn`` in ``forward``), is a
+        ``PolicyError`` before training starts. A random policy would break what es promises:
+        the same bits for any rank count, after a resume, and in es-eval."""
+        seen: list[tuple[Any, Any]] = []
         try:
-            self.bind(params, ObsNorm.identity(self.obs_dim))(observation)
+            act = self.bind(params, ObsNorm.identity(self.obs_dim))
+            observation, _ = env.reset(seed=0)
+            for _ in range(PROBE_STEPS):
+                action = act(observation)
+                seen.append((copy.deepcopy(observation), action))
+                observation, _, terminated, truncated, _ = env.step(action)
+                if terminated or truncated:
+                    break
+            again = self.bind(params, ObsNorm.identity(self.obs_dim))
+            replayed = [again(observation) for observation, _ in seen]
         except PolicyError:
             raise
         except Exception as error:  # the user's code: keep its words, on one line
             raise PolicyError(f"policy.kind = {self.name!r}: acting on a first observation "
                               f"raised {type(error).__name__}: {error}") from None
+        for step, ((_, first), second) in enumerate(zip(seen, replayed, strict=True)):
+            if not np.array_equal(np.asarray(first), np.asarray(second)):
+                raise PolicyError(
+                    f"policy.kind = {self.name!r}: the same parameters acted {first!r} and "
+                    f"{second!r} on the same observation (step {step} of a probe episode): "
+                    "the policy must be deterministic (no random draws in forward or act)")
 
     def bind(self, params: np.ndarray, norm: ObsNorm) -> Callable[[Any], Any]:
         """The episode's ``observation -> action``: the wrapped policy's own ``bind`` if it

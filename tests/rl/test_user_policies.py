@@ -161,6 +161,8 @@ def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
     ("user_policies:outside", ["action 5 is outside the action space Discrete(2)",
                                "an integer in [0, 2)"]),
     ("user_policies:nothing", ["module 'user_policies' has no 'nothing'"]),
+    ("user_policies:Noisy", ["on the same observation (step ", "the policy must be "
+                             "deterministic (no random draws in forward or act)"]),
     ("user_policies:nan_start", ["initial_params returned 3 non-finite values (NaN or "
                                  "infinite) of 10; expected finite numbers"]),
     ("no_such_module:mlp", ["cannot import module 'no_such_module'"]),
