@@ -697,6 +697,42 @@ def _check_strategy(config: Config) -> None:
                                   f"{es.population} (0: all)")
 
 
+#: The strategy sections, each read by the es.strategy of its name alone; and es-baseline's.
+STRATEGY_SECTIONS = ("snes", "sepcma", "ars", "pgpe")
+BASELINE_SECTIONS = ("dqn", "pg", "ppo")
+
+
+def ignored_settings(config: Config) -> list[str]:
+    """What es-train will not read of the settings set away from their defaults, one
+    sentence each: warnings, not errors, since a shipped config switched to another strategy,
+    env or policy with --set keeps sections it no longer needs."""
+    def changed(section: str, names: tuple[str, ...] | None = None) -> list[str]:
+        ours, default = getattr(config, section), SECTIONS[section]()
+        return [f"{section}.{f.name}" for f in dataclasses.fields(ours)
+                if (names is None or f.name in names)
+                and getattr(ours, f.name) != getattr(default, f.name)]
+
+    said = []
+    if not config.env.id.startswith("ALE/") and (keys := changed("atari")):
+        said.append(f"{', '.join(keys)}: {config.env.id} is not an ALE game; ignored")
+    for section in STRATEGY_SECTIONS:
+        if section != config.es.strategy and (keys := changed(section)):
+            said.append(f"{', '.join(keys)}: es.strategy = {config.es.strategy!r} does not read "
+                        f"[{section}]; ignored")
+    for section in BASELINE_SECTIONS:
+        if keys := changed(section):
+            said.append(f"{', '.join(keys)}: [{section}] is es-baseline's; es-train ignores it")
+    kind = config.policy.kind
+    if kind != "mlp" and (keys := changed("policy", ("hidden", "activation"))):
+        said.append(f"{', '.join(keys)}: the built-in MLP's, and policy.kind = {kind!r}"
+                    + ("; a factory takes its own settings in policy.kwargs"
+                       if kind not in BUILT_IN_POLICIES else "") + "; ignored")
+    if kind != "cnn" and (keys := changed("policy", ("torso", "vbn", "vbn_batch"))):
+        said.append(f"{', '.join(keys)}: the built-in CNN's, and policy.kind = {kind!r}; "
+                    "ignored")
+    return said
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``section.key=value`` -> (path, value); the value is read as TOML, else as a string."""
     path, sep, raw = text.partition("=")

@@ -200,3 +200,39 @@ def test_decays_only_for_strategies_with_a_fixed_step_size():
         from_dict({"es": {"strategy": "snes", "sigma_decay": 0.99}})
     with pytest.raises(ConfigError, match=r"es.lr_min = 0.1: es.strategy = 'cma'"):
         from_dict({"es": {"strategy": "cma", "lr_min": 0.1}})
+
+
+@pytest.mark.parametrize("path, overrides, said", [
+    ("configs/cartpole.toml", ["atari.obs=ram"],
+     ["atari.obs: CartPole-v1 is not an ALE game; ignored"]),
+    ("configs/halfcheetah_ars.toml", ["es.strategy=openai"],
+     ["ars.top, ars.contrast_from, ars.contrast_lr: es.strategy = 'openai' does not read "
+      "[ars]; ignored"]),
+    ("configs/cartpole.toml", ["pg.lr=0.1"], ["pg.lr: [pg] is es-baseline's; es-train "
+                                              "ignores it"]),
+    ("configs/cartpole.toml", ["policy.kind=user_policies:torch_mlp", "policy.hidden=[8]"],
+     ["policy.hidden: the built-in MLP's, and policy.kind = 'user_policies:torch_mlp'; a "
+      "factory takes its own settings in policy.kwargs; ignored"]),
+    ("configs/cartpole.toml", ["policy.torso=small"],
+     ["policy.torso: the built-in CNN's, and policy.kind = 'linear'; ignored"]),
+    ("configs/pong.toml", [], []),
+    ("configs/halfcheetah_ars.toml", [], []),
+])
+def test_settings_a_run_will_not_read_are_named(path, overrides, said):
+    """atari.obs on CartPole, [ars] under OpenAI-ES, es-baseline's sections and the MLP's
+    sizes under a user's module trained as if they were not there, without a word."""
+    from conftest import REPO
+
+    from es.config import ignored_settings
+
+    assert ignored_settings(load_config(REPO / path, overrides)) == said
+
+
+def test_no_shipped_es_train_config_sets_what_it_does_not_read():
+    from conftest import REPO
+
+    from es.config import ignored_settings
+
+    for path in [*REPO.glob("configs/*.toml"), *REPO.glob("configs/paper/*.toml")]:
+        assert ignored_settings(load_config(path)) == [], path
+

@@ -517,6 +517,10 @@ def _train(args: argparse.Namespace, comm) -> int:
     config, state, run_dir, warnings, error = comm.broadcast(prepared)
     if error:
         return fail_on_rank("es-train", error, comm.rank)
+    if state is None and config is not None:
+        from es.config import ignored_settings
+
+        warnings = [*warnings, *ignored_settings(config)]
     for warning in warnings if comm.rank == 0 else ():
         print(f"es-train: warning: {warning}", file=sys.stderr, flush=True)
     # MPI launchers report a dead process by pid and host: this line maps them to ranks.
