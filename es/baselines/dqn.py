@@ -158,7 +158,7 @@ class QLearner:
 def check_discrete(spec: nn.Network, program: str) -> None:
     if not spec.discrete:
         raise ConfigError(f"{program} needs discrete actions; this env's are continuous "
-                          "(use es-baseline pg)")
+                          "(use es-baseline pg or ppo)")
 
 
 def train(config: Config, comm: Comm, run_dir: Path | None,

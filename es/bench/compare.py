@@ -205,6 +205,9 @@ def compare(args: argparse.Namespace) -> int:
         if method not in args.methods:  # else set aside without a word
             raise ValueError(f"--method-config {text!r}: {method} is not among --methods "
                              f"({','.join(args.methods)})")
+        if method in given:  # the last would win without a word
+            raise ValueError(f"--method-config {text!r}: {method} has one already "
+                             f"({given[method]}); give each method one")
         given[method] = path
     discrete = is_discrete(args.env)
     if methods == ["dqn"] and not discrete:

@@ -310,6 +310,12 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
     assert refused.stderr.startswith(f"es-compare: error: config {str(bad)!r} of pg: unknown "
                                      "key pg.lrr: allowed in [pg] are ")
     assert not (out / "es").exists()
+    twice = run_cli(["es-compare", "--env", "CartPole-v1", "--methods", "es,pg",
+                     "--method-config", f"pg={bad}", "--method-config", "pg=other.toml",
+                     "--out", str(out)], timeout=60)
+    assert twice.returncode == 2 and twice.stderr.strip() == (
+        "es-compare: error: --method-config 'pg=other.toml': pg has one already "
+        f"({bad}); give each method one"), twice.stderr
 
 
 def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_path):
