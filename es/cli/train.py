@@ -533,7 +533,9 @@ def _train(args: argparse.Namespace, comm) -> int:
 
     from es.rl.trainer import STOP_SIGNALS, StopFlag, Stopped, Trainer, TrainingError
 
-    stop_flag = StopFlag()
+    stop_flag = StopFlag(announce="es-train: {signal}: stopping after the generation in "
+                         "progress, with its checkpoint (a second signal 2 s later stops at "
+                         "once)" if comm.rank == 0 else None)
     stop_flag.install()
     if EARLY_SIGNALS:
         stop_flag.signum, stop_flag.first_at = EARLY_SIGNALS[0], stop_flag.clock()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import resource
 import signal
 import threading
@@ -120,10 +121,14 @@ class StopFlag:
     #: Seconds in which a further signal is the first one's copy (copies come within ms).
     REPEAT_WINDOW_S = 2.0
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 announce: str | None = None) -> None:
+        """``announce``: a line for standard error when the first signal arrives (a
+        generation may take a minute: the user should know the stop is coming)."""
         self.signum = 0
         self.clock = clock
         self.first_at = 0.0
+        self.announce = announce
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
@@ -151,6 +156,9 @@ class StopFlag:
         now = self.clock()
         if not self.signum:
             self.signum, self.first_at = signum, now
+            if self.announce:  # os.write: safe inside a signal handler, unlike print
+                os.write(2, f"{self.announce.format(signal=signal.Signals(signum).name)}\n"
+                         .encode())
         elif now - self.first_at > self.REPEAT_WINDOW_S:
             raise KeyboardInterrupt
 
