@@ -167,6 +167,9 @@ def test_a_signal_on_one_rank_checkpoints_and_exits_with_its_documented_code(
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == code, stderr
     assert f"checkpoint saved (exit code {code}). Resume with: es-train --resume" in stderr
+    if ranks is None:  # rank 0 got it: said at once, where the stop came a generation later
+        assert (f"es-train: {signal.Signals(signum).name}: stopping after the generation in "
+                "progress, with its checkpoint") in stderr
     state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
     rows = read_progress(run_dir)
     assert state.generation == int(rows[-1]["generation"]) >= 2
