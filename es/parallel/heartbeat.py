@@ -87,9 +87,10 @@ class Heartbeat:
             self.stop()
         else:  # a way out that not every rank may take: no collective, only quiet
             self._stop.set()
-            for thread in self._threads:  # ended, and with them their hold on ``where``'s
-                thread.join(timeout=2 * self.period_s)  # objects (a run's games), which
-                # would otherwise outlive the caller's collection: unless stuck in MPI
+            # Ended now, not later: they hold ``where``'s objects (a run's games), which must
+            # not outlive the caller's collection. A thread stuck in MPI is left behind.
+            for thread in self._threads:
+                thread.join(timeout=2 * self.period_s)
 
     def _beat(self) -> None:
         """Send a beat to each peer every period and take in theirs: the only MPI calls."""
