@@ -517,10 +517,6 @@ def _train(args: argparse.Namespace, comm) -> int:
     config, state, run_dir, warnings, error = comm.broadcast(prepared)
     if error:
         return fail_on_rank("es-train", error, comm.rank)
-    if state is None and config is not None:
-        from es.config import ignored_settings
-
-        warnings = [*warnings, *ignored_settings(config)]
     for warning in warnings if comm.rank == 0 else ():
         print(f"es-train: warning: {warning}", file=sys.stderr, flush=True)
     # MPI launchers report a dead process by pid and host: this line maps them to ranks.
@@ -557,6 +553,11 @@ def _train(args: argparse.Namespace, comm) -> int:
         if error:
             trainer.close()
             return fail_on_rank("es-train", error, comm.rank)
+        # Once the run is sure to train: a config refused for another reason says only that.
+        from es.config import ignored_settings
+
+        for warning in ignored_settings(config) if comm.rank == 0 else ():
+            print(f"es-train: warning: {warning}", file=sys.stderr, flush=True)
     nodes = comm.node_ranks()  # the noise tables are built: say where they are
     if comm.rank == 0:
         print(f"es-train: {node_summary(nodes, ranks, config.es.noise)}", file=sys.stderr,
