@@ -77,6 +77,27 @@ def interrupt_job(process: subprocess.Popen, stop: str, ready: Callable[[], bool
     return err
 
 
+def run_group(command: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """``subprocess.run`` for a program that launches others (a script's ``mpiexec``): in a
+    process group of its own, ended whole at the timeout. Killing the script alone left its
+    mpiexec and ranks (each in a session of its own) running beside the tests after it."""
+    process = subprocess.Popen(command, cwd=REPO, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):  # mpiexec ends its job on SIGTERM
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
 def wait_for_a_checkpoint(job: subprocess.Popen, run_dir: Path, timeout: float = 120) -> None:
     """Until ``run_dir`` holds a checkpoint; the test fails if ``job`` ends first."""
     deadline = time.monotonic() + timeout

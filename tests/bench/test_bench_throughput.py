@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import BIN, REPO
+from conftest import BIN, REPO, run_group
 
 from es.config import load_config
 from es.parallel.comm import LocalComm
@@ -35,10 +35,9 @@ strategies.snes = { config = "configs/cartpole.toml", set = [
 def test_suite_mode_writes_one_row_per_config_with_rates_and_shares(tmp_path):
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)
-    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
+    done = run_group([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
                            "--tasks", "cartpole", "--strategies", "snes", "--budget-s", "1",
-                           "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
+                           "--out", str(tmp_path / "out")], timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     with (tmp_path / "out" / "results.csv").open() as handle:
         (row,) = list(csv.DictReader(handle))  # --strategies left openai out
@@ -54,11 +53,10 @@ def test_suite_mode_writes_one_row_per_config_with_rates_and_shares(tmp_path):
 
 def test_schedules_train_back_to_back_against_one_bare_run(tmp_path):
     """Both schedules train the same steps (identical parameters) and share the bare rate."""
-    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--config",
+    done = run_group([sys.executable, "scripts/bench_throughput.py", "--config",
                            "configs/cartpole.toml", "--generations", "4", "--repeats", "1",
                            "--budget-s", "1", "--schedules", "static,dynamic", "--out",
-                           str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True,
-                          timeout=180)
+                           str(tmp_path / "out")], timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     with (tmp_path / "out" / "results.csv").open() as handle:
         static, dynamic = list(csv.DictReader(handle))
@@ -117,10 +115,9 @@ def test_interleave_alternates_each_generation_with_a_replay_of_its_episodes(tmp
     evaluate every generation; with ``run.eval_every = 1000`` none is evaluated."""
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)
-    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
+    done = run_group([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
                            "--tasks", "cartpole_rare", "--interleave", "--max-train-s", "3",
-                           "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
+                           "--out", str(tmp_path / "out")], timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     with (tmp_path / "out" / "results.csv").open() as handle:
         (row,) = list(csv.DictReader(handle))
@@ -142,13 +139,12 @@ def test_interleave_alternates_each_generation_with_a_replay_of_its_episodes(tmp
 def test_a_bad_task_or_strategy_is_one_line(tmp_path, flags, message):
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)
-    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
-                           *flags], cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = run_group([sys.executable, "scripts/bench_throughput.py", "--suite", str(suite),
+                           *flags], timeout=60)
     assert done.returncode == 2 and message in done.stderr
     assert "Traceback" not in done.stderr
 
 
 def test_interleave_needs_a_suite():
-    done = subprocess.run([sys.executable, "scripts/bench_throughput.py", "--interleave"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = run_group([sys.executable, "scripts/bench_throughput.py", "--interleave"], timeout=60)
     assert done.returncode == 2 and "--interleave: give --suite FILE too" in done.stderr

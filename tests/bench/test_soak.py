@@ -2,10 +2,9 @@
 each judged from its own start, never a growth across two processes' peaks."""
 
 import csv
-import subprocess
 import sys
 
-from conftest import REPO, read_progress, run_cli
+from conftest import read_progress, run_cli, run_group
 
 
 def test_a_resumed_run_gives_one_row_per_process(tmp_path):
@@ -18,9 +17,8 @@ def test_a_resumed_run_gives_one_row_per_process(tmp_path):
     assert again.returncode == 0, again.stderr
     progress = read_progress(run_dir)
     assert [row["resumed_from"] for row in progress] == ["0"] * 3 + ["3"] * 3
-    done = subprocess.run([sys.executable, "scripts/soak.py", str(run_dir), "--warmup-s", "0",
-                           "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    done = run_group([sys.executable, "scripts/soak.py", str(run_dir), "--warmup-s", "0",
+                           "--out", str(tmp_path / "out")], timeout=60)
     assert done.returncode == 0, done.stderr
     with (tmp_path / "out" / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
