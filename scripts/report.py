@@ -42,10 +42,7 @@ def script_parser(script: str, doc: str, examples: list[str]) -> ArgumentParser:
 def run_script(main: Callable[[], int | None]) -> NoReturn:
     """Exit with ``main()``'s code; Ctrl-C or SIGTERM end the script in one line, exit code
     130, never a traceback (the runs it launched stop as their own signals make them)."""
-    def interrupt(*_: object) -> NoReturn:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         code = main()
     except KeyboardInterrupt:

@@ -29,10 +29,6 @@ ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
 NO_CHECKPOINT = "a baseline keeps no checkpoint: start the run again on the ranks that are left"
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
 class RunFolderError(RuntimeError):
     """The run folder cannot be started (in use by another run, not writable)."""
 
@@ -121,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     # A rank that stops answering (stopped, hung, cut off) ends the job, as in es-train: the
     # others would wait for it in the next all-reduce, or the learner for its transitions.
     ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
-    signal.signal(signal.SIGTERM, _interrupt)  # a kill ends the run as Ctrl-C does
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill ends it as Ctrl-C
     try:
         with comm.heartbeat(ranks, config.run.peer_timeout_s,
                             lambda line: peer_lost(line, comm, lambda: NO_CHECKPOINT,
