@@ -813,7 +813,7 @@ def suite(args: argparse.Namespace) -> int:
 
 def run_stoppable(work: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """``work(args)`` with Ctrl-C and SIGTERM stopping its trainings cleanly (exit 130)."""
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return work(args)
     except KeyboardInterrupt:
@@ -824,10 +824,6 @@ def run_stoppable(work: Callable[[argparse.Namespace], int], args: argparse.Name
 
 def run_suite(args: argparse.Namespace) -> int:
     return run_stoppable(suite, args)
-
-
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
 
 
 def finished_runs(spec: Suite, out: Path) -> list[Run]:
