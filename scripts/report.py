@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import os
 import platform
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from es.bench.launch import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
+from es.bench.report import run_interruptible
 from es.cli.args import ArgumentParser
 from es.config import ConfigError, load_config
 
@@ -42,13 +42,7 @@ def script_parser(script: str, doc: str, examples: list[str]) -> ArgumentParser:
 def run_script(main: Callable[[], int | None]) -> NoReturn:
     """Exit with ``main()``'s code; Ctrl-C or SIGTERM end the script in one line, exit code
     130, never a traceback (the runs it launched stop as their own signals make them)."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        code = main()
-    except KeyboardInterrupt:
-        print(f"{Path(sys.argv[0]).name}: interrupted (exit code 130)", file=sys.stderr)
-        sys.exit(130)
-    sys.exit(code or 0)
+    sys.exit(run_interruptible(main, program=Path(sys.argv[0]).name) or 0)
 
 
 def check_config(parse: ArgumentParser, path: str, overrides: list[str] = ()) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from es.bench.report import out_folder
+from es.bench.report import out_folder, run_interruptible
 from es.bench.suite import (
     BIN,
     NO_GENERATION_LIMIT,
@@ -46,7 +46,6 @@ from es.bench.suite import (
     last_line,
     read_progress,
     run_all,
-    run_stoppable,
     score_final,
     supervised,
     write_csv,
@@ -286,4 +285,4 @@ def reference(args: argparse.Namespace) -> int:
 
 
 def run_reference(args: argparse.Namespace) -> int:
-    return run_stoppable(reference, args)
+    return run_interruptible(reference, args)

@@ -1,15 +1,40 @@
 """What the measurements share: where results go (``bench-results/<command>``), Markdown
-tables, ``results.csv`` with ``results.md``, and headless matplotlib (the optional ``[plot]``
-extra). Imports no other module of ``es.bench``, so every one of them can import it.
+tables, ``results.csv`` with ``results.md``, headless matplotlib (the optional ``[plot]``
+extra), and how a program ends on Ctrl-C. Imports no other module of ``es.bench``, so every
+one of them can import it.
 """
 
 from __future__ import annotations
 
 import csv
+import signal
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path("bench-results")  # git-ignored
+#: The exit code of a program ended by Ctrl-C or SIGTERM (128 + SIGINT, as shells have it).
+INTERRUPTED = 130
+
+
+def run_interruptible(work: Callable[..., int | None], *args: Any,
+                      program: str | None = None) -> int | None:
+    """``work(*args)``; Ctrl-C, or a SIGTERM (turned into the same ``KeyboardInterrupt``
+    while the work lasts, where it had Python's default handling), ends it with
+    ``INTERRUPTED`` instead of a traceback. ``program``: the one line that says so (None
+    for work that says it itself)."""
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return work(*args)
+    except KeyboardInterrupt:
+        if program:
+            print(f"{program}: interrupted (exit code {INTERRUPTED})", file=sys.stderr)
+        return INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def out_folder(given: str | Path | None, command: str, *subfolder: str) -> Path:

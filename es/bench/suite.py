@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from es.bench.report import markdown as table
-from es.bench.report import out_folder
+from es.bench.report import out_folder, run_interruptible
 from es.launch.elastic import CHECKPOINTED, PEER_LOST
 
 BIN = Path(sys.executable).parent
@@ -376,7 +376,7 @@ class RunStopped(Exception):
 
 def run_all(work: Callable[[Any], Any], items: list[Any], jobs: int, program: str,
             out: Path) -> None:
-    """``work`` on every item, ``jobs`` at a time. Ctrl-C or SIGTERM (see ``run_stoppable``),
+    """``work`` on every item, ``jobs`` at a time. Ctrl-C or SIGTERM (see ``run_interruptible``),
     a training stopped from outside, or a failed one cancels what has not started and
     interrupts the trainings that have, which leave their folders to be resumed or redone by
     the next call (an error must not leave the next run training with nobody to stop it)."""
@@ -811,19 +811,9 @@ def suite(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_stoppable(work: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """``work(args)`` with Ctrl-C and SIGTERM stopping its trainings cleanly (exit 130)."""
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        return work(args)
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_suite(args: argparse.Namespace) -> int:
-    return run_stoppable(suite, args)
+    """``suite`` with Ctrl-C and SIGTERM stopping its trainings cleanly (exit 130)."""
+    return run_interruptible(suite, args)
 
 
 def finished_runs(spec: Suite, out: Path) -> list[Run]:

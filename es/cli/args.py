@@ -22,14 +22,13 @@ import contextlib
 import functools
 import math
 import os
-import signal
 import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from es.bench.report import RESULTS
+from es.bench.report import RESULTS, run_interruptible
 from es.core.messages import one_line
 
 USAGE_ERROR = 2
@@ -80,17 +79,8 @@ def interruptible(program: str) -> Callable[[Callable[..., int]], Callable[..., 
     traceback: for the programs that have nothing to save when stopped (es-eval, es-plot)."""
     def wrap(main: Callable[..., int]) -> Callable[..., int]:
         @functools.wraps(main)
-        def stoppable(*args: Any, **kwargs: Any) -> int:
-            previous = signal.getsignal(signal.SIGTERM)
-            if previous == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, signal.default_int_handler)
-            try:
-                return main(*args, **kwargs)
-            except KeyboardInterrupt:
-                print(f"{program}: interrupted (exit code 130)", file=sys.stderr)
-                return 130
-            finally:
-                signal.signal(signal.SIGTERM, previous)
+        def stoppable(*args: Any) -> int:
+            return run_interruptible(main, *args, program=program)
         return stoppable
     return wrap
 

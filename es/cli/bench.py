@@ -235,13 +235,12 @@ def add_reference_parser(commands: Any, cases: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     survive_closed_stdout()
-    from es.bench.suite import run_stoppable
+    from es.bench.report import run_interruptible
 
     args = parser().parse_args(argv)
-    code = run_stoppable(_run, args)  # Ctrl-C or SIGTERM: exit 130, workers ended
-    if code == 130 and args.command not in ("suite", "reference"):  # those say it themselves
-        print(f"es-bench {args.command}: interrupted (exit code 130)", file=sys.stderr)
-    return code
+    said = args.command in ("suite", "reference")  # they say it themselves
+    return run_interruptible(_run, args,  # Ctrl-C or SIGTERM: exit 130, workers ended
+                             program=None if said else f"es-bench {args.command}")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -124,7 +124,7 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
     return str(run_dir), None
 
 
-def start_run_dir(run_dir: str, config: Config, trained_by: str = "es-train") -> str | None:
+def start_run_dir(run_dir: str, config: Config, program: str = "es-train") -> str | None:
     """Clear an earlier run's files from the folder and write the resolved ``config.toml``
     and ``TRAINED_BY`` (the program); None, or the error. On rank 0 only. Everything a run
     writes there goes (an old run's kept policy or stops would pass for the new run's, its
@@ -142,8 +142,8 @@ def start_run_dir(run_dir: str, config: Config, trained_by: str = "es-train") ->
 
     folder = Path(run_dir)
     payload = tomli_w.dumps(config.to_dict()).encode()
-    claimed = claim_run_dir(folder, trained_by)  # before an old run's files go: it may
-    # still be training
+    # Before an old run's files go: it may still be training.
+    claimed = claim_run_dir(folder, program)
     if claimed:
         return claimed
     try:
@@ -154,7 +154,7 @@ def start_run_dir(run_dir: str, config: Config, trained_by: str = "es-train") ->
         # At once, not when training starts: a run killed before its first checkpoint can
         # then be resumed (started over) from this file.
         write_atomically(folder / "config.toml", lambda handle: handle.write(payload))
-        (folder / TRAINED_BY).write_text(trained_by + "\n")
+        (folder / TRAINED_BY).write_text(program + "\n")
     except OSError as error:
         return f"run folder {run_dir!r}: {error.strerror}"
     return None
