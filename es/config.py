@@ -233,11 +233,6 @@ class PolicyConfig:
                               f"policy.kind ('package.module:function'), not {self.kind!r}")
         _at_least("policy.vbn_batch", self.vbn_batch, 2)
         _one_of("policy.torso", self.torso, ("nature", "small"))
-        if self.kind == "cnn" and self.obs_norm:
-            raise ConfigError(
-                "policy.obs_norm = true: not used with policy.kind = 'cnn' (pixels are scaled "
-                "by 1/255 and VBN normalises the layers); set policy.obs_norm = false"
-            )
         _one_of("policy.activation", self.activation, ("tanh", "relu"))
         for size in self.hidden:
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
@@ -671,8 +666,25 @@ def from_dict(data: dict[str, Any]) -> Config:
                 f"unknown section [{section}]: allowed are {', '.join(map(str, SECTIONS))}"
             )
     config = Config(**{name: _build(name, data.get(name, {})) for name in SECTIONS})
+    _check_cnn(config)
     _check_strategy(config)
     return config
+
+
+def _check_cnn(config: Config) -> None:
+    """The CNN takes stacked frames: of an ALE game's RAM it is refused first, since turning
+    off ``obs_norm`` would only lead to that."""
+    if config.policy.kind != "cnn":
+        return
+    if config.env.id.startswith("ALE/") and config.atari.obs == "ram":
+        raise ConfigError("policy.kind = 'cnn': needs stacked frames, and atari.obs = 'ram' "
+                          "gives the 128 bytes of RAM; set atari.obs = 'pixels', or "
+                          "policy.kind = 'linear' or 'mlp' for RAM")
+    if config.policy.obs_norm:
+        raise ConfigError(
+            "policy.obs_norm = true: not used with policy.kind = 'cnn' (pixels are scaled "
+            "by 1/255 and VBN normalises the layers); set policy.obs_norm = false"
+        )
 
 
 def _check_strategy(config: Config) -> None:

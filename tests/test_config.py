@@ -190,6 +190,17 @@ def test_strategy_needs_are_checked_across_sections():
     assert from_dict({"es": {"strategy": "ars", "population": 8}, "ars": {"top": 4}}).ars.top == 4
 
 
+def test_the_cnn_on_an_ale_game_s_ram_is_refused_before_its_obs_norm():
+    from es.config import ConfigError, from_dict
+
+    ram = {"env": {"id": "ALE/Breakout-v5"}, "atari": {"obs": "ram"}, "policy": {"kind": "cnn"}}
+    with pytest.raises(ConfigError, match=r"policy.kind = 'cnn': needs stacked frames, and "
+                                          r"atari.obs = 'ram'.*set atari.obs = 'pixels'"):
+        from_dict(ram)
+    with pytest.raises(ConfigError, match=r"policy.obs_norm = true: not used with policy.kind"):
+        from_dict({**ram, "atari": {"obs": "pixels"}})
+
+
 def test_decays_only_for_strategies_with_a_fixed_step_size():
     from es.config import ConfigError, from_dict
 
