@@ -316,6 +316,10 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
     assert twice.returncode == 2 and twice.stderr.strip() == (
         "es-compare: error: --method-config 'pg=other.toml': pg has one already "
         f"({bad}); give each method one"), twice.stderr
+    short = run_cli(["es-compare", "--env", "CartPole-v1", "--budget-s", "0.5", "--out", str(out)],
+                    timeout=60)
+    assert short.returncode == 2 and short.stderr.startswith(
+        "es-compare: error: --budget-s 0.5: must be >= 1 (a run's budget counts from"), short.stderr
 
 
 def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_path):
