@@ -23,7 +23,7 @@ from es.rl.envs import make_env, policy_spec_for
 from es.rl.policies import ObsNorm, PolicyError
 from es.rl.policy import Policy, build_user_policy, object_path
 from es.rl.rollout import run_episode
-from es.rl.torch_policy import TorchPolicy
+from es.rl.torch_policy import TorchPolicy, as_tensor
 from es.rl.trainer import Trainer
 
 TESTS = {"PYTHONPATH": str(REPO / "tests")}
@@ -140,6 +140,15 @@ def test_dict_and_tuple_observations_reach_numpy_policies_and_torch_modules(
                     "--run-dir", str(run_dir)], ranks=ranks, extra_env=TESTS)
     assert done.returncode == 0, done.stderr
     assert np.isfinite(float(read_progress(run_dir)[-1]["eval_return"]))
+
+
+def test_a_module_gets_float32_for_real_and_int64_for_integer_observations():
+    """As docs/python-api.md says, so an embedding layer can take a Discrete observation."""
+    seen = as_tensor({"position": np.array([0.5, 1.0]), "cell": np.int64(3),
+                      "ram": np.arange(4, dtype=np.uint8), "flags": (np.array([True]),)})
+    assert seen["position"].dtype == torch.float32 and seen["cell"].dtype == torch.int64
+    assert seen["ram"].dtype == torch.int64 and seen["flags"][0].dtype == torch.int64
+    assert seen["ram"].tolist() == [0, 1, 2, 3]
 
 
 def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
