@@ -2,8 +2,9 @@
 
 Importing ``es`` is cheap and has no side effects: NumPy, Gymnasium and mpi4py are imported
 by the submodules that need them, so the ``es-*`` programs can pin BLAS threads before NumPy
-loads. The Python API (``es.minimize``, ``es.AskTell``, ``es.functions``, ``es.train``) loads
-on first use. The layers are the folders; docs/architecture.md says which may import which.
+loads. The Python API (``es.minimize``, ``es.AskTell``, ``es.functions``, ``es.train``,
+``es.resume``) loads on first use. The layers are the folders; docs/architecture.md says
+which may import which.
 """
 
 from importlib import import_module
@@ -13,7 +14,8 @@ __version__ = "0.1.0"
 
 _LAZY = {"minimize": "es.blackbox.minimizer", "AskTell": "es.blackbox.minimizer",
          "Result": "es.blackbox.minimizer", "functions": "es.functions",
-         "train": "es.rl.training", "TrainingRun": "es.rl.training"}
+         "train": "es.rl.training", "resume": "es.rl.training",
+         "TrainingRun": "es.rl.training"}
 
 
 def __dir__() -> list[str]:

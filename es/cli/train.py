@@ -32,7 +32,6 @@ from es.rl.runs import (
     configure_logging,
     default_run_dir,
     start_run_dir,
-    trained_by,
 )
 
 LAUNCHED_AT = time.time()
@@ -69,6 +68,8 @@ def crash(program: str, error: Exception, comm) -> int:
 
 
 def train_parser() -> argparse.ArgumentParser:
+    from es.rl.resume import RESUME_OVERRIDES
+
     parser = ArgumentParser(
         prog="es-train",
         description="Train a policy with OpenAI-ES. Run plainly for one process, or under "
@@ -125,101 +126,22 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     return [*args.overrides, *(["run.tensorboard=true"] if args.tensorboard else [])]
 
 
-RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds",
-                    "run.target_score", "run.tensorboard", "run.peer_timeout_s")
-
-
 def _load_resume(run_dir: str, overrides: list[str]):
-    """(config, state, warnings) of a run to resume; rank 0 only. Raises ConfigError.
+    """``load_resume`` with the command line's ``--set`` texts, each named as given when it
+    would change more than a budget. Rank 0 only; raises ConfigError."""
+    from es.config import ConfigError, parse_override
+    from es.rl.resume import RESUME_OVERRIDES, load_resume
 
-    A run killed before its first checkpoint has only its config.toml: the state is then
-    None (start over from generation 0). Bad checkpoints are not that case: work existed.
-    """
-    from es.config import ConfigError, apply_overrides, from_dict, load_config, parse_override
-    from es.rl.checkpoint import CheckpointError, has_checkpoint, load_latest_checkpoint
-    from es.rl.metrics import STOPS_FILE
-
+    budgets = {}
     for text in overrides:
-        keys, _ = parse_override(text)
+        keys, value = parse_override(text)
         if ".".join(keys) not in RESUME_OVERRIDES:
             raise ConfigError(
                 f"--set {text!r}: a resumed run keeps its config; only "
                 f"{', '.join(RESUME_OVERRIDES)} may change"
             )
-    if not Path(run_dir).is_dir():
-        raise ConfigError(f"--resume {run_dir!r}: no such run folder")
-    if (program := trained_by(run_dir)) != "es-train":
-        raise ConfigError(f"--resume {run_dir!r}: trained by {program}, which keeps no "
-                          "checkpoints: a baseline run cannot be resumed; start it again "
-                          "(its command with --force)")
-    if not has_checkpoint(run_dir):
-        if not (Path(run_dir) / "config.toml").is_file():
-            raise ConfigError(
-                f"--resume {run_dir!r}: no checkpoint and no config.toml, so not a run "
-                "folder (or one stopped before it started: start it again with the original "
-                "command, with --force if the folder is not empty)"
-            )
-        config = load_config(Path(run_dir) / "config.toml", overrides)
-        # A stop, or as many generations as run.checkpoint_every, came with a checkpoint:
-        # they are gone, and starting over would overwrite a trained run.
-        progress = Path(run_dir) / "progress.csv"
-        rows = len(progress.read_text().splitlines()) - 1 if progress.is_file() else 0
-        if (Path(run_dir) / STOPS_FILE).is_file() or rows >= config.run.checkpoint_every:
-            raise ConfigError(
-                f"--resume {run_dir!r}: its checkpoints are gone but it holds a trained run "
-                f"({max(rows, 0)} generations in progress.csv), which starting over would "
-                "overwrite; restore checkpoints/, or start again in another folder (or here "
-                "with the original command and --force)")
-        return config, None, [f"--resume {run_dir!r}: no checkpoint written yet; starting "
-                              "over from generation 0 with its config.toml"]
-    try:
-        state, config_dict, warnings = load_latest_checkpoint(Path(run_dir) / "checkpoints")
-    except CheckpointError as error:
-        raise ConfigError(f"--resume {run_dir!r}: {error}") from None
-    return (from_dict(apply_overrides(config_dict, overrides)), state,
-            [*warnings, *_edited_config_toml(Path(run_dir), config_dict)])
-
-
-def _edited_config_toml(run_dir: Path, config_dict: dict) -> list[str]:
-    """A warning when the run's config.toml was edited by hand: the checkpoint's config is
-    what a resume trains with (and writes back), so the edit would be lost without a word."""
-    import tomllib
-
-    try:
-        with (run_dir / "config.toml").open("rb") as handle:
-            written = _flat(tomllib.load(handle))
-    except OSError:
-        return []
-    except ValueError as error:  # a hand edit that broke the file
-        return [f"{run_dir / 'config.toml'} is not valid TOML ({error}); a resumed run trains "
-                "with its checkpoint's config and writes it back"]
-    saved = _flat(config_dict)
-    edited = [key for key in sorted(written) if key in saved and written[key] != saved[key]
-              and key not in RESUME_OVERRIDES]  # budgets move with --set between sittings
-    if not edited:
-        return []
-    shown = ", ".join(f"{key} = {written[key]!r} (the checkpoint's: {saved[key]!r})"
-                      for key in edited[:3]) + (", ..." if len(edited) > 3 else "")
-    return [f"{run_dir / 'config.toml'} was edited: {shown}; a resumed run trains with its "
-            f"checkpoint's config and writes it back (budgets change with --set: "
-            f"{', '.join(RESUME_OVERRIDES)})"]
-
-
-def _flat(config_dict: dict) -> dict[str, object]:
-    return {f"{section}.{key}": value for section, values in config_dict.items()
-            for key, value in values.items()}
-
-
-def claim(run_dir: str) -> None:
-    """Hold an existing run folder before its checkpoint is read (``claim_run_dir``): another
-    es-train may be training there. Raises ConfigError."""
-    from es.config import ConfigError
-    from es.rl.runs import claim_run_dir
-
-    if Path(run_dir).is_dir():
-        error = claim_run_dir(run_dir)
-        if error:
-            raise ConfigError(error)
+        budgets[".".join(keys)] = value
+    return load_resume(run_dir, budgets)
 
 
 def _resume_or_start(run_dir: str, config_file: str, overrides: list[str]):
@@ -228,6 +150,7 @@ def _resume_or_start(run_dir: str, config_file: str, overrides: list[str]):
     config's run."""
     from es.config import ConfigError, from_dict, load_config
     from es.rl.checkpoint import has_checkpoint
+    from es.rl.resume import RESUME_OVERRIDES, claim, flat
 
     wanted = load_config(config_file, overrides)
     folder = Path(run_dir)
@@ -235,8 +158,8 @@ def _resume_or_start(run_dir: str, config_file: str, overrides: list[str]):
     if not (folder / "config.toml").is_file() and not has_checkpoint(folder):
         return wanted, None, [], None
     config, state, warnings = _load_resume(run_dir, [])
-    held = _flat(from_dict(config.to_dict()).to_dict())
-    for key, value in _flat(wanted.to_dict()).items():
+    held = flat(from_dict(config.to_dict()).to_dict())
+    for key, value in flat(wanted.to_dict()).items():
         if key not in RESUME_OVERRIDES and held.get(key) != value:
             raise ConfigError(
                 f"--resume-or-start {run_dir!r}: the folder holds a run of another config: "
@@ -267,6 +190,8 @@ def prepare(args: argparse.Namespace):
             if args.config or args.run_dir or args.force:
                 raise ConfigError("--resume takes the config and folder from the run: drop "
                                   "the config file, --run-dir and --force")
+            from es.rl.resume import claim
+
             claim(args.resume)
             config, state, warnings = _load_resume(args.resume, args.overrides)
             # No checkpoint yet: a fresh start in the same folder (the killed session's

@@ -69,8 +69,13 @@ def import_object(path: str, what: str) -> Any:
         try:
             target = getattr(target, part)
         except AttributeError:
+            # es.train(policy=...) from a notebook or script records its __main__.
+            hint = (": it was defined in the notebook or script that trained the run; give "
+                    "it from Python again (es.resume(RUN_DIR, policy=...)), or move it into a "
+                    "module that es-train and es-eval can import" if module_name == "__main__"
+                    else "")
             raise PolicyError(f"{what} = {path!r}: module {module_name!r} has no "
-                              f"{qualname!r}") from None
+                              f"{qualname!r}{hint}") from None
     return target
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import signal
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,9 +159,8 @@ def train(
     ``run.policy`` acts for one episode; a recurrent policy's next episode wants a fresh one,
     ``run.saved.act(env)``."""
     from es.rl.envs import check_env_id
-    from es.rl.runs import check_run_dir, configure_logging, release_run_dir, start_run_dir
+    from es.rl.runs import check_run_dir, configure_logging
     from es.rl.tensorboard_log import require_tensorboard
-    from es.rl.trainer import StopFlag, Stopped, Trainer
 
     if callback is not None and not callable(callback):  # else a traceback after generation 1
         raise ValueError(f"callback {callback!r}: must be callable with a progress row")
@@ -180,6 +180,71 @@ def train(
     folder, error = comm.broadcast(checked)
     if error:
         raise ConfigError(error)
+    return _train_in(folder, resolved, None, comm, callback, policy)
+
+
+def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quiet: bool = True,
+           comm: Comm | None = None, callback: Callable[[dict[str, Any]], object] | None = None,
+           policy: Any = None) -> TrainingRun:
+    """Continue a stopped run from its newest intact checkpoint, as ``es-train --resume
+    RUN_DIR`` does, with the same bits as an unstopped run (on any rank count); a run stopped
+    before its first checkpoint starts over from its ``config.toml``. ``overrides`` may change
+    only the budgets (``es.rl.resume.RESUME_OVERRIDES``: ``{"run.generations": 400}``).
+    ``policy``: the factory, class or instance the run was trained with, needed where
+    ``policy.kind`` names one that cannot be imported (defined in a notebook or
+    ``__main__``). What the checkpoint says (an older checkpoint used, a hand-edited
+    ``config.toml``) comes as ``UserWarning``s."""
+    from es.rl.envs import check_env_id
+    from es.rl.resume import claim, load_resume
+    from es.rl.runs import check_run_dir, configure_logging, release_run_dir
+    from es.rl.tensorboard_log import require_tensorboard
+
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback {callback!r}: must be callable with a progress row")
+    if not isinstance(run_dir, str | Path):
+        raise ConfigError(f"run_dir {run_dir!r}: must be a run folder's path (str or Path)")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ConfigError(f"overrides {overrides!r}: must be a dict of dotted keys, "
+                          "{'run.generations': 400}")
+    comm = comm or make_comm()
+    configure_logging(comm.rank == 0 and not quiet)
+    prepared: Any = None
+    if comm.rank == 0:
+        try:
+            claim(run_dir)
+            config, state, said = load_resume(str(run_dir), plain(dict(overrides or {})),
+                                              "es.resume")
+            check_env_id(config.env.id)
+            if config.run.tensorboard:
+                require_tensorboard()
+            if policy is not None and object_path(policy) != config.policy.kind:
+                raise ConfigError(f"policy={policy!r}: the run was trained with policy.kind = "
+                                  f"{config.policy.kind!r}; pass that one")
+            folder = str(run_dir)
+            if state is None:  # no checkpoint yet: a start in the same folder
+                folder, error = check_run_dir(folder, config, True)
+                if error:
+                    raise ConfigError(error)
+            prepared = config, state, said, folder, None
+        except (ConfigError, ValueError) as error:
+            prepared = None, None, [], None, str(error)
+    config, state, said, folder, error = comm.broadcast(prepared)
+    if error:
+        if comm.rank == 0:
+            release_run_dir(run_dir)
+        raise ConfigError(error)
+    for line in said if comm.rank == 0 else ():
+        warnings.warn(line, stacklevel=2)
+    return _train_in(folder, config, state, comm, callback, policy)
+
+
+def _train_in(folder: str, config: Config, state: Any, comm: Comm,
+              callback: Callable[[dict[str, Any]], object] | None, policy: Any) -> TrainingRun:
+    """The run of ``es.train`` (``state`` None: a start) or ``es.resume`` (a checkpoint's
+    state) in ``folder``, which rank 0 holds from here to the end."""
+    from es.rl.runs import release_run_dir, start_run_dir
+    from es.rl.trainer import StopFlag, Stopped, Trainer
+
     # One BLAS thread, as es-train pins it: the parallelism is the ranks'. NumPy is loaded
     # already (a notebook), so environment variables such as the es-*
     # programs set would be too late.
@@ -187,16 +252,20 @@ def train(
     stop_flag = StopFlag()
     handlers = stop_flag.install_over_defaults()
     try:
-        with threadpool_limits(limits=1), Trainer(resolved, comm, Path(folder),
+        with threadpool_limits(limits=1), Trainer(config, comm, Path(folder),
                                                   stop_flag=stop_flag, policy=policy
                                                   ) as trainer:
-            # The folder is written once the run's environment and policy are built.
-            error = comm.broadcast(start_run_dir(folder, resolved) if comm.rank == 0 else None)
-            if error:
-                raise ConfigError(error)
+            if state is not None:
+                trainer.restore(state)
+            else:  # the folder is written once the run's environment and policy are built
+                error = comm.broadcast(start_run_dir(folder, config) if comm.rank == 0
+                                       else None)
+                if error:
+                    raise ConfigError(error)
             result = trainer.run(callback)
     except Stopped as stop:  # after the generation in progress, checkpointed, as es-train
-        resume = f"{stop}; its checkpoint is saved: es-train --resume {folder} continues the run"
+        resume = (f"{stop}; its checkpoint is saved: es.resume({folder!r}) or es-train "
+                  f"--resume {folder} continues the run")
         if stop.signum == signal.SIGINT:  # Ctrl-C, a notebook's interrupt: as Python's own
             raise KeyboardInterrupt(resume) from None
         raise Stopped(stop.signum, stop.generation, resume) from None

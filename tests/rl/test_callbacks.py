@@ -96,13 +96,18 @@ def test_under_mpiexec_rank_zero_decides_for_every_rank(tmp_path):
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr
     lines = sorted(line for line in done.stdout.splitlines() if line.startswith("RANK"))
-    parsed = [re.fullmatch(r"RANK (\d) train (\d+) seen (\[.*\]) minimize (.*)", line).groups()
-              for line in lines]
+    parsed = [re.fullmatch(r"RANK (\d) train (\d+) seen (\[.*\]) minimize (.*) resumed (.*)",
+                           line).groups() for line in lines]
     assert [rank for rank, *_ in parsed] == ["0", "1"]
-    (_, trained0, seen0, minimized0), (_, trained1, seen1, minimized1) = parsed
+    (_, trained0, seen0, minimized0, resumed0), (_, trained1, seen1, minimized1, resumed1) = parsed
     assert trained0 == trained1 == "3"
     assert seen0 == "[1, 2, 3]" and seen1 == "[]"  # only rank 0's callback was asked
     assert minimized0 == minimized1 and minimized0.startswith("4 callback ")
+    # es.resume on two ranks trains on to the bits of one unstopped process's run.
+    spmd = {"es.population": 10, "env.max_episode_steps": 50, "run.generations": 8,
+            "run.eval_every": 2}  # callbacks_spmd.py's
+    whole = es.train(REPO / "configs/pendulum.toml", spmd, run_dir=tmp_path / "whole")
+    assert resumed0 == resumed1 == f"8 {whole.saved.params.tobytes().hex()}"
 
 
 def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_path):
@@ -127,8 +132,11 @@ def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_pat
     err = interrupt_job(job, "ctrl-c", ready=lambda: progress.is_file()
                         and len(progress.read_text().splitlines()) > 3)
     stopped = int(re.search(r"INTERRUPTED stopped by SIGINT after generation (\d+); its "
-                            "checkpoint is saved: es-train --resume .* continues the run",
-                            err).group(1))
+                            rf"checkpoint is saved: es.resume\('{run_dir}'\) or es-train "
+                            rf"--resume {run_dir} continues the run", err).group(1))
     state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
     assert state.generation == stopped  # no generation lost
     assert (run_dir / STOPS_FILE).read_text().splitlines()[-1].split(",")[2] == "SIGINT"
+    # As the message says, from Python:
+    resumed = es.resume(run_dir, {"run.generations": stopped + 2})
+    assert resumed.generations == stopped + 2 and len(resumed.history) == stopped + 2
