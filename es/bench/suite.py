@@ -70,7 +70,7 @@ import numpy as np
 
 from es.bench.report import markdown as table
 from es.bench.report import out_folder, run_interruptible
-from es.launch.elastic import CHECKPOINTED, PEER_LOST
+from es.core.exit_codes import CHECKPOINTED, PEER_LOST
 
 BIN = Path(sys.executable).parent
 FINAL_SEED = 12345  # es-eval's default: the same fresh episodes for every run

@@ -16,7 +16,6 @@ from es.cli.train import (
     crash,
     fail_on_rank,
     flag_overrides,
-    peer_lost,
     prepare,
     world_comm,
 )
@@ -116,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
              "gorila": gorila.train}[args.algorithm]
     # A rank that stops answering (stopped, hung, cut off) ends the job, as in es-train: the
     # others would wait for it in the next all-reduce, or the learner for its transitions.
+    from es.parallel.heartbeat import peer_lost
+
     ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill ends it as Ctrl-C
     try:

@@ -13,7 +13,6 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
@@ -26,7 +25,8 @@ from es.cli.args import (
     positive_int,
     survive_closed_stdout,
 )
-from es.launch.elastic import CHECKPOINTED, PEER_LOST, tool_failure
+from es.core.exit_codes import CHECKPOINTED
+from es.launch.elastic import tool_failure
 from es.rl.runs import (
     check_run_dir,
     configure_logging,
@@ -452,6 +452,8 @@ def _train(args: argparse.Namespace, comm) -> int:
 
     from gymnasium.error import DependencyNotInstalled
 
+    from es.parallel.heartbeat import peer_lost
+    from es.rl.resume import after_lost
     from es.rl.trainer import STOP_SIGNALS, StopFlag, Stopped, Trainer, TrainingError
 
     stop_flag = StopFlag(announce="es-train: {signal}: stopping after the generation in "
@@ -489,7 +491,8 @@ def _train(args: argparse.Namespace, comm) -> int:
               flush=True)
     try:
         with comm.heartbeat(ranks, config.run.peer_timeout_s,
-                            lambda line: peer_lost(line, comm, lambda: after_lost(run_dir)),
+                            lambda line: peer_lost(line, comm, lambda: after_lost(run_dir),
+                                                   "es-train"),
                             lambda: f"generation {trainer.strategy.generation + 1}"), trainer:
             result = trainer.run()
     except Stopped as stop:
@@ -535,31 +538,6 @@ def _train(args: argparse.Namespace, comm) -> int:
 def resume_command(args: argparse.Namespace, run_dir: str) -> str:
     """What continues a stopped run: the same command where it starts or resumes itself."""
     return "the same command" if args.resume_or_start else f"es-train --resume {run_dir}"
-
-
-#: Seconds between the "peer lost" line and the abort that ends the job.
-PEER_LOST_GRACE_S = 0.5
-
-
-def after_lost(run_dir: str) -> str:
-    """What an es-train run that lost a peer can do next."""
-    from es.rl.checkpoint import has_checkpoint
-
-    return ("the newest checkpoint is intact: resume on the ranks that are left"
-            if has_checkpoint(run_dir) else
-            "no checkpoint was written yet: start the run again on the ranks that are left")
-
-
-def peer_lost(report: str, comm, then: Callable[[], str], program: str = "es-train") -> None:
-    """A peer is silent (``es.parallel.heartbeat``): say which and ``then()`` (what the user
-    can do next), and end the job with ``PEER_LOST``. Called from the heartbeat's watchdog
-    thread; the main thread may be waiting in a collective that would never end."""
-    print(f"{program}: {report}; {then()} (exit code {PEER_LOST})", file=sys.stderr,
-          flush=True)
-    # The line travels through the launcher's proxy, which an abort kills at once, sometimes
-    # before it passed the line on (seen under Hydra): give it a moment first.
-    time.sleep(PEER_LOST_GRACE_S)
-    comm.abort(PEER_LOST)
 
 
 def requeue_slurm_job() -> None:

@@ -41,17 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from es.core.exit_codes import CHECKPOINTED
+
 #: es-train's exit code for a bad command line or config (es.cli.args.USAGE_ERROR).
 USAGE_ERROR = 2
-#: es-train's exit code after a SIGTERM, SIGUSR1 or SIGUSR2 stopped it with its checkpoint
-#: written (EX_TEMPFAIL), and this supervisor's with too few nodes: the same command continues
-#: the run. A batch script tells it from 128 + N, what srun reports for ranks killed by signal
-#: N before they could save.
-CHECKPOINTED = 75
-#: es-train's exit code when a peer rank went silent for run.peer_timeout_s (stopped, hung or
-#: cut off): the job ended, its newest checkpoint is intact, and the run continues on the
-#: ranks that are left (what this supervisor does by itself).
-PEER_LOST = 76
 #: A probe of a host that has not answered in this many seconds counts as dead.
 PROBE_TIMEOUT_S = 15.0
 #: What the ranks' heartbeat line says of each silent rank: "rank 4 (pid 123 on node2)".

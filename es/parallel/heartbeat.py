@@ -26,6 +26,7 @@ MPI under a launcher that kills the whole job when one process dies (Hydra, srun
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,13 +34,29 @@ from typing import Any
 
 import numpy as np
 
+from es.core.exit_codes import PEER_LOST
+
 #: Seconds between two heartbeats of a rank.
 PERIOD_S = 1.0
 #: Periods that a rank other than 0 adds to its deadline for rank 0: rank 0 may itself be
 #: stuck sending to the rank that was lost, its silence then starting up to a period after
 #: that rank's; two let rank 0's watchdog name the lost rank before anyone blames rank 0.
 HUB_MARGIN_PERIODS = 2
+#: Seconds between the "peer lost" line and the abort that ends the job.
+PEER_LOST_GRACE_S = 0.5
 _TAG = 7
+
+
+def peer_lost(report: str, comm: Any, then: Callable[[], str], program: str) -> None:
+    """A peer is silent: say which (``report``) and ``then()`` (what the user can do next),
+    and end the job with ``PEER_LOST`` (``comm.abort``). Called from the watchdog thread; the
+    main thread may be waiting in a collective that would never end."""
+    print(f"{program}: {report}; {then()} (exit code {PEER_LOST})", file=sys.stderr,
+          flush=True)
+    # The line travels through the launcher's proxy, which an abort kills at once, sometimes
+    # before it passed the line on (seen under Hydra): give it a moment first.
+    time.sleep(PEER_LOST_GRACE_S)
+    comm.abort(PEER_LOST)
 
 
 class Heartbeat:

@@ -23,6 +23,13 @@ RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds",
                     "run.target_score", "run.tensorboard", "run.peer_timeout_s")
 
 
+def after_lost(run_dir: str | Path) -> str:
+    """What a run that lost a peer rank can do next (``es.parallel.heartbeat.peer_lost``)."""
+    return ("the newest checkpoint is intact: resume on the ranks that are left"
+            if has_checkpoint(run_dir) else
+            "no checkpoint was written yet: start the run again on the ranks that are left")
+
+
 def claim(run_dir: str | Path) -> None:
     """Hold an existing run folder before its checkpoint is read (``claim_run_dir``): another
     run may be training there. Raises ConfigError."""

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import copy
 import csv
+import os
 import signal
+import socket
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -242,6 +244,8 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
               callback: Callable[[dict[str, Any]], object] | None, policy: Any) -> TrainingRun:
     """The run of ``es.train`` (``state`` None: a start) or ``es.resume`` (a checkpoint's
     state) in ``folder``, which rank 0 holds from here to the end."""
+    from es.parallel.heartbeat import peer_lost
+    from es.rl.resume import after_lost
     from es.rl.runs import release_run_dir, start_run_dir
     from es.rl.trainer import StopFlag, Stopped, Trainer
 
@@ -249,6 +253,7 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
     # already (a notebook), so environment variables such as the es-*
     # programs set would be too late.
     # The trainer is closed after the run: its shared noise table is an MPI window.
+    ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
     stop_flag = StopFlag()
     handlers = stop_flag.install_over_defaults()
     try:
@@ -262,7 +267,13 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
                                        else None)
                 if error:
                     raise ConfigError(error)
-            result = trainer.run(callback)
+            # Under mpiexec, a rank that stops answering ends the job as in es-train, where
+            # the others would wait for it in the next exchange for good.
+            with comm.heartbeat(ranks, config.run.peer_timeout_s,
+                                lambda line: peer_lost(line, comm, lambda: after_lost(folder),
+                                                       "es.train"),
+                                lambda: f"generation {trainer.strategy.generation + 1}"):
+                result = trainer.run(callback)
     except Stopped as stop:  # after the generation in progress, checkpointed, as es-train
         resume = (f"{stop}; its checkpoint is saved: es.resume({folder!r}) or es-train "
                   f"--resume {folder} continues the run")

@@ -484,7 +484,8 @@ def test_the_heartbeats_silent_rank_is_blamed_whatever_code_srun_ends_with():
 def test_a_sighup_to_the_supervisor_stops_the_launch_as_a_sigterm_would():
     """An ssh session's end on a login node: the supervisor exited 129 with its launch still
     training, unsupervised, and the run folder's lock free for a second launch."""
-    from es.launch.elastic import CHECKPOINTED, StopSignals, stopped
+    from es.core.exit_codes import CHECKPOINTED
+    from es.launch.elastic import StopSignals, stopped
 
     class Launch:
         sent: list[int] = []

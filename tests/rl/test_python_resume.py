@@ -1,16 +1,23 @@
-"""``es.resume``: a run stopped from Python (a callback, a notebook's interrupt) continues from
-Python, to the bits of a run never stopped; what it may change and whom it refuses. (Two ranks:
-tests/rl/test_callbacks.py's mpiexec test; the CLI's ``--resume``: test_reliability.py.)"""
+"""``es.resume``: a run stopped from Python (a callback, a notebook's interrupt, a lost rank)
+continues from Python, to the bits of a run never stopped; what it may change and whom it
+refuses. (Two ranks: tests/rl/test_callbacks.py's mpiexec test; the CLI's ``--resume``:
+test_reliability.py.)"""
 
+import contextlib
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, tool
 
 import es
 from es.config import ConfigError
+from es.rl.checkpoint import has_checkpoint, load_latest_checkpoint
 
 PENDULUM = {"es.population": 10, "env.max_episode_steps": 50, "run.eval_every": 2,
             "run.eval_episodes": 1, "run.generations": 8}
@@ -99,3 +106,53 @@ def test_a_policy_defined_in_main_is_given_again_and_a_resume_without_it_says_so
         "es-train and es-eval can import"), bare.stderr
     given = step(str(script), str(run_dir), "given")
     assert given.returncode == 0 and "RESUMED 5" in given.stdout, given.stderr
+
+
+LOSES_A_RANK = """
+import os, sys
+import es
+from es.parallel.comm import MPIComm
+
+comm = MPIComm()
+pids = comm.allgather_objects(os.getpid())
+if comm.rank == 0:  # one line: two ranks' prints may come out mixed in one
+    print("PIDS", *pids, flush=True)
+es.train("configs/cartpole.toml", {"es.population": 8, "run.generations": 10**6,
+                                   "run.max_seconds": 600, "run.peer_timeout_s": 3},
+         run_dir=sys.argv[1], comm=comm)
+"""
+
+
+def test_es_train_under_mpiexec_ends_a_job_with_a_stopped_rank_and_es_resume_goes_on(tmp_path):
+    """es.train had no heartbeat: a stopped rank left the other waiting in the next
+    exchange for good. Now the job ends as es-train's does (exit 76, naming the rank)."""
+    run_dir = tmp_path / "run"
+    job = subprocess.Popen([tool("mpiexec"), "-n", "2", sys.executable, "-c", LOSES_A_RANK,
+                            str(run_dir)], cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        pids = job.stdout.readline().split()[1:]
+        deadline = time.monotonic() + 60
+        while not has_checkpoint(run_dir):
+            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+            time.sleep(0.05)
+        stopped_at = time.monotonic()
+        os.kill(int(pids[1]), signal.SIGSTOP)
+        _, err = job.communicate(timeout=3 + 30)
+        ended_after = time.monotonic() - stopped_at
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == 76 and ended_after < 3 + 10, (job.returncode, ended_after, err)
+    (line,) = [line for line in err.splitlines() if "peer lost" in line]
+    assert re.fullmatch(rf"es.train: peer lost: rank 1 \(pid {pids[1]} on \S+\) silent for 3 "
+                        r"s \(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or cut "
+                        r"off\) while rank 0 was in generation \d+; the newest checkpoint is "
+                        r"intact: resume on the ranks that are left \(exit code 76\)", line), line
+    state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
+    budget = {"run.generations": state.generation + 2}
+    resumed = es.resume(run_dir, budget)
+    whole = es.train(REPO / "configs/cartpole.toml", {
+        "es.population": 8, "run.max_seconds": 600, "run.peer_timeout_s": 3, **budget},
+        run_dir=tmp_path / "whole")
+    np.testing.assert_array_equal(resumed.saved.params, whole.saved.params)
