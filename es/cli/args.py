@@ -147,8 +147,8 @@ MAX_SEEDS = 10_000
 
 def _spans(spec: str) -> list[tuple[int, int]]:
     """'1-3,7' -> [(1, 3), (7, 7)]; [] when a part is not an integer or a span of them."""
-    try:
-        return [(int(low), int(high or low)) for low, _, high in
+    try:  # '2-' (a span cut short) is not 2: int('') refuses it as it refuses '-3'
+        return [(int(low), int(high) if dash else int(low)) for low, dash, high in
                 (part.partition("-") for part in spec.split(","))]
     except ValueError:
         return []

@@ -93,7 +93,7 @@ def test_seeds_is_always_a_list_and_seed_always_one():
     for name, action in SHARED["--seed"].items():
         assert action.type is cliargs.nonnegative_int, name
     assert cliargs.parse_seeds("1-2,7") == [1, 2, 7] and cliargs.parse_seeds("3") == [3]
-    for bad in ("", "a", "3-1", "1,1", "-2"):
+    for bad in ("", "a", "3-1", "1,1", "-2", "1-", "0,2-"):  # "1-" ran seed 1 alone
         with pytest.raises(ValueError, match="expected seeds"):
             cliargs.parse_seeds(bad)
     assert len(cliargs.parse_seeds(f"0-{cliargs.MAX_SEEDS - 1}")) == cliargs.MAX_SEEDS
