@@ -85,6 +85,14 @@ def as_x0(x0: Any) -> np.ndarray:
     one coordinate, as scipy takes it), numbers, finite."""
     if x0 is None or isinstance(x0, str | bytes):
         raise TypeError(f"x0 {x0!r}: must be a 1-D vector of numbers, the start point")
+    try:  # what float64 would take quietly: '1' as 1, True as 1, 1+5j as 1, None as NaN
+        loose = np.asarray(x0).dtype.kind in "OUSbc"
+    except ValueError:  # ragged: float64 refuses it below
+        loose = False
+    for entry in np.asarray(x0, dtype=object).ravel() if loose else ():
+        if not is_real(entry):
+            raise TypeError(f"x0 has {entry!r} ({kind(entry)}): its entries must be real "
+                            "numbers")
     try:
         array = np.array(x0, dtype=np.float64)
     except (TypeError, ValueError):

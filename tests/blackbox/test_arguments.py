@@ -170,6 +170,11 @@ def test_a_number_as_x0_is_one_coordinate_as_scipy_takes_it():
     ({"x0": None}, TypeError, "x0 None: must be a 1-D vector of numbers"),
     ({"x0": "abc"}, TypeError, "x0 'abc': must be a 1-D vector of numbers"),
     ({"x0": [1, [2, 3]]}, TypeError, "x0 [1, [2, 3]]"),
+    # float64 took these quietly: '1' as 1, True as 1, 1+5j as 1 (a warning), None as NaN
+    ({"x0": ["1", "2"]}, TypeError, "x0 has '1' (str): its entries must be real numbers"),
+    ({"x0": [True, False]}, TypeError, "x0 has True (bool): its entries must be real numbers"),
+    ({"x0": np.array([1 + 5j, 2])}, TypeError, "x0 has (1+5j) (complex): its entries must"),
+    ({"x0": [1, None]}, TypeError, "x0 has None (NoneType): its entries must be real numbers"),
     ({"sigma0": "0.5"}, TypeError, "sigma0 '0.5': must be a number > 0, not str"),
     ({"sigma0": np.inf}, ValueError, "sigma0 inf"),
     ({"max_evals": "100"}, TypeError, "max_evals '100': must be a number > 0 or None"),
