@@ -355,9 +355,13 @@ class AskTell:
             raise FunctionValueError(f"tell() got {checks.short(entries[i])} "
                                      f"({type(entries[i]).__name__}) as value {i}: values "
                                      "must be numbers (NaN or inf for a failed evaluation)")
-        values = np.asarray(values, dtype=np.float64).ravel()
-        if values.size != len(candidates):
-            raise ValueError(f"tell() got {values.size} values for {len(candidates)} candidates")
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape not in ((len(candidates),), (len(candidates), 1)):
+            what = (f"{values.size} values" if values.ndim <= 1
+                    else f"values of shape {values.shape}")
+            raise ValueError(f"tell() got {what} for {len(candidates)} candidates: one value "
+                             "per candidate, in their order")
+        values = values.ravel()
         values = np.where(np.isfinite(values), values, np.inf)
         population, restart = len(candidates), self.strategy.run
         self.strategy.tell(-values)  # strategies maximise
@@ -485,8 +489,8 @@ def minimize(
     with make_evaluator(CheckedFunction(fun, vectorized), workers, vectorized) as evaluate:
         while not optimizer.stop():
             candidates = optimizer.ask()
-            try:
-                values = evaluate(candidates)
+            try:  # a copy: fun may write into its x (pycma's users do), tell checks the points
+                values = evaluate(candidates.copy())
             except FunctionValueError as error:
                 raise FunctionValueError(f"{error}, in generation {optimizer.generation + 1}"
                                          ) from None

@@ -56,11 +56,12 @@ def values_of(fun: Callable[[np.ndarray], Any], rows: np.ndarray,
     all rows that must return one value per row."""
     if not vectorized:
         return np.array([one_value(fun(row)) for row in rows], dtype=np.float64)
-    values = np.asarray(fun(rows), dtype=np.float64).ravel()
-    if values.size != len(rows):
-        raise ValueError(f"vectorized fun returned {values.size} values for {len(rows)} rows: "
-                         "it must return one value per row")
-    return values
+    values = np.asarray(fun(rows), dtype=np.float64)
+    if values.shape not in ((len(rows),), (len(rows), 1)):
+        what = (f"{values.size} values" if values.ndim <= 1 else f"shape {values.shape}")
+        raise ValueError(f"vectorized fun returned {what} for {len(rows)} rows: it must "
+                         f"return one value per row, shape ({len(rows)},) or ({len(rows)}, 1)")
+    return values.ravel()
 
 
 def _evaluate_rows(blob: bytes, rows: np.ndarray, vectorized: bool) -> list[float]:

@@ -239,6 +239,20 @@ def test_a_function_that_cannot_reach_the_workers_is_named():
                    "cannot pickle '_thread.lock' object", "workers=1")
 
 
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_a_function_that_writes_into_its_x_minimizes_as_one_that_does_not(vectorized):
+    """It failed with "tell() got other points than ask() returned", a call the user never
+    made: the candidates evaluated were the ones told."""
+    def zeroing(x):
+        value = SPHERE(x)
+        x[...] = 0
+        return value
+
+    kwargs = {"method": "snes", "seed": 1, "max_evals": 400, "vectorized": vectorized}
+    assert es.minimize(zeroing, np.ones(3), 0.5, **kwargs).x.tolist() == es.minimize(
+        SPHERE, np.ones(3), 0.5, **kwargs).x.tolist()
+
+
 def test_tell_refuses_xs_that_are_not_points_and_takes_nan_candidates_back():
     opt = es.AskTell("snes", np.ones(3), 0.5, popsize=4)
     opt.ask()

@@ -230,6 +230,8 @@ def test_bad_input_gives_clear_errors():
     xs = opt.ask()
     with pytest.raises(ValueError, match="3 values for 4 candidates"):
         opt.tell(xs, [0.0] * 3)
+    with pytest.raises(ValueError, match=r"values of shape \(2, 2\) for 4 candidates"):
+        opt.tell(xs, np.zeros((2, 2)))  # once taken, flattened
     with pytest.raises(ValueError, match="other points"):
         opt.tell(xs + 1, [0.0] * 4)
     opt.tell(xs, [np.nan, 1.0, 2.0, np.inf])  # non-finite values rank last, no crash

@@ -30,6 +30,13 @@ def test_vectorized_function_must_return_one_value_per_row():
     with pytest.raises(ValueError, match="returned 1 values for 10 rows"):
         es.minimize(lambda rows: float(np.sum(rows)), np.zeros(6), 0.5, vectorized=True,
                     **KWARGS)
+    with pytest.raises(ValueError, match=r"returned shape \(2, 5\) for 10 rows: it must "
+                                         r"return one value per row, shape \(10,\) or"):
+        es.minimize(lambda rows: np.sum(rows, axis=1).reshape(2, -1), np.zeros(6), 0.5,
+                    vectorized=True, **KWARGS)
+    column = es.minimize(lambda rows: np.sum(rows**2, axis=1, keepdims=True), np.zeros(6),
+                         0.5, vectorized=True, **KWARGS)  # (n, 1), as pycma's may return
+    assert np.isfinite(column.fun)
 
 
 SCRIPT = """
