@@ -480,12 +480,16 @@ def minimize(
 
     if max_evals is None and max_generations is None and timeout_s is None:
         max_evals = 10_000 * x0.size
+    comm = make_comm() if callback is not None or timeout_s is not None else None
+    # Under mpiexec each rank's clock would end the run at its own generation: rank 0's
+    # decides for all, as for the callback.
+    agreed_timeout = timeout_s if comm is not None and comm.size > 1 else None
     optimizer = AskTell(method, x0, sigma0, popsize, seed, restarts=restarts, bipop=bipop,
                         max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
                         tolfun=tolfun, tolx=tolx, tolfunhist=tolfunhist, stagnation=stagnation,
-                        flatfitness=flatfitness, maxiter=maxiter, timeout_s=timeout_s,
-                        **strategy_options)
-    comm = make_comm() if callback is not None else None
+                        flatfitness=flatfitness, maxiter=maxiter,
+                        timeout_s=None if agreed_timeout else timeout_s, **strategy_options)
+    started = time.perf_counter()
     with make_evaluator(CheckedFunction(fun, vectorized), workers, vectorized) as evaluate:
         while not optimizer.stop():
             candidates = optimizer.ask()
@@ -495,7 +499,11 @@ def minimize(
                 raise FunctionValueError(f"{error}, in generation {optimizer.generation + 1}"
                                          ) from None
             optimizer.tell(candidates, values)
-            if comm is not None and not rank_zero_decides(comm, callback,
-                                                          dict(optimizer.history[-1])):
+            if callback is not None and not rank_zero_decides(comm, callback,
+                                                              dict(optimizer.history[-1])):
                 optimizer.stop_reason = "callback"
+            if agreed_timeout and not optimizer.stop() and comm.broadcast(
+                    time.perf_counter() - started >= agreed_timeout if comm.rank == 0
+                    else None):
+                optimizer.stop_reason = "timeout_s"
     return optimizer.result

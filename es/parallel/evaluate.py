@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from es.parallel.comm import MPIComm, under_mpi_launcher
-from es.parallel.exchange import gather_in_order, round_robin, spread
+from es.parallel.exchange import round_robin
 
 if TYPE_CHECKING:
     from mpi4py.futures import MPIPoolExecutor
@@ -76,13 +76,33 @@ def _evaluate_rows(blob: bytes, rows: np.ndarray, vectorized: bool) -> list[floa
 
 def _ranks(fun: Callable[[np.ndarray], Any], comm: MPIComm, vectorized: bool) -> Evaluate:
     """Under mpiexec: rank r evaluates rows r, r + size, ... (in one call if ``vectorized``);
-    one gather of the values."""
+    one gather of the values, each rank's share followed by whether ``fun`` raised there.
+    Then a rank whose ``fun`` raised (an error, a Ctrl-C to that rank alone) raises its own
+    error and every other rank a ``RuntimeError`` naming it, where they would have waited
+    for its values for good."""
 
     def evaluate(rows: np.ndarray) -> np.ndarray:
-        if not vectorized:
-            return spread(comm, len(rows), lambda i: fun(rows[i]))
         shares = round_robin(len(rows), comm.size)
-        return gather_in_order(comm, shares, values_of(fun, rows[shares[comm.rank]], True))
+        mine, failure = np.full(len(shares[comm.rank]), np.nan), None
+        try:
+            mine = (values_of(fun, rows[shares[comm.rank]], True) if vectorized else
+                    np.array([one_value(fun(rows[i])) for i in shares[comm.rank]]))
+        except BaseException as error:  # KeyboardInterrupt too: each rank has its own
+            failure = error
+        sizes = [len(share) + 1 for share in shares]
+        gathered = comm.allgather_rows(np.append(mine, float(failure is not None)), sizes)
+        flags = np.cumsum(sizes) - 1
+        if failed := [rank for rank, flag in enumerate(flags) if gathered[flag]]:
+            said = comm.allgather_objects(
+                None if failure is None else f"{type(failure).__name__}: {failure}")
+            if failure is not None:
+                raise failure
+            raise RuntimeError(f"fun raised on rank {failed[0]} of {comm.size}: "
+                               f"{said[failed[0]]}")
+        ordered = np.empty(len(rows), dtype=np.float64)
+        ordered[np.concatenate([np.asarray(share, dtype=np.int64) for share in shares])] = \
+            np.delete(gathered, flags)
+        return ordered
 
     return evaluate
 

@@ -167,6 +167,31 @@ def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
     assert lines == reference
 
 
+
+def uneven_ranks(mode: str) -> dict[str, str]:
+    done = subprocess.run([tool("mpiexec"), "-n", "2", sys.executable,
+                           str(REPO / "tests/mpi_scripts/minimize_uneven_ranks.py"), mode],
+                          capture_output=True, text=True, timeout=120)
+    said = dict(line.split(" ", 2)[1:] for line in done.stdout.splitlines()
+                if line.startswith("RANK"))
+    assert sorted(said) == ["0", "1"], (done.stdout, done.stderr)
+    return said
+
+
+def test_under_mpiexec_rank_0_s_clock_ends_a_timed_run_for_every_rank():
+    """Each rank's own clock stopped it at its own generation: the ranks then took each
+    other's gathers for their next runs' and hung."""
+    said = uneven_ranks("timeout")
+    assert said["0"] == said["1"]
+    assert [run.split()[0] for run in said["0"].split(" | ")] == ["timeout_s"] * 3
+
+
+def test_under_mpiexec_fun_raising_on_one_rank_raises_on_every_rank():
+    said = uneven_ranks("raises")
+    assert said == {"1": "ValueError: rank 1's fun fails",
+                    "0": "RuntimeError: fun raised on rank 1 of 2: ValueError: rank 1's fun "
+                         "fails"}
+
 def test_stopping_criteria_and_their_reasons():
     def flat(**switches):
         result = es.minimize(lambda x: 1.0, x0=np.zeros(3), sigma0=0.1, max_generations=500,
