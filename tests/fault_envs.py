@@ -63,6 +63,23 @@ def fails(seed: int, fail_every: int = 4) -> bool:
 gym.register("FlakyDiscrete-v0", entry_point=FlakyDiscreteEnv)
 
 
+class GlitchEnv(FlakyEnv):
+    """FlakyEnv whose broken episodes (the same ``fails`` seeds) neither raise nor return a
+    NaN reward: one observation at step 5 is NaN (or inf), and the episode carries on as if
+    nothing happened. Only a look at every observation catches it, not at the last one."""
+
+    def step(self, action):
+        broken, self.mode = self.mode, "ok"
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.mode = broken
+        if self.t == 5 and broken != "ok":
+            obs[0] = float("nan") if broken == "nan_obs" else float("inf")
+        return obs, reward, terminated, truncated, info
+
+
+gym.register("Glitch-v0", entry_point=GlitchEnv)
+
+
 class LuckyEnv(gym.Env):
     """One step whose return is mostly luck: how close the action is to 0.5, plus a large
     draw from the reset seed. A short evaluation's mean says little about the policy, which

@@ -46,26 +46,61 @@ def run_episode(
     ``max_steps`` steps."""
     obs, _ = env.reset(seed=seed)
     total, length = 0.0, 0
-    seen: list[np.ndarray] = []
+    seen = Observations(record_obs)
     while True:
-        if record_obs:
-            seen.append(np.array(obs, dtype=np.float64))  # a copy: some envs reuse buffers
+        seen.add(obs)
         obs, reward, terminated, truncated, _ = env.step(act(obs))
         total += float(reward)
         length += 1
         if terminated or truncated or length == max_steps:
-            return finished(total, length, seen if record_obs else None, obs)
+            return seen.episode(total, length, obs)
 
 
-def finished(total: float, length: int, seen: list[np.ndarray] | None,
-             last_observation: Any) -> Episode:
-    """An ended episode: with the observations it recorded (``seen``) their sums; without,
-    a broken simulator shows in its last observation (the return is then NaN)."""
-    if seen is None:
-        finite = all(np.all(np.isfinite(part)) for part in numeric_parts(last_observation))
-        return Episode(total if finite else float("nan"), length)
-    stacked = np.asarray(seen).reshape(len(seen), -1)
-    return Episode(total, length, stacked.sum(axis=0), np.square(stacked).sum(axis=0))
+class Observations:
+    """What an episode keeps of the observations it acted on, in the memory of one
+    observation whatever its length (a list of them grew without bound in an env with no
+    time limit). With ``record``, their sum and sum of squares, added in order as the sums
+    over the stacked observations were (the same bits); without, a running sum of the
+    real-valued ones all the same, which a NaN or inf among them keeps non-finite: a broken
+    simulator fails the episode wherever it broke, where only its last observation was
+    looked at (an evaluation, a confirmation, es-eval)."""
+
+    def __init__(self, record: bool) -> None:
+        self.record = record
+        self.sum: np.ndarray | None = None
+        self.sumsq: np.ndarray | None = None
+        self.finite = True  # of the observations not summed (a Dict's, a Tuple's parts)
+
+    def add(self, observation: Any) -> None:
+        if self.record:
+            values = np.array(observation, dtype=np.float64).ravel()  # a copy: envs reuse
+            if self.sum is None:  # buffers
+                self.sum, self.sumsq = values, values * values
+            else:
+                self.sum += values
+                self.sumsq += values * values
+        elif isinstance(observation, np.ndarray):
+            if observation.dtype.kind != "f":  # integers and bytes (pixels) cannot be NaN
+                return
+            if self.sum is None:
+                self.sum = observation.astype(np.float64).ravel()
+            else:
+                self.sum += observation.ravel()
+        elif self.finite:
+            self.finite = all_finite(observation)
+
+    def episode(self, total: float, length: int, last_observation: Any) -> Episode:
+        """The ended episode: its return NaN if any observation was NaN or inf, the last one
+        (after the final step) included; with ``record``, the sums of those acted on."""
+        finite = (self.finite and (self.sum is None or bool(np.all(np.isfinite(self.sum))))
+                  and all_finite(last_observation))
+        total = total if finite else float("nan")
+        return Episode(total, length, self.sum, self.sumsq) if self.record else Episode(
+            total, length)
+
+
+def all_finite(observation: Any) -> bool:
+    return all(np.all(np.isfinite(part)) for part in numeric_parts(observation))
 
 
 def checked(episode: Episode, label: str) -> Episode:
@@ -119,7 +154,7 @@ class LockstepEpisode:
         self.member, self.env, self.label, self.record = member, env, label, record
         self.max_steps, self.noise = max_steps, noise
         self.total, self.length = 0.0, 0
-        self.seen: list[np.ndarray] = []
+        self.seen = Observations(record)
         self.failed: Episode | None = None  # set when the reset itself failed
         self.result: Episode | None = None  # set when the episode is over
         try:
@@ -131,8 +166,7 @@ class LockstepEpisode:
     def step(self, action: Any) -> bool:
         """Play ``action`` (the policy's, before action noise); True once the episode is
         over, its ``result`` set."""
-        if self.record:
-            self.seen.append(np.array(self.observation, dtype=np.float64))
+        self.seen.add(self.observation)
         if self.noise is not None:
             action = self.noise(action)
         try:
@@ -145,8 +179,7 @@ class LockstepEpisode:
         self.length += 1
         if not (terminated or truncated or self.length == self.max_steps):
             return False
-        self.result = checked(finished(self.total, self.length,
-                                       self.seen if self.record else None, self.observation),
+        self.result = checked(self.seen.episode(self.total, self.length, self.observation),
                               self.label)
         return True
 

@@ -2,7 +2,11 @@
 es-train, and the training and evaluation episodes of the baselines (tests/fault_envs.py
 decides from each episode's reset seed whether it breaks, so the count is known exactly)."""
 
+import tracemalloc
+
+import gymnasium as gym
 import numpy as np
+import pytest
 from conftest import REPO, load_params, read_progress, run_cli
 from fault_envs import fails
 
@@ -15,9 +19,12 @@ def expected_failures(seed: int, index: int, count: int, tag: int) -> int:
     return sum(fails(int(s)) for s in episode_seeds(seed, index, count, tag))
 
 
-def test_es_train_counts_and_shows_failed_evaluation_episodes(tmp_path):
+@pytest.mark.parametrize("env", ["Flaky-v0", "Glitch-v0"])
+def test_es_train_counts_and_shows_failed_evaluation_episodes(tmp_path, env):
+    """Glitch-v0: one NaN or inf observation mid-episode, the state and the last observation
+    finite again; evaluations looked at the last observation only, and counted none."""
     run_dir = tmp_path / "eval"
-    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=fault_envs:Flaky-v0",
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", f"env.id=fault_envs:{env}",
                     "--set", "policy.kind=linear", "--set", "es.population=8", "--set",
                     "run.generations=4", "--set", "run.eval_every=1", "--set",
                     "run.eval_episodes=8", "--set", "run.max_failed_fraction=1",
@@ -74,9 +81,10 @@ def test_baseline_dqn_and_gorila_keep_broken_steps_out_of_replay(tmp_path):
         assert np.isfinite(load_params(run_dir)).all()  # no NaN reached the Q-network
 
 
-def test_es_eval_counts_failed_episodes_and_keeps_them_out_of_the_mean(tmp_path):
+@pytest.mark.parametrize("env", ["Flaky-v0", "Glitch-v0"])
+def test_es_eval_counts_failed_episodes_and_keeps_them_out_of_the_mean(tmp_path, env):
     run_dir = tmp_path / "run"
-    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=fault_envs:Flaky-v0",
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", f"env.id=fault_envs:{env}",
                     "--set", "policy.kind=linear", "--set", "es.population=8", "--set",
                     "run.generations=1", "--set", "run.max_failed_fraction=1", "--quiet",
                     "--run-dir", str(run_dir)], extra_env=FAULTS)
@@ -90,3 +98,37 @@ def test_es_eval_counts_failed_episodes_and_keeps_them_out_of_the_mean(tmp_path)
     assert (f"over {episodes - expected} episodes" in shown.stdout
             and f"{expected} of {episodes} episodes failed" in shown.stdout), shown.stdout
     assert "nan" not in shown.stdout
+
+
+class Endless(gym.Env):
+    """No time limit: its episodes end only at run_episode's max_steps."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (100,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(100, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(100, self.t % 7, np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_a_long_episode_keeps_one_observation_s_memory_with_exact_sums(record):
+    """Recorded episodes kept every observation (for their sums): 20,000 steps of 100 floats
+    held 16 MB, and an env with no time limit grew without bound."""
+    from es.rl.rollout import run_episode
+
+    tracemalloc.start()
+    episode = run_episode(Endless(), lambda obs: np.zeros(1), seed=0, record_obs=record,
+                          max_steps=20_000)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert episode.length == 20_000 and peak < 200_000, peak
+    if record:
+        acted_on = np.arange(20_000) % 7  # the observations before each step
+        np.testing.assert_array_equal(episode.obs_sum, np.full(100, acted_on.sum(), float))
+        np.testing.assert_array_equal(episode.obs_sumsq, np.full(100, (acted_on**2).sum(), float))
