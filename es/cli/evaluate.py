@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from es.config import ConfigError, load_config
     from es.rl.checkpoint import load_policy, write_atomically
-    from es.rl.envs import env_from_config
+    from es.rl.envs import EnvIdError, check_env_id, env_from_config, without_time_limit
     from es.rl.policies import PolicyError
     from es.rl.rollout import random_policy, safe_episode
     from es.rl.runs import trained_by
@@ -110,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
             return fail("es-eval", f"{str(policy_path)!r}: unreadable policy (not an .npz "
                          "archive: truncated, or another kind of file)")
         config = load_config(run_dir / "config.toml")
+        check_env_id(config.env.id)  # its module may be gone from where es-eval runs
         policy = load_policy(policy_path)
         if policy.env_id != config.env.id:
             raise ValueError(f"it is for {policy.env_id!r}, config.toml for {config.env.id!r}")
         env = env_from_config(config)
         policy.act(env)  # a user's policy is rebuilt here: what fails says so in one line
-    except (ConfigError, PolicyError) as error:
+    except (ConfigError, PolicyError, EnvIdError) as error:
         return fail("es-eval", str(error))
     except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as error:
         # A truncated or foreign file: the reading fails in any of numpy's or zipfile's ways.
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         def actor(episode_env: Any, seed: int) -> Callable[[Any], Any]:
             return policy.act(episode_env)  # per episode: a recurrent state starts fresh
+    if unbounded := without_time_limit(config, env):  # once its checks are passed
+        print(f"es-eval: warning: {unbounded}", file=sys.stderr, flush=True)
     episodes = [safe_episode(env, actor(env, args.seed + i), args.seed + i,
                              f"episode {i} (seed {args.seed + i})")
                 for i in range(args.episodes)]

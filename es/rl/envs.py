@@ -39,8 +39,12 @@ def import_user_module(name: str) -> Any:
     return importlib.import_module(name)
 
 
+class EnvIdError(ValueError):
+    """An ``env.id`` that cannot be made: the one-line message says why."""
+
+
 def check_env_id(env_id: str) -> None:
-    """Raise ``ValueError`` with a one-line message if Gymnasium does not know ``env_id``.
+    """Raise ``EnvIdError`` with a one-line message if Gymnasium does not know ``env_id``.
 
     ``module:EnvId`` (Gymnasium's syntax for user environments) imports ``module`` first,
     which registers its environments.
@@ -50,15 +54,15 @@ def check_env_id(env_id: str) -> None:
     if module:
         try:
             import_user_module(module)
-        except ImportError as error:
-            message = f"env.id {env_id!r}: cannot import module {module!r} ({error})"
-            raise ValueError(message) from None
+        except Exception as error:  # the user's module may fail in any way while it loads
+            raise EnvIdError(f"env.id {env_id!r}: cannot import module {module!r} "
+                             f"({type(error).__name__}: {error})") from None
     try:
         gym.spec(name)
     except gym.error.Error as error:
         close = similar_env_ids(name)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ValueError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
+        raise EnvIdError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
 
 
 def similar_env_ids(env_id: str, count: int = 3) -> list[str]:
@@ -185,6 +189,20 @@ def _quiet_model_deprecations() -> None:
 def _mujoco_warning(message: str) -> None:
     if not message.startswith(GYMNASIUM_MODEL_NOTES):
         print(f"WARNING: {message}", file=sys.stderr, flush=True)
+
+
+def without_time_limit(config: Config, env: gym.Env) -> str | None:
+    """A warning for an env whose episodes nothing ends but the env itself (no TimeLimit, no
+    ``env.max_episode_steps``): an episode that never ends holds up its generation, and with
+    it ``run.max_seconds`` and a stop signal, which are heeded between generations. ALE games
+    end themselves after 108,000 frames (their v5 default), es/Sleep-v0 at its max_length."""
+    if config.env.max_episode_steps or is_atari(config.env.id) or config.env.id.startswith(
+            "es/") or (
+            env.spec is not None and env.spec.max_episode_steps is not None):
+        return None
+    return (f"env.id = {config.env.id!r} has no time limit: an episode that never ends holds "
+            "up its generation, and run.max_seconds and a stop signal with it; cap them with "
+            "env.max_episode_steps (e.g. --set env.max_episode_steps=1000)")
 
 
 def env_from_config(config: Config, render_mode: str | None = None) -> gym.Env:

@@ -51,7 +51,7 @@ from es.parallel.exchange import (
     static_share,
 )
 from es.rl.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
-from es.rl.envs import env_from_config
+from es.rl.envs import env_from_config, without_time_limit
 from es.rl.kept import CONFIRM_ROUND, Nomination, NominationPool, Verdict, policy_score
 from es.rl.metrics import (
     COLUMNS,
@@ -759,6 +759,8 @@ class Trainer:
         last finished generation is checkpointed first; then the nominations still waiting
         are confirmed, so every stop leaves its kept policy (``confirm_at_stop``).
         """
+        if self.comm.rank == 0 and (unbounded := without_time_limit(self.config, self.env)):
+            log.warning("warning: %s", unbounded)  # once the run is sure to train
         self.pause_clock.start()
         try:
             return self._train(callback)
