@@ -9,7 +9,6 @@ import errno
 import fcntl
 import logging
 import os
-import shutil
 import socket
 import sys
 from datetime import datetime
@@ -138,7 +137,10 @@ def start_run_dir(run_dir: str, config: Config, program: str = "es-train") -> st
 
     run_files = ("config.toml", "progress.csv", "policy.npz", "policy_best.npz", STOPS_FILE,
                  TRAINED_BY)
-    run_folders = ("checkpoints", TB_FOLDER)
+    # What a run writes in its folders (and their atomic writes' temp files): a user's own
+    # file there stays, as it does beside them.
+    run_folders = {"checkpoints": ("ckpt-*.npz", "ckpt-*.json", ".ckpt-*"),
+                   TB_FOLDER: ("events.out.tfevents.*",)}
 
     folder = Path(run_dir)
     payload = tomli_w.dumps(config.to_dict()).encode()
@@ -149,8 +151,11 @@ def start_run_dir(run_dir: str, config: Config, program: str = "es-train") -> st
     try:
         for stale in run_files:
             (folder / stale).unlink(missing_ok=True)
-        for stale in run_folders:
-            shutil.rmtree(folder / stale, ignore_errors=True)
+        for name, patterns in run_folders.items():
+            for stale in [path for pattern in patterns for path in (folder / name).glob(pattern)]:
+                stale.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # not there, or holding a user's files
+                (folder / name).rmdir()
         # At once, not when training starts: a run killed before its first checkpoint can
         # then be resumed (started over) from this file.
         write_atomically(folder / "config.toml", lambda handle: handle.write(payload))

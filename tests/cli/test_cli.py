@@ -134,12 +134,15 @@ def test_force_starts_over_with_none_of_the_old_runs_files(tmp_path):
     assert run_cli([*args, "--set", "run.generations=6", "--tensorboard"]).returncode == 0
     assert (run_dir / "policy_best.npz").exists() and (run_dir / "tb").is_dir()
     (run_dir / "notes.txt").write_text("mine")
+    (run_dir / "checkpoints/mine.txt").write_text("mine too")  # --force deleted it
     again = run_cli([*args, "--force", "--set", "run.generations=1", "--set",
                      "run.best_episodes=0"])
     assert again.returncode == 0, again.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == [
         "checkpoints", "config.toml", "es.lock", "notes.txt", "policy.npz", "progress.csv",
         "stops.csv", "trained_by.txt"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "ckpt-00000001.json", "ckpt-00000001.npz", "mine.txt"]
     assert len(read_progress(run_dir)) == 1
     assert len((run_dir / "stops.csv").read_text().splitlines()) == 2  # header and this stop
     plain = (run_dir / "progress.csv").stat().st_mode & 0o777  # as open() makes a file
