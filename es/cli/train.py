@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -57,11 +58,12 @@ def world_comm(program: str):
         return None
 
 
-def crash(program: str, error: Exception, comm) -> int:
-    """An unexpected failure on one rank: name the rank, and abort the job so that the other
-    ranks do not wait for it forever. Exit code 1."""
-    print(f"{program}: error on rank {comm.rank}: {type(error).__name__}: {error}",
-          file=sys.stderr, flush=True)
+def crash(program: str, error: Exception, comm, then: str = "") -> int:
+    """An unexpected failure on one rank: name the rank (and ``then``, what the user can do
+    next), and abort the job so that the other ranks do not wait for it forever. Exit
+    code 1."""
+    print(f"{program}: error on rank {comm.rank}: {type(error).__name__}: {error}"
+          + (f"; {then}" if then else ""), file=sys.stderr, flush=True)
     if comm.size > 1:
         comm.abort(1)
     return 1
@@ -509,6 +511,13 @@ def _train(args: argparse.Namespace, comm) -> int:
         return code
     except TrainingError as error:
         return _fail_run(str(error), run_dir, comm.rank)
+    except OSError as error:  # a full disk or quota, a folder gone: rank 0's writes
+        from es.rl.checkpoint import has_checkpoint
+
+        then = (f"the newest checkpoint is intact: once {run_dir} can be written again, "
+                f"resume with: {resume_command(args, run_dir)}" if has_checkpoint(run_dir)
+                else "no checkpoint was written yet")
+        return crash("es-train", error, comm, then)
     except KeyboardInterrupt:  # a second signal: at once, not at the generation's end
         print(f"es-train: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
         from es.rl.checkpoint import has_checkpoint
@@ -537,7 +546,8 @@ def _train(args: argparse.Namespace, comm) -> int:
 
 def resume_command(args: argparse.Namespace, run_dir: str) -> str:
     """What continues a stopped run: the same command where it starts or resumes itself."""
-    return "the same command" if args.resume_or_start else f"es-train --resume {run_dir}"
+    return ("the same command" if args.resume_or_start
+            else f"es-train --resume {shlex.quote(str(run_dir))}")
 
 
 def requeue_slurm_job() -> None:

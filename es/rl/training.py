@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import os
+import shlex
 import signal
 import socket
 import warnings
@@ -276,7 +277,7 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
                 result = trainer.run(callback)
     except Stopped as stop:  # after the generation in progress, checkpointed, as es-train
         resume = (f"{stop}; its checkpoint is saved: es.resume({folder!r}) or es-train "
-                  f"--resume {folder} continues the run")
+                  f"--resume {shlex.quote(folder)} continues the run")
         if stop.signum == signal.SIGINT:  # Ctrl-C, a notebook's interrupt: as Python's own
             raise KeyboardInterrupt(resume) from None
         raise Stopped(stop.signum, stop.generation, resume) from None

@@ -3,6 +3,7 @@ the real CLI and real mpiexec."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -442,3 +443,31 @@ def test_a_stop_signal_during_start_up_is_held_for_the_run_not_raised():
         train.EARLY_SIGNALS.clear()
         for signum, handler in saved.items():
             signal.signal(signum, handler)
+
+
+def test_a_full_disk_ends_the_run_in_one_line_that_says_how_to_resume(tmp_path):
+    """The line named neither the folder nor the intact checkpoint and its resume command
+    (which is quoted for a folder with a space in its name)."""
+    full = tmp_path / "full"
+    full.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=150k", "tmpfs",
+                                            str(full)], capture_output=True).returncode != 0:
+        pytest.skip("a full disk needs root, to mount a small tmpfs")
+    try:
+        run_dir = full / "my run"
+        done = run_cli(["es-train", "configs/pendulum.toml", "--set", "run.generations=100",
+                        "--set", "run.checkpoint_every=5", "--run-dir", str(run_dir), "--quiet"])
+        assert done.returncode == 1, done.stderr
+        (line,) = [line for line in done.stderr.splitlines() if "error" in line]
+        assert line == ("es-train: error on rank 0: OSError: [Errno 28] No space left on device; "
+                        f"the newest checkpoint is intact: once {run_dir} can be written again, "
+                        f"resume with: es-train --resume '{run_dir}'"), line
+        moved = tmp_path / "moved"
+        shutil.copytree(run_dir, moved, ignore=shutil.ignore_patterns("es.lock"))
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+    state, _, _ = load_latest_checkpoint(moved / "checkpoints")
+    resumed = run_cli(["es-train", "--resume", str(moved), "--quiet", "--set",
+                       f"run.generations={state.generation + 2}"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert int(read_progress(moved)[-1]["generation"]) == state.generation + 2
