@@ -222,7 +222,9 @@ def policy_spec_for(
     if kind == "cnn":
         return _cnn_spec(obs_space, act_space, torso, vbn)
     if not isinstance(obs_space, gym.spaces.Box):
-        raise ValueError(f"observation space {obs_space}: only Box observations are supported")
+        raise ValueError(f"observation space {obs_space}: policy.kind = {kind!r} takes Box "
+                         "observations; for others give your own policy (policy.kind = "
+                         "'module:factory', policy.obs_norm = false: docs/python-api.md)")
     obs_dim = int(np.prod(obs_space.shape))
     if isinstance(act_space, gym.spaces.Discrete):
         return PolicySpec(kind, obs_dim, int(act_space.n), True, hidden, activation)
@@ -237,7 +239,9 @@ def policy_spec_for(
             tuple(float(v) for v in act_space.low.ravel()),
             tuple(float(v) for v in act_space.high.ravel()),
         )
-    raise ValueError(f"action space {act_space}: only Discrete and Box actions are supported")
+    raise ValueError(f"action space {act_space}: policy.kind = {kind!r} takes Discrete and Box "
+                     "actions; for others give your own policy (policy.kind = "
+                     "'module:factory': docs/python-api.md)")
 
 
 def _cnn_spec(obs_space: gym.Space, act_space: gym.Space, torso: str, vbn: bool) -> ConvNetSpec:

@@ -609,6 +609,9 @@ class Trainer:
             log.info(f"{what} kept as policy_best.npz, judged by its {by}: "
                      f"{returns.size} episodes, mean {returns.mean():.2f} +- "
                      f"{returns.std():.2f}, worst {returns.min():.2f}")
+        elif failed := int(np.sum(~np.isfinite(returns))):
+            log.info(f"{what} not kept: {failed} of {returns.size} confirmation episodes "
+                     "failed")
         else:
             log.info(f"{what} not kept: {by} of {returns.size} confirmation episodes "
                      f"{policy_score(returns, by):.2f}")

@@ -2,6 +2,7 @@
 es-train, and the training and evaluation episodes of the baselines (tests/fault_envs.py
 decides from each episode's reset seed whether it breaks, so the count is known exactly)."""
 
+import re
 import tracemalloc
 
 import gymnasium as gym
@@ -79,6 +80,21 @@ def test_baseline_dqn_and_gorila_keep_broken_steps_out_of_replay(tmp_path):
             finished = int(row["episodes"]) - int(row["failed_episodes"])
             assert finished >= 0 and (finished == 0) == (row["return_mean"] == "")
         assert np.isfinite(load_params(run_dir)).all()  # no NaN reached the Q-network
+
+
+def test_a_confirmation_with_failed_episodes_says_so(tmp_path):
+    """It said "not kept: worst of 10 confirmation episodes nan"."""
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=fault_envs:Flaky-v0",
+                    "--set", "policy.kind=linear", "--set", "es.population=8", "--set",
+                    "run.generations=3", "--set", "run.eval_every=1", "--set",
+                    "run.eval_episodes=4", "--set", "run.best_episodes=10", "--set",
+                    "run.max_failed_fraction=1", "--run-dir", str(tmp_path / "run")],
+                   extra_env=FAULTS)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stdout.splitlines() if "not kept" in line]
+    assert said and all(re.search(r"not kept: \d+ of 10 confirmation episodes failed$", line)
+                        for line in said), said
+    assert "nan" not in done.stdout
 
 
 @pytest.mark.parametrize("env", ["Flaky-v0", "Glitch-v0"])

@@ -124,6 +124,11 @@ def test_normalisation_refuses_a_dict_observation_in_one_line(tmp_path):
                        "policy.kind=user_policies:LinearNumpy", *SHORT, "--run-dir",
                        str(tmp_path / "no")], extra_env=TESTS)
     one_line_error(refused, "policy.obs_norm = true", "Dict", "policy.obs_norm = false")
+    builtin = run_cli(["es-train", "configs/pendulum.toml", "--set",
+                       "env.id=user_policies:GoalReach-v0", "--set", "policy.kind=linear",
+                       *SHORT, "--run-dir", str(tmp_path / "built-in")], extra_env=TESTS)
+    one_line_error(builtin, "Dict(", "policy.kind = 'linear' takes Box observations; for "
+                   "others give your own policy (policy.kind = 'module:factory'")
 
 
 @pytest.mark.parametrize(("env_id", "kind", "ranks"), [
