@@ -475,8 +475,7 @@ def minimize(
     checks.check_integer("workers", workers, 1)
     checks.check_flag("vectorized", vectorized)
     x0 = checks.as_x0(x0)
-    from es.parallel.comm import make_comm, rank_zero_decides
-    from es.parallel.evaluate import make_evaluator
+    from es.parallel.comm import make_comm
 
     if max_evals is None and max_generations is None and timeout_s is None:
         max_evals = 10_000 * x0.size
@@ -490,6 +489,25 @@ def minimize(
                         flatfitness=flatfitness, maxiter=maxiter,
                         timeout_s=None if agreed_timeout else timeout_s, **strategy_options)
     started = time.perf_counter()
+    try:
+        _run(optimizer, fun, vectorized, workers, callback, comm, agreed_timeout, started)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, a notebook's interrupt: keep the work
+        optimizer.stop_reason = "interrupted"
+        interrupt.result = optimizer.result  # type: ignore[attr-defined]
+        interrupt.args = (f"es.minimize interrupted after {optimizer.nfev} evaluations, best "
+                          f"f = {optimizer.best_f:g}; the result so far is this exception's "
+                          ".result",)
+        raise
+    return optimizer.result
+
+
+def _run(optimizer: AskTell, fun: Callable[[np.ndarray], float], vectorized: bool,
+         workers: int, callback: Callable[[dict[str, float]], object] | None, comm: Any,
+         agreed_timeout: float | None, started: float) -> None:
+    """``minimize``'s loop: ask, evaluate, tell until a criterion stops it."""
+    from es.parallel.comm import rank_zero_decides
+    from es.parallel.evaluate import make_evaluator
+
     with make_evaluator(CheckedFunction(fun, vectorized), workers, vectorized) as evaluate:
         while not optimizer.stop():
             candidates = optimizer.ask()
@@ -506,4 +524,3 @@ def minimize(
                     time.perf_counter() - started >= agreed_timeout if comm.rank == 0
                     else None):
                 optimizer.stop_reason = "timeout_s"
-    return optimizer.result

@@ -6,6 +6,7 @@ import copy
 import doctest
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -710,3 +711,35 @@ def test_train_runs_blas_on_one_thread_and_restores_it(tmp_path, monkeypatch):
              run_dir=tmp_path / "run")
     assert seen == [1.0]  # NumPy is loaded already, as in a notebook: env vars are too late
     assert blas_threads() == before
+
+
+def test_ctrl_c_in_minimize_keeps_the_result_so_far_on_the_exception(tmp_path):
+    """A notebook's interrupt lost every evaluation made: KeyboardInterrupt came out bare."""
+    from conftest import interrupt_job, start_terminal_job
+
+    started = tmp_path / "started"
+    script = ("import sys, time\nimport numpy as np\nimport es\n"
+              "calls = 0\n"
+              "def slow(x):\n"
+              "    global calls\n"
+              "    calls += 1\n"
+              f"    if calls == 50: open({str(started)!r}, 'w').close()\n"
+              "    time.sleep(0.002)\n"
+              "    return float(np.sum(x**2))\n"
+              "try:\n"
+              "    es.minimize(slow, np.ones(5), 0.5, max_evals=10**7)\n"
+              "except KeyboardInterrupt as interrupt:\n"
+              "    r = interrupt.result\n"
+              "    print(f'INTERRUPTED {interrupt} | {r.stop_reason} {r.nfev} {calls} '\n"
+              "          f'{r.fun == min(row[\"best_f\"] for row in r.history)} {r.fun}',\n"
+              "          file=sys.stderr)\n")
+    job = start_terminal_job([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    err = interrupt_job(job, "ctrl-c", ready=started.exists)
+    found = re.search(r"INTERRUPTED es.minimize interrupted after (\d+) evaluations, best f = "
+                      r"(\S+); the result so far is this exception's .result \| interrupted "
+                      r"(\d+) (\d+) True (\S+)", err)
+    assert found, err
+    nfev, best, told, calls, fun = found.groups()
+    assert nfev == told and int(told) >= 40 and int(calls) >= int(told)  # a generation cut
+    assert float(best) == pytest.approx(float(fun), rel=1e-5)  # short the last generation
