@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +96,25 @@ def run_group(command: list[str], timeout: float) -> subprocess.CompletedProcess
             process.communicate()
         raise
     return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+@contextlib.contextmanager
+def stopping_a_rank(job: subprocess.Popen, deadline_s: float) -> Iterator[Callable[[int], None]]:
+    """For ``job`` (an ``mpiexec``, started in a session of its own): a function that SIGSTOPs
+    one of its ranks by pid and waits for the job to end, within the heartbeats' deadline
+    ``deadline_s`` and 30 s more, keeping its stderr in ``job.err`` and the seconds it took in
+    ``job.ended_after``. Whatever happens, the job's group is killed on leaving."""
+    def stop(pid: int) -> None:
+        stopped_at = time.monotonic()
+        os.kill(pid, signal.SIGSTOP)
+        _, job.err = job.communicate(timeout=deadline_s + 30)
+        job.ended_after = time.monotonic() - stopped_at
+
+    try:
+        yield stop
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
 
 
 def wait_for_a_checkpoint(job: subprocess.Popen, run_dir: Path, timeout: float = 120) -> None:

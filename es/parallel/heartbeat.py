@@ -8,7 +8,9 @@ on: a rank that finds it was itself stopped counts its peers' silence from its w
 Heartbeats run in a star on a private communicator: rank 0 beats to every rank and every
 rank beats to rank 0, two messages per rank and period however large the job. Rank 0 thus
 hears of any silent rank; the others hear of a silent rank 0, and give it
-``HUB_MARGIN_PERIODS`` more, so that when rank 0 is alive it names the lost rank first.
+``HUB_MARGIN_PERIODS`` more, so that when rank 0 is alive it names the lost rank first. Rank
+0 likewise gives ``NEIGHBOUR_MARGIN_PERIODS`` more to a silent rank it sees running on its
+own node, which may be waiting for MPI's lock behind a send to the lost rank.
 Whoever notices calls ``on_lost`` with its one-line report (the caller prints it and aborts
 the job), whatever the main thread is waiting in: a collective, the work-stealing server, a
 broadcast, file I/O.
@@ -42,6 +44,11 @@ PERIOD_S = 1.0
 #: stuck sending to the rank that was lost, its silence then starting up to a period after
 #: that rank's; two let rank 0's watchdog name the lost rank before anyone blames rank 0.
 HUB_MARGIN_PERIODS = 2
+#: Periods that rank 0 adds for a peer on its own node that it sees alive and not stopped:
+#: such a rank may be silent only because its main thread holds MPI's lock, stuck sending to
+#: a rank on another node that was lost, and its last beat may have come up to a period
+#: before the lost rank's; two let the lost rank cross its deadline first.
+NEIGHBOUR_MARGIN_PERIODS = 2
 #: Seconds between the "peer lost" line and the abort that ends the job.
 PEER_LOST_GRACE_S = 0.5
 _TAG = 7
@@ -147,6 +154,8 @@ class Heartbeat:
             last_look = now
             silent = {peer: now - heard for peer, heard in self._last_heard.items()
                       if now - heard > self.deadline_s}
+            silent = {peer: seconds for peer, seconds in silent.items()
+                      if seconds > self.deadline_s + self._margin(peer)}
             if not silent:
                 continue
             sending = self._sending
@@ -157,6 +166,19 @@ class Heartbeat:
             self.reported = True
             self._on_lost(self.report(silent))
             return
+
+    def _margin(self, peer: int) -> float:
+        """Seconds more for a silent ``peer`` that rank 0 sees running on its own node (its
+        ``/proc`` entry there, in a state other than stopped or dead)."""
+        pid, _, host = self.names[peer].partition("@")
+        if self.rank != 0 or host != self.names[0].partition("@")[2]:
+            return 0.0
+        try:
+            with open(f"/proc/{int(pid)}/stat") as stat:
+                state = stat.read().rpartition(")")[2].split()[0]
+        except (OSError, ValueError, IndexError):  # gone, or not a pid this node can see
+            return 0.0
+        return 0.0 if state in ("T", "t", "Z", "X") else NEIGHBOUR_MARGIN_PERIODS * self.period_s
 
     def report(self, silent: dict[int, float]) -> str:
         """'rank 3 (pid 4242 on node1) silent for 61 s' for each silent peer, in one line."""

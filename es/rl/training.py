@@ -229,7 +229,7 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
                 if error:
                     raise ConfigError(error)
             prepared = config, state, said, folder, None
-        except (ConfigError, ValueError) as error:
+        except (ConfigError, ValueError, OSError) as error:  # said on every rank
             prepared = None, None, [], None, str(error)
     config, state, said, folder, error = comm.broadcast(prepared)
     if error:

@@ -1,7 +1,6 @@
 """The baselines: replay memory, target network, DQN/PG gradients, the MPI all-reduce PG,
 Gorila under mpiexec, es-compare, and the CLI as a user types it."""
 
-import contextlib
 import os
 import re
 import signal
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, load_params, read_progress, run_cli, tool
+from conftest import REPO, load_params, read_progress, run_cli, stopping_a_rank, tool
 from test_baselines_nn import numeric_grad
 
 from es.baselines import nn
@@ -460,7 +459,7 @@ def test_a_stopped_rank_ends_a_baseline_job_naming_it(tmp_path, algorithm, confi
          str(run_dir), "--set", "run.peer_timeout_s=3", "--set", "run.max_seconds=600",
          "--set", "run.generations=100000", "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+    with stopping_a_rank(job, 3) as stop:
         deadline = time.monotonic() + 60
         while not (run_dir / "progress.csv").is_file():
             assert job.poll() is None and time.monotonic() < deadline, job.communicate()
@@ -468,15 +467,9 @@ def test_a_stopped_rank_ends_a_baseline_job_naming_it(tmp_path, algorithm, confi
         rank1 = next(int(pid.name) for pid in Path("/proc").iterdir() if pid.name.isdigit()
                      and str(run_dir) in _read(pid / "cmdline")
                      and "PMI_RANK=1\0" in _read(pid / "environ"))
-        stopped_at = time.monotonic()
-        os.kill(rank1, signal.SIGSTOP)
-        _, err = job.communicate(timeout=3 + 30)
-        ended_after = time.monotonic() - stopped_at
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(job.pid, signal.SIGKILL)
-    assert job.returncode == 76 and ended_after < 3 + 10, (job.returncode, ended_after, err)
-    (line,) = [line for line in err.splitlines() if "peer lost" in line]
+        stop(rank1)
+    assert job.returncode == 76 and job.ended_after < 3 + 10, (job.returncode, job.err)
+    (line,) = [line for line in job.err.splitlines() if "peer lost" in line]
     assert re.fullmatch(rf"es-baseline: peer lost: rank 1 \(pid {rank1} on \S+\) silent for 3 s "
                         r"\(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or cut "
                         r"off\); a baseline keeps no checkpoint: start the run again on the "

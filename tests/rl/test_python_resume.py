@@ -3,21 +3,19 @@ continues from Python, to the bits of a run never stopped; what it may change an
 refuses. (Two ranks: tests/rl/test_callbacks.py's mpiexec test; the CLI's ``--resume``:
 test_reliability.py.)"""
 
-import contextlib
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, tool
+from conftest import REPO, stopping_a_rank, tool, wait_for_a_checkpoint
 
 import es
 from es.config import ConfigError
-from es.rl.checkpoint import has_checkpoint, load_latest_checkpoint
+from es.rl.checkpoint import load_latest_checkpoint
 
 PENDULUM = {"es.population": 10, "env.max_episode_steps": 50, "run.eval_every": 2,
             "run.eval_episodes": 1, "run.generations": 8}
@@ -130,25 +128,19 @@ def test_es_train_under_mpiexec_ends_a_job_with_a_stopped_rank_and_es_resume_goe
     job = subprocess.Popen([tool("mpiexec"), "-n", "2", sys.executable, "-c", LOSES_A_RANK,
                             str(run_dir)], cwd=REPO, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+    with stopping_a_rank(job, 3) as stop:
         pids = job.stdout.readline().split()[1:]
-        deadline = time.monotonic() + 60
-        while not has_checkpoint(run_dir):
-            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
-            time.sleep(0.05)
-        stopped_at = time.monotonic()
-        os.kill(int(pids[1]), signal.SIGSTOP)
-        _, err = job.communicate(timeout=3 + 30)
-        ended_after = time.monotonic() - stopped_at
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(job.pid, signal.SIGKILL)
-    assert job.returncode == 76 and ended_after < 3 + 10, (job.returncode, ended_after, err)
-    (line,) = [line for line in err.splitlines() if "peer lost" in line]
+        wait_for_a_checkpoint(job, run_dir, timeout=60)
+        stop(int(pids[1]))
+    assert job.returncode == 76 and job.ended_after < 3 + 10, (job.returncode, job.err)
+    (line,) = [line for line in job.err.splitlines() if "peer lost" in line]
     assert re.fullmatch(rf"es.train: peer lost: rank 1 \(pid {pids[1]} on \S+\) silent for 3 "
                         r"s \(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or cut "
                         r"off\) while rank 0 was in generation \d+; the newest checkpoint is "
                         r"intact: resume on the ranks that are left \(exit code 76\)", line), line
+    deadline = time.monotonic() + 30  # rank 0, aborted, lets go of the folder as it ends
+    while Path(f"/proc/{pids[0]}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
     budget = {"run.generations": state.generation + 2}
     resumed = es.resume(run_dir, budget)
