@@ -99,16 +99,19 @@ def run_group(command: list[str], timeout: float) -> subprocess.CompletedProcess
 
 
 @contextlib.contextmanager
-def stopping_a_rank(job: subprocess.Popen, deadline_s: float) -> Iterator[Callable[[int], None]]:
-    """For ``job`` (an ``mpiexec``, started in a session of its own): a function that SIGSTOPs
-    one of its ranks by pid and waits for the job to end, within the heartbeats' deadline
-    ``deadline_s`` and 30 s more, keeping its stderr in ``job.err`` and the seconds it took in
-    ``job.ended_after``. Whatever happens, the job's group is killed on leaving."""
-    def stop(pid: int) -> None:
+def stopping_a_rank(job: subprocess.Popen, deadline_s: float) -> Iterator[Callable[[int], str]]:
+    """For ``job`` (an ``mpiexec``, started in a session of its own, stderr piped): a function
+    that SIGSTOPs one of its ranks by pid and returns the job's one "peer lost" line, once
+    the job ended with exit code 76 within the heartbeats' deadline ``deadline_s`` and 10 s
+    more (or the test fails). Whatever happens, the job's group is killed on leaving."""
+    def stop(pid: int) -> str:
         stopped_at = time.monotonic()
         os.kill(pid, signal.SIGSTOP)
-        _, job.err = job.communicate(timeout=deadline_s + 30)
-        job.ended_after = time.monotonic() - stopped_at
+        _, err = job.communicate(timeout=deadline_s + 30)
+        ended_after = time.monotonic() - stopped_at
+        assert job.returncode == 76 and ended_after < deadline_s + 10, (ended_after, err)
+        (line,) = [line for line in err.splitlines() if "peer lost" in line]
+        return line
 
     try:
         yield stop

@@ -131,9 +131,7 @@ def test_es_train_under_mpiexec_ends_a_job_with_a_stopped_rank_and_es_resume_goe
     with stopping_a_rank(job, 3) as stop:
         pids = job.stdout.readline().split()[1:]
         wait_for_a_checkpoint(job, run_dir, timeout=60)
-        stop(int(pids[1]))
-    assert job.returncode == 76 and job.ended_after < 3 + 10, (job.returncode, job.err)
-    (line,) = [line for line in job.err.splitlines() if "peer lost" in line]
+        line = stop(int(pids[1]))
     assert re.fullmatch(rf"es.train: peer lost: rank 1 \(pid {pids[1]} on \S+\) silent for 3 "
                         r"s \(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or cut "
                         r"off\) while rank 0 was in generation \d+; the newest checkpoint is "
