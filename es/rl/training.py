@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from es.config import Config, ConfigError, from_dict, read_toml
+from es.config import Config, ConfigError, from_dict, ignored_settings, read_toml
 from es.parallel.comm import Comm, make_comm
 from es.rl.checkpoint import SavedPolicy, load_policy
 from es.rl.policy import object_path
@@ -268,6 +268,8 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
                                        else None)
                 if error:
                     raise ConfigError(error)
+                for line in ignored_settings(config) if comm.rank == 0 else ():
+                    warnings.warn(line, stacklevel=3)  # as es-train says them
             # Under mpiexec, a rank that stops answering ends the job as in es-train, where
             # the others would wait for it in the next exchange for good.
             with comm.heartbeat(ranks, config.run.peer_timeout_s,

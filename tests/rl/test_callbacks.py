@@ -140,3 +140,13 @@ def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_pat
     # As the message says, from Python:
     resumed = es.resume(run_dir, {"run.generations": stopped + 2})
     assert resumed.generations == stopped + 2 and len(resumed.history) == stopped + 2
+
+
+def test_es_train_warns_of_settings_it_will_not_read_as_es_train_says_them(tmp_path):
+    with pytest.warns(UserWarning) as said:
+        es.train(REPO / "configs/pendulum.toml", {**PENDULUM, "run.generations": 1,
+                                                  "snes.lr_sigma": 0.1},
+                 run_dir=tmp_path / "run")
+    assert [str(w.message) for w in said] == [
+        "snes.lr_sigma: es.strategy = 'openai' does not read [snes]; ignored"]
+    assert said[0].filename == __file__  # the caller's line, not es's
