@@ -314,8 +314,10 @@ class ESConfig:
         _at_least("es.l2", self.l2, 0)
         _one_of("es.noise", self.noise, ("table", "seed"))
         _at_least("es.noise_table_size", self.noise_table_size, 1000)
-        if self.episode_cap != 0 and not self.episode_cap >= 1:
-            raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or >= 1")
+        if self.episode_cap != 0 and not self.episode_cap > 1:  # at 1, episodes only shrink
+            raise ConfigError(f"es.episode_cap = {self.episode_cap}: must be 0 (off) or > 1 "
+                              "(a multiple of the last mean length: at 1 or less no episode "
+                              "can outlast the mean, and they only shrink)")
         _at_least("es.train_steps", self.train_steps, 0)
         _at_least("es.train_steps_until", self.train_steps_until, 0)
 
@@ -339,10 +341,12 @@ class SepCMAConfig:
     """``es.strategy = "sepcma"``: separable CMA-ES (Ros & Hansen 2008), a diagonal covariance
     in O(d); ``es.sigma`` is the initial step size."""
 
-    mu: int = _doc("members recombined into the mean (0: half the population)", 0)
+    mu: int = _doc("members recombined into the mean (0: half the population; at most "
+                   "half when es.mirrored, the winners of the pairs)", 0)
     cov_scale: float = _doc("multiplies the covariance learning rates", 1.0)
-    step_size: str = _doc("'csa' (cumulative), 'tpa' (two-point) or 'auto' (TPA from 300 "
-                          "parameters, as pycma)", "auto")
+    step_size: str = _doc("'csa' (cumulative), 'tpa' (two-point, es.population >= 4) or "
+                          "'auto' (TPA from 300 parameters, as pycma, and a population of 4)",
+                          "auto")
 
     def validate(self) -> None:
         _at_least("sepcma.mu", self.mu, 0)
@@ -384,7 +388,8 @@ class PGPEConfig:
     et al. 2020) and a sigma per coordinate; ``es.sigma`` is the initial sigma."""
 
     center_lr: float = _doc("the optimizer's step size for the mean (0: ClipUp's rule, the "
-                            "initial sigma / 30)", 0.0)
+                            "norm of the initial sigma vector / 30, es.sigma x sqrt(d) / 30 "
+                            "for d parameters)", 0.0)
     optimizer: str = _doc("'clipup' or 'adam'", "clipup")
     max_speed: float = _doc("ClipUp's velocity limit (0: twice center_lr)", 0.0)
     sigma_lr: float = _doc("step size of the sigma update", 0.1)
@@ -700,6 +705,24 @@ def _check_strategy(config: Config) -> None:
                 raise ConfigError(
                     f"es.{key} = {value}: es.strategy = {es.strategy!r} sets its own step sizes;"
                     f" the decays apply to {' and '.join(map(repr, SCHEDULED_STRATEGIES))}")
+    else:  # a floor above the start replaced it from the first generation, without a word
+        lr_key, lr = ("ars.lr", config.ars.lr) if es.strategy == "ars" else ("es.lr", es.lr)
+        for floor, value, start, start_key in (("sigma_min", es.sigma_min, es.sigma, "es.sigma"),
+                                               ("lr_min", es.lr_min, lr, lr_key)):
+            if value > start:
+                raise ConfigError(f"es.{floor} = {value}: must be at most {start_key} = "
+                                  f"{start}, the value it is the floor of")
+    if es.strategy == "sepcma":
+        most = es.population // 2 if es.mirrored else es.population
+        if config.sepcma.mu > most:
+            raise ConfigError(
+                f"sepcma.mu = {config.sepcma.mu}: must be at most {most}, "
+                + (f"the winners of es.population = {es.population}'s mirrored pairs"
+                   if es.mirrored else f"es.population = {es.population}")
+                + " (0: es.population // 2)")
+        if config.sepcma.step_size == "tpa" and es.population < 4:
+            raise ConfigError(f"sepcma.step_size = 'tpa': needs es.population >= 4 (two "
+                              f"members are its test points), not {es.population}; use 'csa'")
     if es.strategy in ("ars", "pgpe") and not es.mirrored:
         raise ConfigError(f"es.mirrored = false: es.strategy = {es.strategy!r} compares the two "
                           "members of mirrored pairs; set es.mirrored = true")
@@ -712,6 +735,10 @@ def _check_strategy(config: Config) -> None:
                                   f"{es.population} (0: all)")
 
 
+#: The [es] keys that OpenAI-ES alone reads, and where each other strategy's step sizes are.
+OPENAI_ONLY = ("lr", "optimizer", "momentum", "l2", "fitness_shaping")
+OWN_STEP_SIZES = {"snes": "[snes]", "ars": "[ars]", "pgpe": "[pgpe]",
+                  "sepcma": "adapted, [sepcma]", "cma": "adapted by pycma"}
 #: The strategy sections, each read by the es.strategy of its name alone; and es-baseline's.
 STRATEGY_SECTIONS = ("snes", "sepcma", "ars", "pgpe")
 BASELINE_SECTIONS = ("dqn", "pg", "ppo")
@@ -730,6 +757,10 @@ def ignored_settings(config: Config) -> list[str]:
     said = []
     if not config.env.id.startswith("ALE/") and (keys := changed("atari")):
         said.append(f"{', '.join(keys)}: {config.env.id} is not an ALE game; ignored")
+    if config.es.strategy != "openai" and (keys := changed("es", OPENAI_ONLY)):
+        said.append(f"{', '.join(keys)}: OpenAI-ES's, and es.strategy = "
+                    f"{config.es.strategy!r} does not read them (its own step sizes: "
+                    f"{OWN_STEP_SIZES[config.es.strategy]}); ignored")
     for section in STRATEGY_SECTIONS:
         if section != config.es.strategy and (keys := changed(section)):
             said.append(f"{', '.join(keys)}: es.strategy = {config.es.strategy!r} does not read "

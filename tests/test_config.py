@@ -201,6 +201,30 @@ def test_the_cnn_on_an_ale_game_s_ram_is_refused_before_its_obs_norm():
         from_dict({**ram, "atari": {"obs": "pixels"}})
 
 
+def test_what_silently_replaced_or_degraded_a_strategy_s_settings_is_refused():
+    """A floor above its start replaced it from the first generation; sepcma.mu named no key
+    and another population; TPA on 2 members is a line search; a cap of 1 only shrinks."""
+    from es.config import ConfigError, from_dict
+
+    for data, message in [
+        ({"es": {"sigma": 0.1, "sigma_min": 5}}, "es.sigma_min = 5.0: must be at most "
+                                                  "es.sigma = 0.1, the value it is the floor of"),
+        ({"es": {"strategy": "ars", "population": 8, "lr_min": 5}, "ars": {"lr": 0.02}},
+         "es.lr_min = 5.0: must be at most ars.lr = 0.02"),
+        ({"es": {"strategy": "sepcma", "population": 16}, "sepcma": {"mu": 9}},
+         "sepcma.mu = 9: must be at most 8, the winners of es.population = 16's mirrored "
+         "pairs (0: es.population // 2)"),
+        ({"es": {"strategy": "sepcma", "population": 2}, "sepcma": {"step_size": "tpa"}},
+         "sepcma.step_size = 'tpa': needs es.population >= 4"),
+        ({"es": {"episode_cap": 1}}, "es.episode_cap = 1.0: must be 0 (off) or > 1"),
+    ]:
+        with pytest.raises(ConfigError) as refused:
+            from_dict(data)
+        assert str(refused.value).startswith(message), refused.value
+    assert from_dict({"es": {"strategy": "sepcma", "population": 16, "mirrored": False},
+                      "sepcma": {"mu": 16}}).sepcma.mu == 16
+
+
 def test_decays_only_for_strategies_with_a_fixed_step_size():
     from es.config import ConfigError, from_dict
 
@@ -228,6 +252,9 @@ def test_decays_only_for_strategies_with_a_fixed_step_size():
      ["policy.torso: the built-in CNN's, and policy.kind = 'linear'; ignored"]),
     ("configs/pong.toml", [], []),
     ("configs/halfcheetah_ars.toml", [], []),
+    ("configs/cartpole.toml", ["es.strategy=pgpe", "es.lr=5", "es.optimizer=sgd"],
+     ["es.lr, es.optimizer, es.l2: OpenAI-ES's, and es.strategy = 'pgpe' does not read them (its "
+      "own step sizes: [pgpe]); ignored"]),
 ])
 def test_settings_a_run_will_not_read_are_named(path, overrides, said):
     """atari.obs on CartPole, [ars] under OpenAI-ES, es-baseline's sections and the MLP's

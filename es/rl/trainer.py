@@ -95,6 +95,10 @@ class TrainingError(RuntimeError):
     """The run cannot go on (too many failed episodes, ranks out of step); state is saved."""
 
 
+class DivergedError(TrainingError):
+    """An update made the parameters NaN or inf: the newest checkpoint, before it, stands."""
+
+
 class Stopped(Exception):
     """A rank received SIGINT, SIGTERM, SIGUSR1 or SIGUSR2; every rank stops after the same
     generation."""
@@ -770,6 +774,12 @@ class Trainer:
         finally:
             self.pause_clock.stop()
 
+    def _step_keys(self) -> str:
+        """Where the strategy's step size is set, for the message of a diverged update."""
+        return {"openai": "es.lr", "snes": "snes.lr_mean", "ars": "ars.lr",
+                "pgpe": "pgpe.center_lr", "sepcma": "es.sigma",
+                "cma": "es.sigma"}[self.config.es.strategy]
+
     def _train(self, callback: Callback | None) -> TrainResult:
         writer = self.comm.rank == 0 and self.run_dir is not None
         progress = None
@@ -833,8 +843,8 @@ class Trainer:
                         break
                     if self.held_row is None and not go_on(row):
                         break
-            except KeyboardInterrupt:
-                torn = True  # a second signal may land mid-update: keep the last checkpoint
+            except (KeyboardInterrupt, DivergedError):
+                torn = True  # mid-update, or a NaN update: keep the last checkpoint
                 raise
             finally:
                 if not torn and saved_at != self.strategy.generation:
@@ -1006,6 +1016,11 @@ class Trainer:
             )
         update_started = time.perf_counter()
         stats = self.strategy.tell(returns)
+        if not np.all(np.isfinite(self.strategy.mean)):  # the same on every rank
+            raise DivergedError(
+                f"generation {generation.index + 1}: the update made the parameters NaN or "
+                f"inf, a step too long for them ({self._step_keys()}); the newest checkpoint "
+                "holds the last finite ones")
         if self.config.policy.obs_norm:
             self.obs_stats.apply(results.obs_increment)
         update_s = time.perf_counter() - update_started

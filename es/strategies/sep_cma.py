@@ -119,7 +119,12 @@ class SepCMA(NoiseStrategy):
         if step_size not in STEP_SIZE_RULES:
             raise ValueError(f"step_size {step_size!r}: allowed are "
                              f"{', '.join(map(repr, STEP_SIZE_RULES))}")
-        self.tpa = step_size == "tpa" or (step_size == "auto" and n >= TPA_DIMENSION)
+        if step_size == "tpa" and population < 4:  # two members are the test points
+            raise ValueError(f"step_size 'tpa': needs a population of at least 4, not "
+                             f"{population} (with 2 every step is a line search along the "
+                             "last one)")
+        self.tpa = step_size == "tpa" or (step_size == "auto" and n >= TPA_DIMENSION
+                                          and population >= 4)
         self.d_tpa = 0.7 + 2 * math.log(n) + 2 * math.log(max(1, population - n))
         self.pairwise = mirrored and pairwise
         # mu = population // 2 by default: with pairwise selection, the winner of every pair.

@@ -471,3 +471,18 @@ def test_a_full_disk_ends_the_run_in_one_line_that_says_how_to_resume(tmp_path):
                        f"run.generations={state.generation + 2}"])
     assert resumed.returncode == 0, resumed.stderr
     assert int(read_progress(moved)[-1]["generation"]) == state.generation + 2
+
+
+def test_an_update_that_makes_the_parameters_nan_ends_the_run_keeping_no_nan_policy(tmp_path):
+    """It went on, kept a NaN policy as policy_best.npz, exit 0; es-eval then scored it."""
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "es.lr=1e308", "--set",
+                    "es.optimizer=sgd", "--set", "run.generations=4", "--run-dir", str(run_dir),
+                    "--quiet"])
+    assert done.returncode == 1, done.stderr
+    assert ("es-train: error: generation 1: the update made the parameters NaN or inf, a step "
+            "too long for them (es.lr); the newest checkpoint holds the last finite ones"
+            ) in done.stderr
+    for saved in run_dir.glob("**/*.npz"):
+        with np.load(saved) as data:
+            assert np.all(np.isfinite(data["params"])), saved

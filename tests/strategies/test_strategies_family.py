@@ -205,6 +205,10 @@ def test_sep_cma_step_size_rule_by_dimension(tiny_table):
                       step_size="csa").tpa
     with pytest.raises(ValueError, match="step_size 'xyz': allowed are 'auto', 'csa', 'tpa'"):
         SepCMA(np.zeros(4), population=6, sigma=1.0, noise=tiny_table, step_size="xyz")
+    # Two members are TPA's test points: with 2 every step was a line search along the last.
+    assert not SepCMA(np.zeros(300), population=2, sigma=1.0, noise=SeedNoise()).tpa
+    with pytest.raises(ValueError, match="step_size 'tpa': needs a population of at least 4"):
+        SepCMA(np.zeros(4), population=2, sigma=1.0, noise=tiny_table, step_size="tpa")
 
 
 def test_two_point_adaptation_outpaces_cumulative_at_1000_dimensions():
