@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from es.core.messages import one_line
-from es.strategies.sep_cma import STEP_SIZE_RULES
+from es.strategies.sep_cma import STEP_SIZE_RULES, TPA_MIN_POPULATION
 
 
 class ConfigError(ValueError):
@@ -720,9 +720,10 @@ def _check_strategy(config: Config) -> None:
                 + (f"the winners of es.population = {es.population}'s mirrored pairs"
                    if es.mirrored else f"es.population = {es.population}")
                 + " (0: es.population // 2)")
-        if config.sepcma.step_size == "tpa" and es.population < 4:
-            raise ConfigError(f"sepcma.step_size = 'tpa': needs es.population >= 4 (two "
-                              f"members are its test points), not {es.population}; use 'csa'")
+        if config.sepcma.step_size == "tpa" and es.population < TPA_MIN_POPULATION:
+            raise ConfigError(f"sepcma.step_size = 'tpa': needs es.population >= "
+                              f"{TPA_MIN_POPULATION} (two members are its test points), not "
+                              f"{es.population}; use 'csa'")
     if es.strategy in ("ars", "pgpe") and not es.mirrored:
         raise ConfigError(f"es.mirrored = false: es.strategy = {es.strategy!r} compares the two "
                           "members of mirrored pairs; set es.mirrored = true")

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from es.bench.report import RESULTS, run_interruptible
+from es.core.exit_codes import USAGE_ERROR
 from es.core.messages import one_line
 
-USAGE_ERROR = 2
+
 class ReaderGone:
     """Standard output for a reader that may leave early (``es-train ... | head``): the run
     goes on and writes its files; what it would still print goes to ``os.devnull`` instead of

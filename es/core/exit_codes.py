@@ -1,5 +1,8 @@
 """The exit codes that tell a batch script or a supervisor how a run ended, beyond 0 (done),
-1 (failed), 2 (refused: a bad command line or config) and 128 + N (killed by signal N)."""
+1 (failed) and 128 + N (killed by signal N)."""
+
+#: Refused: a bad command line or config, said in one line before any run started.
+USAGE_ERROR = 2
 
 #: Stopped by SIGTERM, SIGUSR1 or SIGUSR2 with its checkpoint written (EX_TEMPFAIL), and the
 #: elastic supervisor with too few nodes: the same command continues the run. A batch script

@@ -41,10 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from es.core.exit_codes import CHECKPOINTED
+from es.core.exit_codes import CHECKPOINTED, USAGE_ERROR
 
-#: es-train's exit code for a bad command line or config (es.cli.args.USAGE_ERROR).
-USAGE_ERROR = 2
 #: A probe of a host that has not answered in this many seconds counts as dead.
 PROBE_TIMEOUT_S = 15.0
 #: What the ranks' heartbeat line says of each silent rank: "rank 4 (pid 123 on node2)".

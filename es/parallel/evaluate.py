@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from es.parallel.comm import MPIComm, under_mpi_launcher
-from es.parallel.exchange import round_robin
+from es.parallel.exchange import gather_in_order, round_robin
 
 if TYPE_CHECKING:
     from mpi4py.futures import MPIPoolExecutor
@@ -89,20 +89,17 @@ def _ranks(fun: Callable[[np.ndarray], Any], comm: MPIComm, vectorized: bool) ->
                     np.array([one_value(fun(rows[i])) for i in shares[comm.rank]]))
         except BaseException as error:  # KeyboardInterrupt too: each rank has its own
             failure = error
-        sizes = [len(share) + 1 for share in shares]
-        gathered = comm.allgather_rows(np.append(mine, float(failure is not None)), sizes)
-        flags = np.cumsum(sizes) - 1
-        if failed := [rank for rank, flag in enumerate(flags) if gathered[flag]]:
+        # Each rank's flag is one more item, after the rows: len(rows) + rank.
+        flagged = [[*share, len(rows) + rank] for rank, share in enumerate(shares)]
+        gathered = gather_in_order(comm, flagged, np.append(mine, float(failure is not None)))
+        if failed := np.flatnonzero(gathered[len(rows):]).tolist():
             said = comm.allgather_objects(
                 None if failure is None else f"{type(failure).__name__}: {failure}")
             if failure is not None:
                 raise failure
             raise RuntimeError(f"fun raised on rank {failed[0]} of {comm.size}: "
                                f"{said[failed[0]]}")
-        ordered = np.empty(len(rows), dtype=np.float64)
-        ordered[np.concatenate([np.asarray(share, dtype=np.int64) for share in shares])] = \
-            np.delete(gathered, flags)
-        return ordered
+        return gathered[:len(rows)]
 
     return evaluate
 

@@ -154,8 +154,8 @@ class Heartbeat:
             last_look = now
             silent = {peer: now - heard for peer, heard in self._last_heard.items()
                       if now - heard > self.deadline_s}
-            silent = {peer: seconds for peer, seconds in silent.items()
-                      if seconds > self.deadline_s + self._margin(peer)}
+            silent = {peer: seconds for peer, seconds in silent.items()  # /proc read only
+                      if seconds > self.deadline_s + self._margin(peer)}  # past the deadline
             if not silent:
                 continue
             sending = self._sending

@@ -196,9 +196,10 @@ def without_time_limit(config: Config, env: gym.Env) -> str | None:
     ``env.max_episode_steps``): an episode that never ends holds up its generation, and with
     it ``run.max_seconds`` and a stop signal, which are heeded between generations. ALE games
     end themselves after 108,000 frames (their v5 default), es/Sleep-v0 at its max_length."""
-    if config.env.max_episode_steps or is_atari(config.env.id) or config.env.id.startswith(
-            "es/") or (
-            env.spec is not None and env.spec.max_episode_steps is not None):
+    bounded = (config.env.max_episode_steps or is_atari(config.env.id)
+               or config.env.id.startswith("es/")
+               or (env.spec is not None and env.spec.max_episode_steps is not None))
+    if bounded:
         return None
     return (f"env.id = {config.env.id!r} has no time limit: an episode that never ends holds "
             "up its generation, and run.max_seconds and a stop signal with it; cap them with "

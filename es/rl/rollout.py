@@ -73,8 +73,9 @@ class Observations:
 
     def add(self, observation: Any) -> None:
         if self.record:
-            values = np.array(observation, dtype=np.float64).ravel()  # a copy: envs reuse
-            if self.sum is None:  # buffers
+            # A copy, as np.array makes it: some envs reuse their observation's buffer.
+            values = np.array(observation, dtype=np.float64).ravel()
+            if self.sum is None:
                 self.sum, self.sumsq = values, values * values
             else:
                 self.sum += values

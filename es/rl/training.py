@@ -161,20 +161,15 @@ def train(
     for one defined in a notebook or ``__main__``).
     ``run.policy`` acts for one episode; a recurrent policy's next episode wants a fresh one,
     ``run.saved.act(env)``."""
-    from es.rl.envs import check_env_id
     from es.rl.runs import check_run_dir, configure_logging
-    from es.rl.tensorboard_log import require_tensorboard
 
-    if callback is not None and not callable(callback):  # else a traceback after generation 1
-        raise ValueError(f"callback {callback!r}: must be callable with a progress row")
+    _check_callback(callback)
     if not isinstance(force, bool):  # "no" would be true, and overwrite a run
         raise ConfigError(f"force {force!r}: must be True or False")
     if run_dir is not None and not isinstance(run_dir, str | Path):
         raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) or None")
     resolved = resolve_config(config, overrides, policy)
-    check_env_id(resolved.env.id)
-    if resolved.run.tensorboard:
-        require_tensorboard()
+    _check_runnable(resolved)
     comm = comm or make_comm()
     configure_logging(comm.rank == 0 and not quiet)
     checked = check_run_dir(None if run_dir is None else str(run_dir), resolved, force,
@@ -197,13 +192,10 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
     ``policy.kind`` names one that cannot be imported (defined in a notebook or
     ``__main__``). What the checkpoint says (an older checkpoint used, a hand-edited
     ``config.toml``) comes as ``UserWarning``s."""
-    from es.rl.envs import check_env_id
     from es.rl.resume import claim, load_resume
     from es.rl.runs import check_run_dir, configure_logging, release_run_dir
-    from es.rl.tensorboard_log import require_tensorboard
 
-    if callback is not None and not callable(callback):
-        raise ValueError(f"callback {callback!r}: must be callable with a progress row")
+    _check_callback(callback)
     if not isinstance(run_dir, str | Path):
         raise ConfigError(f"run_dir {run_dir!r}: must be a run folder's path (str or Path)")
     if overrides is not None and not isinstance(overrides, dict):
@@ -217,9 +209,7 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
             claim(run_dir)
             config, state, said = load_resume(str(run_dir), plain(dict(overrides or {})),
                                               "es.resume")
-            check_env_id(config.env.id)
-            if config.run.tensorboard:
-                require_tensorboard()
+            _check_runnable(config)
             if policy is not None and object_path(policy) != config.policy.kind:
                 raise ConfigError(f"policy={policy!r}: the run was trained with policy.kind = "
                                   f"{config.policy.kind!r}; pass that one")
@@ -239,6 +229,22 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
     for line in said if comm.rank == 0 else ():
         warnings.warn(line, stacklevel=2)
     return _train_in(folder, config, state, comm, callback, policy)
+
+
+def _check_callback(callback: object) -> None:
+    if callback is not None and not callable(callback):  # else a traceback after generation 1
+        raise ValueError(f"callback {callback!r}: must be callable with a progress row")
+
+
+def _check_runnable(config: Config) -> None:
+    """What a run needs before anything starts: its env importable and known, and the
+    TensorBoard extra when it writes event files."""
+    from es.rl.envs import check_env_id
+    from es.rl.tensorboard_log import require_tensorboard
+
+    check_env_id(config.env.id)
+    if config.run.tensorboard:
+        require_tensorboard()
 
 
 def _train_in(folder: str, config: Config, state: Any, comm: Comm,

@@ -69,6 +69,9 @@ from es.strategies.base import NoiseStrategy, fitness_summary
 #: From this dimension on, ``step_size="auto"`` is two-point adaptation (pycma's threshold).
 TPA_DIMENSION = 300
 STEP_SIZE_RULES = ("auto", "csa", "tpa")
+#: Two-point adaptation's least population: two members are its test points (with 2, every
+#: step is a line search along the last one).
+TPA_MIN_POPULATION = 4
 TPA_AVERAGING = 0.3  # pycma's c: the weight of the newest rank difference in s
 TPA_EXPONENT = 0.5  # pycma's z_exponent: sign(z) |z|**0.5 enlarges small rank differences
 
@@ -119,12 +122,12 @@ class SepCMA(NoiseStrategy):
         if step_size not in STEP_SIZE_RULES:
             raise ValueError(f"step_size {step_size!r}: allowed are "
                              f"{', '.join(map(repr, STEP_SIZE_RULES))}")
-        if step_size == "tpa" and population < 4:  # two members are the test points
-            raise ValueError(f"step_size 'tpa': needs a population of at least 4, not "
-                             f"{population} (with 2 every step is a line search along the "
-                             "last one)")
+        if step_size == "tpa" and population < TPA_MIN_POPULATION:
+            raise ValueError(f"step_size 'tpa': needs a population of at least "
+                             f"{TPA_MIN_POPULATION}, not {population} (with 2 every step is a "
+                             "line search along the last one)")
         self.tpa = step_size == "tpa" or (step_size == "auto" and n >= TPA_DIMENSION
-                                          and population >= 4)
+                                          and population >= TPA_MIN_POPULATION)
         self.d_tpa = 0.7 + 2 * math.log(n) + 2 * math.log(max(1, population - n))
         self.pairwise = mirrored and pairwise
         # mu = population // 2 by default: with pairwise selection, the winner of every pair.
