@@ -125,8 +125,9 @@ def test_dynamic_schedule_gives_the_static_schedules_parameters(tmp_path):
         if schedule == "dynamic":
             # Each of the 14 members travels as an (id, return) float64 row instead of one
             # float32, plus a row count per rank, and the work queue's 16-byte request and
-            # reply per member another rank takes (rank 0 takes its own without a message)
-            # and per other rank's final "none left".
+            # reply per member another rank takes after its first (rank r starts with
+            # member r, and rank 0 takes its own without a message) and per other rank's
+            # final "none left".
             static_bytes = int(read_progress(tmp_path / "static3")[0]["bytes_sent"])
             if ranks == 3:
                 extra = int(read_progress(run_dir)[0]["bytes_sent"]) - static_bytes
@@ -136,6 +137,29 @@ def test_dynamic_schedule_gives_the_static_schedules_parameters(tmp_path):
     reference = params["static", None]
     for key, value in params.items():
         assert np.array_equal(value, reference), key
+
+
+def test_dynamic_schedule_with_fewer_members_than_ranks(tmp_path):
+    """Rank r starts with member r without asking; with fewer members than ranks nobody asks
+    at all, and the rank without a member still gets every return (ARS on Swimmer: one
+    mirrored pair)."""
+    args = ["configs/cartpole.toml", "--set", "es.population=2", "--set",
+            "run.generations=4", "--set", "run.schedule=dynamic", "--set",
+            "run.eval_every=1000", "--quiet"]
+    params = {}
+    for ranks in (None, 3):
+        done = run_cli(["es-train", *args, "--run-dir", str(tmp_path / f"n{ranks}")],
+                       ranks=ranks)
+        assert done.returncode == 0, done.stderr
+        params[ranks] = load_params(tmp_path / f"n{ranks}")
+    assert np.array_equal(params[3], params[None])
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_small_exchanges_are_rank_ordered_and_never_wait_for_a_sleeping_rank(ranks):
+    done = run_cli_script("exchanges.py", ranks=ranks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok" in done.stdout
 
 
 def test_dynamic_schedule_between_two_hostfile_hosts_ends_on_a_loaded_machine(tmp_path):
