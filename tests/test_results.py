@@ -302,7 +302,8 @@ def test_benchmarks_fresh_seed_table_prints_what_its_csv_holds():
 
 
 @pytest.mark.parametrize("data", ["throughput_interleaved_120s.csv",
-                                  "throughput_interleaved_120s_fast.csv"])
+                                  "throughput_interleaved_120s_fast.csv",
+                                  "throughput_interleaved_120s_point_to_point.csv"])
 def test_benchmarks_throughput_table_prints_what_its_csv_holds(data):
     """The interleaved throughput tables (issue 42's figures, one per machine), row by row
     from their CSVs."""
@@ -631,6 +632,64 @@ def test_benchmarks_throughput_summary_on_the_fast_machine_is_its_csvs():
                   / "throughput_interleaved_120s_fast_halfcheetah_ars_config_evaluations.csv")
     assert (f"{float(own['ratio']):.2f}, evaluation {100 * float(own['eval_share']):.1f}%, "
             f"confirmation {100 * float(own['confirm_share']):.1f}%") in text
+
+
+def test_throughput_with_point_to_point_exchanges_is_its_csvs():
+    """The latest table's summary, Swimmer ARS before and after the exchanges went
+    point-to-point, and the exchange's own timings with a late rank, in docs/benchmarks.md,
+    the README and docs/cluster.md."""
+    rows = {row["config"]: row for row in
+            read(RESULTS / "throughput_interleaved_120s_point_to_point.csv")}
+    before = read(RESULTS / "throughput_interleaved_swimmer_ars_collectives.csv")
+    text, readme = " ".join(BENCHMARKS.split()), " ".join(README.split())
+    cluster = " ".join((REPO / "docs" / "cluster.md").read_text().split())
+    ratios = {config: float(row["ratio"]) for config, row in rows.items()}
+    low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+    assert (low, high) == ("halfcheetah.toml", "ant.toml")
+    assert (f"**All {len(rows)} configs train at ≥ {ratios[low]:.2f} of bare stepping**, "
+            f"evaluations and confirmations included: {ratios[low]:.2f} (HalfCheetah "
+            f"OpenAI-ES) to {ratios[high]:.2f} (Ant OpenAI-ES)") in text
+    assert (f"all {len(rows)} MuJoCo suite configs train at {ratios[low]:.2f}-"
+            f"{ratios[high]:.2f} of a bare replay") in readme
+    swimmer = rows["swimmer_ars.toml"]
+    old = [f"{float(row['ratio']):.3f}" for row in before]
+    assert (f"measured **{old[0]} and {old[1]}** on the machine of 2026-11-30 (bare replays "
+            f"{thousands(before[0]['bare_steps_per_s'])} and "
+            f"{thousands(before[1]['bare_steps_per_s'])} steps/s") in text
+    waits = span(before, "wait_share")
+    assert f"with {waits} of the time waiting" in text
+    assert (f"**Swimmer ARS {float(swimmer['ratio']):.2f}** of bare stepping in the table "
+            f"above (wait {100 * float(swimmer['wait_share']):.1f}%), against {old[0]} and "
+            f"{old[1]} before on this machine (wait {waits})") in text
+    assert (f"Swimmer ARS {float(swimmer['ratio']):.2f} since a generation's exchanges go "
+            f"point-to-point, {float(before[0]['ratio']):.2f} before on the same machine"
+            ) in readme
+    assert (f"the faster machine and {min(old)}-{max(old)} on this one before the change, is "
+            f"at {float(swimmer['ratio']):.2f}") in text
+    (pinned,) = read(RESULTS / "throughput_interleaved_swimmer_ars_pinned.csv")
+    assert (f"throughput_interleaved_swimmer_ars_pinned.csv`) gave "
+            f"{float(pinned['ratio']):.3f}: not the cores") in text
+    others = [extra_share(row) for config, row in rows.items()
+              if config != "halfcheetah_ars.toml"]
+    assert (f"Evaluation plus confirmation: {percent_range(others)} of the time on every "
+            f"config but HalfCheetah ARS "
+            f"({100 * extra_share(rows['halfcheetah_ars.toml']):.1f}%") in text
+
+    def ms(value: str) -> str:
+        return f"{float(value) / 1000:.2f}"
+
+    late = [read(RESULTS / f"comm_late_3ms_{ranks}ranks.csv") for ranks in (2, 3)]
+    for ranks, (small, large) in zip((2, 3), late, strict=True):
+        mine = f"{ms(small['es_us'])} and {ms(large['es_us'])}"
+        theirs = f"{ms(small['es_collective_us'])} and {ms(large['es_collective_us'])}"
+        assert f"{ranks} ranks: **{mine} ms against {theirs} ms**" in text, (mine, theirs)
+        assert f"{mine.replace(' and ', ' / ')} ms ({ranks} ranks)" in cluster, mine
+    together = read(RESULTS / "comm_bytes_time.csv")
+    es_us = [float(row["es_us"]) for row in together]
+    collective_us = [float(row["es_collective_us"]) for row in together]
+    assert (f"{min(es_us):.0f}-{max(es_us):.0f} µs for the returns and the step count against "
+            f"{min(collective_us):.0f}-{max(collective_us):.0f} µs") in text
+    assert f"ES {min(es_us):.0f}–{max(es_us):.0f} µs" in cluster
 
 
 def test_benchmarks_halfcheetah_ars_contrast_throughput_is_its_csvs():

@@ -1,6 +1,9 @@
 """``es-bench comm``: bytes and time per update, what the ES ranks exchange (scalars) against
 an all-reduce of a float32 gradient of the same parameter count (data-parallel policy
-gradient). ``comm_worker`` runs under ``mpiexec`` as ``es-bench comm-worker``."""
+gradient); and the ES exchange's time with the last rank arriving late, as the end of a
+generation has it, against the same exchange through MPI's non-blocking collectives (what
+``MPIComm`` used before it went point-to-point). ``comm_worker`` runs under ``mpiexec`` as
+``es-bench comm-worker``."""
 
 from __future__ import annotations
 
@@ -21,11 +24,15 @@ def check_populations(populations: list[int]) -> None:
                          "must be even (mirrored pairs)")
 
 
-def comm_worker(params: list[int], populations: list[int], repeats: int, out: Path) -> None:
-    """Under mpiexec: time what the trainer exchanges per update (``es.parallel.exchange``, static
-    schedule, no observation statistics) against an all-reduce of a float32 gradient of the
-    parameter count (what data-parallel policy gradient sends). Rank 0 writes
-    ``out/comm.csv``."""
+def comm_worker(params: list[int], populations: list[int], repeats: int, late_ms: float,
+                out: Path) -> None:
+    """Under mpiexec: time what the trainer exchanges per update (``es.parallel.exchange``,
+    static schedule, no observation statistics) against an all-reduce of a float32 gradient
+    of the parameter count (what data-parallel policy gradient sends), and against the same
+    returns and step count through MPI's non-blocking collectives, waited on alike (tests
+    between sleeps). Each timed exchange starts from a blocking barrier, the last rank
+    ``late_ms`` later than the others, and ends at a blocking barrier: the last rank's time
+    from its arrival until every rank has its result. Rank 0 writes ``out/comm.csv``."""
     import time
 
     import numpy as np
@@ -34,36 +41,52 @@ def comm_worker(params: list[int], populations: list[int], repeats: int, out: Pa
     from es.parallel.exchange import share_results, static_share
 
     comm = MPIComm()
-    no_obs_stats = np.zeros(0, dtype=np.int64)
+    last = comm.size - 1
+    steps = np.zeros(1, dtype=np.int64)  # the int64 block: the step count alone
+
     rows = []
     for population in populations:
-        members = static_share(comm.rank, comm.size, population, mirrored=True)
-        returns = np.zeros(len(members))
+        shares = [static_share(rank, comm.size, population, True) for rank in range(comm.size)]
+        returns = np.zeros(len(shares[comm.rank]))
+        counts = [len(share) for share in shares]
+        displacements = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
 
-        def es_update(members=members, returns=returns, population=population) -> None:
-            share_results(comm, population, True, members, returns, 0, no_obs_stats,
-                          dynamic=False)
+        def es_update(returns=returns, population=population, mine=shares[comm.rank]) -> None:
+            share_results(comm, population, True, mine, returns, 0, steps[1:], dynamic=False)
+
+        def es_collective(returns=returns, population=population, counts=counts,
+                          displacements=displacements) -> None:
+            gathered = np.empty(population, dtype=np.float32)
+            comm._wait(comm.world.Iallgatherv(returns.astype(np.float32),
+                                              [gathered, (counts, displacements)]))
+            comm._wait(comm.world.Iallreduce(steps, np.empty_like(steps), op=comm._mpi.SUM))
 
         for dim in params:
             gradient = np.zeros(dim, dtype=np.float32)
             timings = {}
-            exchanges = (("es", es_update),
+            exchanges = (("es", es_update), ("es_collective", es_collective),
                          ("allreduce", lambda grad=gradient: comm.allreduce_sum(grad)))
             for name, exchange in exchanges:
                 exchange()  # warm-up
-                comm.barrier()
                 before, times = comm.world_bytes_sent, []
                 for _ in range(repeats):
+                    comm.world.Barrier()
+                    if comm.rank == last:
+                        time.sleep(late_ms / 1000)
                     started = time.perf_counter()
                     exchange()
+                    comm.world.Barrier()
                     times.append(time.perf_counter() - started)
-                timings[name] = (statistics.median(times), (comm.world_bytes_sent - before)
-                                 // repeats)
+                median = comm.world.bcast(statistics.median(times), root=last)
+                timings[name] = (median, (comm.world_bytes_sent - before) // repeats)
             rows.append({
                 "ranks": comm.size, "params": dim, "population": population,
+                "late_ms": late_ms,
                 "es_bytes": timings["es"][1], "allreduce_bytes": timings["allreduce"][1],
                 "bytes_ratio": timings["es"][1] / timings["allreduce"][1],
-                "es_us": 1e6 * timings["es"][0], "allreduce_us": 1e6 * timings["allreduce"][0],
+                "es_us": 1e6 * timings["es"][0],
+                "es_collective_us": 1e6 * timings["es_collective"][0],
+                "allreduce_us": 1e6 * timings["allreduce"][0],
             })
     if comm.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
@@ -77,8 +100,8 @@ def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:
         run_mpi(args.ranks[0], str(BIN / "es-bench"), "comm-worker", "--params",
                  ",".join(map(str, args.params)), "--populations",
-                 ",".join(map(str, args.populations)), "--repeats", str(args.repeats), "--out",
-                 tmp, launcher=args.launcher)
+                 ",".join(map(str, args.populations)), "--repeats", str(args.repeats),
+                 "--late-ms", str(args.late_ms), "--out", tmp, launcher=args.launcher)
         with open(f"{tmp}/comm.csv") as handle:
             return [{k: float(v) if "." in v else int(v) for k, v in row.items()}
                     for row in csv.DictReader(handle)]

@@ -267,6 +267,14 @@ def nonnegative_seconds(text: str) -> float:
     return value
 
 
+def nonnegative_ms(text: str) -> float:
+    """A finite number of milliseconds >= 0 (a delay that may be none)."""
+    value = _number(text)
+    if not 0 <= value < math.inf:
+        raise SpecError(f"{text!r}: expected a finite number of milliseconds >= 0")
+    return value
+
+
 def finite_float(text: str) -> float:
     value = _number(text)
     if not math.isfinite(value):

@@ -29,6 +29,7 @@ from es.cli.args import (
     int_list,
     name_list,
     nonnegative_int,
+    nonnegative_ms,
     positive_int,
     survive_closed_stdout,
 )
@@ -53,6 +54,9 @@ def add_comm_sizes(parser: argparse.ArgumentParser) -> None:
                         metavar="LIST", help="population sizes, even, comma-separated "
                         "(default: %(default)s)")
     add_flag(parser, "--repeats", "timed exchanges of each size", default=50)
+    parser.add_argument("--late-ms", type=nonnegative_ms, default=0.0, metavar="MS",
+                        help="the last rank arrives this much after the others at each timed "
+                             "exchange, as at the end of a generation (default: %(default)s)")
 
 
 def parser() -> ArgumentParser:
@@ -126,6 +130,7 @@ def parser() -> ArgumentParser:
         description="Bytes and time per update: what the ES ranks exchange against an "
         "all-reduce of a float32 gradient of the same parameter count.",
         examples=["es-bench comm --params 1e4,1e5,1e6 --populations 256,1024",
+                  "es-bench comm --params 1e4 --populations 2,16 --late-ms 3 --ranks 3",
                   "es-bench comm --ranks 128 --launcher 'srun --mpi=pmi2'"])
     add_comm_sizes(compare)
     add_ranks(compare, "2", several=False)
@@ -255,7 +260,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "reference":
             return reference.run_reference(args)
         if args.command == "comm-worker":
-            comm.comm_worker(args.params, args.populations, args.repeats, args.out)
+            comm.comm_worker(args.params, args.populations, args.repeats, args.late_ms,
+                             args.out)
             return 0
         if args.command == "comm":
             comm.check_populations(args.populations)

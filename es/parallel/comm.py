@@ -209,14 +209,14 @@ class MPIComm:
         self._rounds = itertools.count()
         self._windows: list[tuple[np.ndarray, Any]] = []  # (array, the window it lives on)
 
-    def _wait(self, request: Any) -> None:
-        """Spin on ``Test`` for up to ``SPIN_S`` (ranks that arrive together finish a small
-        collective in microseconds, and the gradient baselines make two per minibatch: a
-        sleep each would cost them most of their time), then test between sleeps so that a
-        rank waiting for slower ones leaves its core to them."""
+    def _wait(self, *requests: Any) -> None:
+        """Until every request is done: spin on ``Test`` for up to ``SPIN_S`` (ranks that
+        arrive together finish a small exchange in microseconds, and the gradient baselines
+        make two per minibatch: a sleep each would cost them most of their time), then test
+        between sleeps so that a rank waiting for slower ones leaves its core to them."""
         started = time.perf_counter()
         spin_until = started + SPIN_S
-        while not request.Test():
+        while not self._mpi.Request.Testall(list(requests)):
             if time.perf_counter() > spin_until:
                 time.sleep(self.poll_interval_s)
         self.wait_s += time.perf_counter() - started
@@ -258,21 +258,16 @@ class MPIComm:
         which). The receives are posted before the wait: MPICH's probes did not see a message
         that had arrived until a later test, a poll interval lost per exchange. Messages
         between two ranks keep their order, so successive rounds cannot mix."""
-        mpi = self._mpi
+        byte = self._mpi.BYTE
         if self._peers is None:
             self._peers = self.world.Dup()
         requests = []
         for rank in range(self.size):
             if rank != self.rank and parts[rank].size:
-                requests.append(self._peers.Irecv([parts[rank], mpi.BYTE], source=rank))
+                requests.append(self._peers.Irecv([parts[rank], byte], source=rank))
             if rank != self.rank and mine.size:
-                requests.append(self._peers.Isend([mine, mpi.BYTE], dest=rank))
-        started = time.perf_counter()
-        spin_until = started + SPIN_S
-        while not mpi.Request.Testall(requests):
-            if time.perf_counter() > spin_until:
-                time.sleep(self.poll_interval_s)
-        self.wait_s += time.perf_counter() - started
+                requests.append(self._peers.Isend([mine, byte], dest=rank))
+        self._wait(*requests)
 
     def allgather_rows(
         self, rows: np.ndarray, counts: Sequence[int] | None = None

@@ -105,7 +105,7 @@ def test_bbob_refuses_bipop_without_restarts():
 def test_comm_comparison_counts_scalars_against_a_full_all_reduce(tmp_path):
     out = tmp_path / "comm"
     done = run_cli(["es-bench", "comm", "--params", "1e3,1e4", "--populations", "64",
-                    "--repeats", "3", "--out", str(out)])
+                    "--repeats", "3", "--late-ms", "2", "--out", str(out)])
     assert done.returncode == 0, done.stderr
     with (out / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -115,6 +115,10 @@ def test_comm_comparison_counts_scalars_against_a_full_all_reduce(tmp_path):
         # from each rank for the all-reduce.
         assert int(row["es_bytes"]) == 64 * 4 + 2 * 8
         assert int(row["allreduce_bytes"]) == 2 * 4 * int(row["params"])
+        # Timed from the last rank's arrival, 2 ms after the others': the ES exchange beside
+        # the same through MPI's non-blocking collectives.
+        assert float(row["late_ms"]) == 2
+        assert float(row["es_us"]) > 0 and float(row["es_collective_us"]) > 0
 
 
 def test_projection_fits_a_per_rank_cost_and_extrapolates():

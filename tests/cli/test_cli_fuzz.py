@@ -156,11 +156,13 @@ bench_argv = st.one_of(
     command_line(options=(flag("--params", small("10", "1e1")),
                           flag("--populations", small("4", "3")),
                           flag("--ranks", small("1", "1,2")), flag("--repeats", small("1")),
+                          flag("--late-ms", small("0", "1.5")),
                           flag("--out", mixed("out"))), most=3).map(
         lambda a: ["comm", "--params", "10", "--populations", "4", "--repeats", "1",
                    "--ranks", "1", "--out", "out", *a]),
     command_line(options=(flag("--params", small("10")), flag("--populations", small("4")),
-                          flag("--out", mixed("out")), flag("--repeats", small("1"))),
+                          flag("--out", mixed("out")), flag("--repeats", small("1")),
+                          flag("--late-ms", small("0", "1.5"))),
                  junk=False).map(lambda a: ["comm-worker", "--params", "10", "--populations",
                                             "4", "--repeats", "1", *a]),
     command_line(options=(
