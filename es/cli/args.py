@@ -259,20 +259,21 @@ def parse_seconds(text: str) -> float:
     return value
 
 
-def nonnegative_seconds(text: str) -> float:
-    """A finite number of seconds >= 0 (a warm-up that may be none)."""
+def _nonnegative(text: str, unit: str) -> float:
     value = _number(text)
     if not 0 <= value < math.inf:
-        raise SpecError(f"{text!r}: expected a finite number of seconds >= 0")
+        raise SpecError(f"{text!r}: expected a finite number of {unit} >= 0")
     return value
+
+
+def nonnegative_seconds(text: str) -> float:
+    """A finite number of seconds >= 0 (a warm-up that may be none)."""
+    return _nonnegative(text, "seconds")
 
 
 def nonnegative_ms(text: str) -> float:
     """A finite number of milliseconds >= 0 (a delay that may be none)."""
-    value = _number(text)
-    if not 0 <= value < math.inf:
-        raise SpecError(f"{text!r}: expected a finite number of milliseconds >= 0")
-    return value
+    return _nonnegative(text, "milliseconds")
 
 
 def finite_float(text: str) -> float:

@@ -214,9 +214,9 @@ class MPIComm:
         arrive together finish a small exchange in microseconds, and the gradient baselines
         make two per minibatch: a sleep each would cost them most of their time), then test
         between sleeps so that a rank waiting for slower ones leaves its core to them."""
-        started = time.perf_counter()
+        pending, started = list(requests), time.perf_counter()
         spin_until = started + SPIN_S
-        while not self._mpi.Request.Testall(list(requests)):
+        while not self._mpi.Request.Testall(pending):
             if time.perf_counter() > spin_until:
                 time.sleep(self.poll_interval_s)
         self.wait_s += time.perf_counter() - started
