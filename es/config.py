@@ -222,8 +222,8 @@ class PolicyConfig:
     vbn: bool = _doc("cnn: virtual batch normalisation of the hidden layers", True)
     vbn_batch: int = _doc("cnn: observations in the VBN reference batch", 128)
     action_noise: float = _doc(
-        "std of Gaussian noise added to continuous actions in training episodes, never in "
-        "evaluation (the paper: 0.01)", 0.0
+        "std of Gaussian noise added to continuous (Box) actions in training episodes, never "
+        "in evaluation (the paper: 0.01); refused for discrete actions", 0.0
     )
 
     def validate(self) -> None:

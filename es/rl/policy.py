@@ -98,6 +98,10 @@ def make_policy(config: Config, env: gym.Env, source: Any = None,
     from Python, whose path the config then names). ``seed`` seeds torch while a factory
     builds a module, so that every rank builds the same one."""
     policy = config.policy
+    if policy.action_noise > 0 and not isinstance(env.action_space, gym.spaces.Box):
+        raise PolicyError(f"policy.action_noise = {policy.action_noise}: noise is added to "
+                          f"continuous (Box) actions, {env.spec.id if env.spec else 'the env'} "
+                          f"has {env.action_space}; set policy.action_noise = 0")
     if source is None and not is_factory(policy.kind):
         return policy_spec_for(env, policy.kind, tuple(policy.hidden), policy.activation,
                                policy.torso, policy.vbn)

@@ -462,7 +462,7 @@ class Trainer:
                 label = f"rank {self.comm.rank}: member {member}"
                 noise = (with_action_noise(lambda action: action, space.low, space.high, std,
                                            generator(seed, TAG_ACTION_NOISE))
-                         if std > 0 and not self.policy.discrete else None)
+                         if std > 0 else None)
                 episode = LockstepEpisode(member, self.envs[slot], seed, label, record, cap,
                                           noise)
                 if episode.failed is not None:
@@ -491,11 +491,11 @@ class Trainer:
     def member_act(self, params: np.ndarray, norm: ObsNorm, seed: int
                    ) -> Callable[[Any], Any]:
         """The member's policy, with the configured action noise (seeded by the episode, so a
-        mirrored pair sees the same noise; continuous actions only): what its episode plays
+        mirrored pair sees the same noise): what its episode plays
         (``scripts/bench_throughput.py`` replays members with it, bare)."""
         act = self.policy.bind(params, norm)
         std = self.config.policy.action_noise
-        if std > 0 and not self.policy.discrete:
+        if std > 0:
             space = self.env.action_space
             act = with_action_noise(act, space.low, space.high, std,
                                     generator(seed, TAG_ACTION_NOISE))

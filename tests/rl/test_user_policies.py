@@ -131,6 +131,15 @@ def test_normalisation_refuses_a_dict_observation_in_one_line(tmp_path):
                    "others give your own policy (policy.kind = 'module:factory'")
 
 
+def test_action_noise_refuses_discrete_actions_in_one_line(tmp_path):
+    """The noise is Gaussian on Box actions: on CartPole it was once silently nothing."""
+    refused = run_cli(["es-train", "configs/cartpole.toml", "--set", "policy.action_noise=0.01",
+                       *SHORT, "--run-dir", str(tmp_path / "no")])
+    one_line_error(refused, "policy.action_noise = 0.01", "Discrete(2)",
+                   "set policy.action_noise = 0")
+    assert not (tmp_path / "no").exists()
+
+
 @pytest.mark.parametrize(("env_id", "kind", "ranks"), [
     ("user_policies:GoalReach-v0", "user_policies:LinearNumpy", 2),  # Dict observations
     ("user_policies:GoalReach-v0", "user_policies:DictModule", 2),
