@@ -32,6 +32,7 @@ COLUMNS = (
     "eval_s",
     "io_s",
     "grad_norm",
+    "sigma_mean",
     "peak_rss_mb",
     "resumed_from",
     "best_return",

@@ -70,6 +70,7 @@ from es.rl.rollout import (
     safe_episode,
 )
 from es.strategies import ARS, CMA, PGPE, SNES, Generation, OpenAIES, SepCMA, Strategy
+from es.strategies.restarts import search_scale
 
 log = logging.getLogger("es")
 
@@ -1015,6 +1016,7 @@ class Trainer:
                 f"(more than run.max_failed_fraction = {allowed}); see the warnings above"
             )
         update_started = time.perf_counter()
+        sigma_mean = float(search_scale(self.strategy).mean())  # the one this generation used
         stats = self.strategy.tell(returns)
         if not np.all(np.isfinite(self.strategy.mean)):  # the same on every rank
             raise DivergedError(
@@ -1063,6 +1065,7 @@ class Trainer:
             "eval_s": 0.0,
             "io_s": self.io_s,
             "grad_norm": stats.get("grad_norm"),
+            "sigma_mean": sigma_mean,
             "peak_rss_mb": self.peak_rss_mb,
             # Which process wrote the row (peak_rss_mb is per process): 0 for the first.
             "resumed_from": self.resumed_at or 0,

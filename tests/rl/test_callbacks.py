@@ -150,3 +150,21 @@ def test_es_train_warns_of_settings_it_will_not_read_as_es_train_says_them(tmp_p
     assert [str(w.message) for w in said] == [
         "snes.lr_sigma: es.strategy = 'openai' does not read [snes]; ignored"]
     assert said[0].filename == __file__  # the caller's line, not es's
+
+
+@pytest.mark.filterwarnings("ignore:es.lr, es.l2")
+@pytest.mark.parametrize("strategy", ["openai", "snes", "cma"])
+def test_sigma_mean_is_the_search_scale_each_generation_sampled_with(tmp_path, strategy):
+    """Scheduled (OpenAI-ES: es.sigma times es.sigma_decay per generation, down to
+    es.sigma_min) or adapted (SNES, CMA-ES: starts at es.sigma, then moves)."""
+    settings = {**PENDULUM, "es.strategy": strategy, "run.generations": 4}
+    if strategy == "openai":
+        settings |= {"es.sigma_decay": 0.5, "es.sigma_min": 0.02}
+    rows = []
+    es.train(REPO / "configs/pendulum.toml", settings, run_dir=tmp_path / strategy,
+             callback=rows.append)
+    sigmas = [row["sigma_mean"] for row in rows]
+    if strategy == "openai":
+        assert sigmas == pytest.approx([0.1, 0.05, 0.025, 0.02])
+    else:
+        assert sigmas[0] == pytest.approx(0.1, rel=1e-4) and len(set(sigmas)) == 4
