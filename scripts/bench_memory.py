@@ -19,7 +19,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import emit, mpiexec, run_script, script_parser  # noqa: E402
+from report import emit, python_on_ranks, run_script, script_parser  # noqa: E402
 
 from es.cli.args import add_flag, add_out, add_ranks  # noqa: E402
 
@@ -81,9 +81,9 @@ def main() -> None:
     if args.worker:
         measure(args.table_size, args.out)
         return
-    sys.exit(subprocess.call(mpiexec(args.ranks[0], sys.executable, __file__, "--worker",
-                                     "--table-size", str(args.table_size), "--out",
-                                     str(args.out))))
+    sys.exit(subprocess.call(python_on_ranks(args.ranks[0], __file__, "--worker",
+                                             "--table-size", str(args.table_size), "--out",
+                                             str(args.out))))
 
 
 if __name__ == "__main__":

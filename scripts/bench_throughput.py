@@ -56,14 +56,22 @@ import csv  # noqa: E402
 import dataclasses  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from report import BIN, check_config, emit, mpiexec, run_or_die, run_script, script_parser  # noqa: E402
+from report import (  # noqa: E402
+    BIN,
+    check_config,
+    emit,
+    mpiexec,
+    python_on_ranks,
+    run_or_die,
+    run_script,
+    script_parser,
+)
 
 from es.bench.launch import set_flags  # noqa: E402
 from es.bench.suite import column_sum  # noqa: E402
@@ -234,8 +242,8 @@ def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str,
     """Every rank stepping with the run's final policy (perturbed, or random actions), or
     replaying the generation after ``checkpoint``."""
     chosen = ["--bare-checkpoint", str(checkpoint)] if checkpoint else []
-    stdout = run_or_die(__file__, "the bare stepping run", mpiexec(
-        ranks, sys.executable, __file__, "--bare-worker", run_dir, "--budget-s", str(budget_s),
+    stdout = run_or_die(__file__, "the bare stepping run", python_on_ranks(
+        ranks, __file__, "--bare-worker", run_dir, "--budget-s", str(budget_s),
         "--bare-policy", policy, *chosen))
     line = next(line for line in stdout.splitlines() if line.startswith("BARE"))
     return float(line.split()[1]), int(line.split()[2])
@@ -336,8 +344,8 @@ def interleaved_rows(chosen: list[Chosen], args: argparse.Namespace,
     for suite, suite_file, task, strategy, entry in chosen:
         config, overrides = run_config(suite, suite_file, entry, args.seed)
         seconds = min(task.budget_s or math.inf, args.max_train_s)
-        stdout = run_or_die(__file__, f"{task.name}-{strategy}: interleaved", mpiexec(
-            ranks, sys.executable, __file__, "--interleaved-worker", str(config),
+        stdout = run_or_die(__file__, f"{task.name}-{strategy}: interleaved", python_on_ranks(
+            ranks, __file__, "--interleaved-worker", str(config),
             "--budget-s", str(seconds), *set_flags(overrides)))
         generations = [tuple(map(float, line.split()[1:])) for line in stdout.splitlines()
                        if line.startswith("GENERATION ")]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from es.bench.launch import BIN, mpiexec  # noqa: F401  (re-exported for the benchmark scripts)
+from es.bench.launch import BIN, mpiexec, python_on_ranks  # noqa: F401  (re-exported for the benchmark scripts)
 from es.bench.report import run_interruptible
 from es.cli.args import ArgumentParser
 from es.config import ConfigError, load_config

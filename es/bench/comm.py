@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from es.bench.launch import BIN, run_mpi
+from es.bench.launch import PYTHON_ON_RANKS, run_mpi
 from es.bench.report import pyplot
 
 
@@ -98,7 +98,7 @@ def comm_worker(params: list[int], populations: list[int], repeats: int, late_ms
 
 def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:
-        run_mpi(args.ranks[0], str(BIN / "es-bench"), "comm-worker", "--params",
+        run_mpi(args.ranks[0], *PYTHON_ON_RANKS, "-m", "es.cli.bench", "comm-worker", "--params",
                  ",".join(map(str, args.params)), "--populations",
                  ",".join(map(str, args.populations)), "--repeats", str(args.repeats),
                  "--late-ms", str(args.late_ms), "--out", tmp, launcher=args.launcher)

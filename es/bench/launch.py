@@ -25,6 +25,18 @@ def mpiexec(ranks: int, *command: str, launcher: str | None = None) -> list[str]
     return [*base, "-n", str(ranks), *command]
 
 
+#: ``python -m mpi4py``: a Python worker (a script or ``-m module``) under this runner whose
+#: uncaught exception or non-zero exit on one rank aborts the job (the runner calls
+#: MPI_Abort), where plain ``python`` would leave the other ranks waiting in their next
+#: exchange until someone kills them.
+PYTHON_ON_RANKS = (sys.executable, "-m", "mpi4py")
+
+
+def python_on_ranks(ranks: int, *arguments: str, launcher: str | None = None) -> list[str]:
+    """``LAUNCHER -n RANKS python -m mpi4py ARGUMENTS`` (``PYTHON_ON_RANKS``)."""
+    return mpiexec(ranks, *PYTHON_ON_RANKS, *arguments, launcher=launcher)
+
+
 def run_mpi(ranks: int, *command: str, launcher: str | None = None) -> None:
     """Run ``command`` on ``ranks`` ranks; a failure is a RuntimeError ending in the last line
     of its stderr (where our programs put their one-line error)."""

@@ -62,3 +62,19 @@ def test_an_interrupted_script_stops_its_run_in_one_line(tmp_path, stop):
     err = interrupt_job(process, stop, ready=training)
     assert process.returncode == 130
     assert err.strip() == "bench_solve.py: interrupted (exit code 130)", err[-3000:]
+
+
+def test_a_python_worker_that_fails_on_one_rank_ends_the_job(tmp_path):
+    """The benchmarks' Python workers run under mpi4py's runner (``python_on_ranks``): rank
+    1's exception aborts rank 0, which waits for it in a barrier, where plain ``python`` left
+    rank 0 there until the test's timeout killed the job."""
+    from es.bench.launch import python_on_ranks
+
+    worker = tmp_path / "worker.py"
+    worker.write_text("from mpi4py import MPI\n"
+                      "if MPI.COMM_WORLD.rank == 1:\n"
+                      "    raise RuntimeError('rank 1 broke')\n"
+                      "MPI.COMM_WORLD.Barrier()\n")
+    done = subprocess.run(python_on_ranks(2, str(worker)), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode != 0 and "rank 1 broke" in done.stderr
