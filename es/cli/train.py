@@ -445,12 +445,12 @@ def _train(args: argparse.Namespace, comm) -> int:
     if error:
         return fail_on_rank("es-train", error, comm.rank)
     for warning in warnings if comm.rank == 0 else ():
-        print(f"es-train: warning: {warning}", file=sys.stderr, flush=True)
+        print(f"es-train: {args.label}warning: {warning}", file=sys.stderr, flush=True)
     # MPI launchers report a dead process by pid and host: this line maps them to ranks.
     ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
     if comm.size > 1 and comm.rank == 0:
         listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(ranks))
-        print(f"es-train: {comm.size} ranks: {listed}", file=sys.stderr, flush=True)
+        print(f"es-train: {args.label}{comm.size} ranks: {listed}", file=sys.stderr, flush=True)
 
     from gymnasium.error import DependencyNotInstalled
 
@@ -486,11 +486,11 @@ def _train(args: argparse.Namespace, comm) -> int:
         from es.config import ignored_settings
 
         for warning in ignored_settings(config) if comm.rank == 0 else ():
-            print(f"es-train: warning: {warning}", file=sys.stderr, flush=True)
+            print(f"es-train: {args.label}warning: {warning}", file=sys.stderr, flush=True)
     nodes = comm.node_ranks()  # the noise tables are built: say where they are
     if comm.rank == 0:
-        print(f"es-train: {node_summary(nodes, ranks, config.es.noise)}", file=sys.stderr,
-              flush=True)
+        print(f"es-train: {args.label}{node_summary(nodes, ranks, config.es.noise)}",
+              file=sys.stderr, flush=True)
     try:
         with comm.heartbeat(ranks, config.run.peer_timeout_s,
                             lambda line: peer_lost(line, comm, lambda: after_lost(run_dir),

@@ -45,6 +45,8 @@ def test_groups_side_by_side_each_print_their_runs_progress_labelled(tmp_path):
         assert len(lines) == 4, done.stdout
         (last,) = [line for line in done.stdout.splitlines() if f"__{seed}" in line]
         assert last.startswith(f"[cartpole seed {seed}] done: 4 generations"), done.stdout
+        # Each group's line of where its ranks run is its run's: three alike said nothing.
+        assert f"es-train: [cartpole seed {seed}] 1 node (" in done.stderr, done.stderr
 
 
 def test_more_runs_than_ranks_run_in_turn_and_configs_combine_with_seeds(tmp_path):
