@@ -86,6 +86,19 @@ class DictModule(nn.Module):
         return self.head(torch.cat([observation[key].ravel() for key in sorted(observation)]))
 
 
+class Gained(LinearNumpy):
+    """Acts on ``gain`` times the observation: an instance trained with another gain than the
+    default is another policy than its class rebuilds, with as many parameters."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space,
+                 gain: float = 1.0) -> None:
+        super().__init__(observation_space, action_space, scale=0.1)
+        self.gain = gain
+
+    def act(self, params, observation, state):
+        return super().act(params, self.gain * np.asarray(observation), state)
+
+
 class SizedMlp(nn.Module):
     """A torch module whose size is a constructor argument: an instance trained with another
     than the default cannot be rebuilt from its class alone."""

@@ -196,6 +196,7 @@ class UserPolicy:
                         if isinstance(observation_space, gym.spaces.Box) else 0)
         self.discrete = not isinstance(action_space, gym.spaces.Box)
         self.check_action = action_check(action_space, name)
+        self.probed: list[tuple[Any, Any]] = []  # the probe episode's (observation, action)
 
     def initial_params(self, rng: np.random.Generator) -> np.ndarray:
         try:
@@ -247,7 +248,7 @@ class UserPolicy:
         action, or acts at random (``torch.randn`` in ``forward``), is a
         ``PolicyError`` before training starts. A random policy would break what es promises:
         the same bits for any rank count, after a resume, and in es-eval."""
-        seen: list[tuple[Any, Any]] = []
+        seen = self.probed = []
         try:
             act = self.bind(params, ObsNorm.identity(self.obs_dim))
             observation, _ = env.reset(seed=0)
@@ -270,6 +271,35 @@ class UserPolicy:
                     f"policy.kind = {self.name!r}: the same parameters acted {first!r} and "
                     f"{second!r} on the same observation (step {step} of a probe episode): "
                     "the policy must be deterministic (no random draws in forward or act)")
+
+    def rebuilt_apart(self, instance: Any, env: gym.Env, params: np.ndarray,
+                      seed: int = 0) -> str | None:
+        """Why the class of ``instance`` (the policy given, already probed), called with the
+        two spaces as es-eval and ``--resume`` call what ``config.toml`` names, is another
+        policy: it fails, has another parameter count, or acts otherwise on the probe
+        episode's observations with the same parameters (a class whose constructor takes
+        other arguments, left at their defaults). None when it acts alike."""
+        try:
+            with seeded_torch(seed):
+                made = type(instance)(self.observation_space, self.action_space)
+            rebuilt = build_user_policy(made, env, {}, self.normalise, self.name)
+        except PolicyError as error:
+            return f"fails: {error}"
+        except Exception as error:  # the user's code: keep its words, on one line
+            return f"raises {type(error).__name__}: {error}"
+        if rebuilt.num_params != self.num_params:
+            return (f"builds {rebuilt.num_params} parameters, not the instance's "
+                    f"{self.num_params}")
+        try:
+            again = rebuilt.bind(params, ObsNorm.identity(self.obs_dim))
+            replayed = [again(observation) for observation, _ in self.probed]
+        except Exception as error:  # the user's code: keep its words, on one line
+            return f"raises {type(error).__name__}: {error} when it acts"
+        for step, ((_, first), second) in enumerate(zip(self.probed, replayed, strict=True)):
+            if not np.array_equal(np.asarray(first), np.asarray(second)):
+                return (f"acts {second!r} where the instance acted {first!r} with the same "
+                        f"parameters (step {step} of a probe episode)")
+        return None
 
     def bind(self, params: np.ndarray, norm: ObsNorm) -> Callable[[Any], Any]:
         """The episode's ``observation -> action``: the wrapped policy's own ``bind`` if it

@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 from es.config import Config, ConfigError, from_dict, ignored_settings, read_toml
 from es.parallel.comm import Comm, make_comm
 from es.rl.checkpoint import SavedPolicy, load_policy
-from es.rl.policy import object_path
+from es.rl.policy import is_instance, object_path
 
 
 @dataclass
@@ -181,6 +181,21 @@ def train(
     return _train_in(folder, resolved, None, comm, callback, policy)
 
 
+def _warn_if_rebuilt_apart(trainer: Any, instance: Any) -> None:
+    """An instance is recorded as its class: warn at the start, not after training, when
+    es-eval and --resume would silently rebuild another policy from that record."""
+    problem = trainer.policy.rebuilt_apart(instance, trainer.env, trainer.strategy.mean)
+    if problem is None:
+        return
+    warnings.warn(
+        f"policy: this run's config.toml names the instance's class, "
+        f"{trainer.config.policy.kind!r}, and es-eval and es-train --resume would call it "
+        f"with the two spaces, which {problem}. To evaluate or resume the run from its folder, "
+        "give es.train a factory instead (a function of the two spaces, or the class with its "
+        "arguments in policy.kwargs), or pass the instance again: es.resume(RUN, policy=...)",
+        stacklevel=4)
+
+
 def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quiet: bool = True,
            comm: Comm | None = None, callback: Callable[[dict[str, Any]], object] | None = None,
            policy: Any = None) -> TrainingRun:
@@ -276,6 +291,8 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
                     raise ConfigError(error)
                 for line in ignored_settings(config) if comm.rank == 0 else ():
                     warnings.warn(line, stacklevel=3)  # as es-train says them
+                if comm.rank == 0 and policy is not None and is_instance(policy):
+                    _warn_if_rebuilt_apart(trainer, policy)
             # Under mpiexec, a rank that stops answering ends the job as in es-train, where
             # the others would wait for it in the next exchange for good.
             with comm.heartbeat(ranks, config.run.peer_timeout_s,

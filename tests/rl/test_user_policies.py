@@ -7,6 +7,7 @@ es-eval/--video/--resume on a user's run, and a one-line error for every broken 
 import os
 import subprocess
 import sys
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -217,6 +218,7 @@ def test_without_torch_a_module_factory_is_a_one_line_error(tmp_path):
                    "pip install -e '.[torch]'")
 
 
+@pytest.mark.filterwarnings("ignore:policy. this run's config.toml")
 def test_es_train_takes_a_factory_class_or_instance_from_python(tmp_path):
     runs = {}
     for name, policy in (("factory", user_policies.torch_mlp),
@@ -243,6 +245,7 @@ def test_es_train_takes_a_factory_class_or_instance_from_python(tmp_path):
     assert not (tmp_path / "both").exists()
 
 
+@pytest.mark.filterwarnings("ignore:policy. this run's config.toml")
 def test_a_notebook_lambda_trains_and_an_instance_es_eval_cannot_rebuild_says_why(tmp_path):
     """A closure's path (``<locals>.<lambda>``) is a valid policy.kind, trained in-process;
     a ``Sequential`` instance's run names its class, which es-eval cannot call with the
@@ -262,6 +265,7 @@ def test_a_notebook_lambda_trains_and_an_instance_es_eval_cannot_rebuild_says_wh
                    "give es.train a factory")
 
 
+@pytest.mark.filterwarnings("ignore:policy. this run's config.toml")
 def test_a_rebuilt_module_of_another_size_is_refused_not_played(tmp_path):
     """An instance trained with hidden=16 was rebuilt by its class with hidden=8, and es-eval
     played the first 58 of the 114 saved parameters: a wrong score, exit code 0."""
@@ -273,6 +277,33 @@ def test_a_rebuilt_module_of_another_size_is_refused_not_played(tmp_path):
                    extra_env={"PYTHONPATH": str(REPO / "tests")})
     one_line_error(done, "policy.kind = 'user_policies:SizedMlp': the saved policy has 114 "
                    "parameters, the rebuilt one 58: the factory now builds another network")
+
+
+@pytest.mark.filterwarnings("ignore:policy.hidden")
+def test_an_instance_its_class_rebuilds_otherwise_is_a_warning_at_the_start(tmp_path):
+    """es-eval and --resume rebuilt an instance trained with ``gain=3`` as its class's
+    default (``gain=1``: the same parameter count, other actions) without a word; a resumed
+    run then trained another policy. Now es.train says so before it trains, where the user
+    can still give a factory; an instance its class rebuilds alike says nothing."""
+    pendulum, cartpole = gym.make("Pendulum-v1"), gym.make("CartPole-v1")
+    short = {"run.generations": 1, "es.population": 4, "env.max_episode_steps": 20}
+    for name, config, instance, problem in (
+            ("gained", "pendulum", user_policies.Gained(pendulum.observation_space,
+                                                        pendulum.action_space, gain=3.0),
+             r"which acts array\(\[.*\]\) where the instance acted array"),
+            ("sized", "cartpole", user_policies.SizedMlp(cartpole.observation_space,
+                                                         cartpole.action_space, hidden=16),
+             "which builds 58 parameters, not the instance's 114"),
+            ("sequential", "cartpole", torch.nn.Sequential(torch.nn.Linear(4, 2)),
+             "which raises TypeError")):
+        with pytest.warns(UserWarning, match=rf"^policy: this run's config.toml names the "
+                          rf"instance's class, .*{problem}.* give es.train a factory"):
+            es.train(REPO / f"configs/{config}.toml", short, policy=instance,
+                     run_dir=tmp_path / name)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="policy: ")
+        es.train(REPO / "configs/pendulum.toml", short, run_dir=tmp_path / "default",
+                 policy=user_policies.Gained(pendulum.observation_space, pendulum.action_space))
 
 
 def test_a_factory_builds_the_same_module_on_every_rank_and_run():
