@@ -283,6 +283,15 @@ def finite_float(text: str) -> float:
     return value
 
 
+def folder_path(text: str) -> str:
+    """A run folder's path (``--run-dir``, ``--resume``): an empty one (a batch script's unset
+    ``$RUN_DIR``) is refused, where it meant a new folder under runs/ on every start."""
+    if not text.strip():
+        raise SpecError(f"{text!r}: expected a folder's path (is a variable in the command "
+                        "line unset?)")
+    return text
+
+
 def output_folder(text: str) -> Path:
     """``--out``: refused at once where a file stands in the way, not after the benchmark ran
     and its results could not be written."""
@@ -337,7 +346,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--config": {"metavar": "PATH", "help": "config file (TOML)"},
     "--set": {"dest": "overrides", "action": "append", "default": [],
               "metavar": "SECTION.KEY=VALUE", "help": "override one config value (repeatable)"},
-    "--run-dir": {"metavar": "DIR", "help": "the run folder"},
+    "--run-dir": {"type": folder_path, "metavar": "DIR", "help": "the run folder"},
     "--force": {"action": "store_true", "default": False,
                 "help": "overwrite an existing run folder"},
     "--quiet": {"action": "store_true", "default": False, "help": "no progress lines"},

@@ -22,6 +22,7 @@ from es.cli.args import (
     ArgumentParser,
     add_flag,
     fail,
+    folder_path,
     nonnegative_int,
     positive_int,
     survive_closed_stdout,
@@ -89,13 +90,13 @@ def train_parser() -> argparse.ArgumentParser:
              "or several configs, the folder that holds the runs")
     add_flag(parser, "--force")
     parser.add_argument(
-        "--resume", metavar="RUN_DIR",
+        "--resume", type=folder_path, metavar="RUN_DIR",
         help="continue a run from its newest intact checkpoint (any rank count), or start it "
         "over from its config.toml if it was stopped before its first checkpoint; only "
         f"{', '.join(RESUME_OVERRIDES)} may be changed with --set",
     )
     parser.add_argument(
-        "--resume-or-start", metavar="RUN_DIR",
+        "--resume-or-start", type=folder_path, metavar="RUN_DIR",
         help="with a config file: start the run in RUN_DIR when it holds none, resume it "
         "exactly when it holds one of the same config (refused if the config differs); the "
         "same command line on every start of a batch job")
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
 def supervise_elastic(args: argparse.Namespace) -> int:
     """``--elastic``: this process launches the ranks and relaunches them after a lost node
     (``es.launch.elastic``); it never joins the MPI job itself."""
-    from es.parallel.comm import launcher_rank, under_mpi_launcher
+    from es.parallel.comm import LaunchError, launcher_rank, under_mpi_launcher
     from es.rl.runs import (
         LOCK_HELD_BY_SUPERVISOR,
         SUPERVISOR_LOCK_LINE,
@@ -348,7 +349,11 @@ def supervise_elastic(args: argparse.Namespace) -> int:
     if not args.elastic:
         return fail_on_rank("es-train", "--hostfile is for --elastic runs (under plain mpiexec, "
                             "give mpiexec -f FILE instead)", rank)
-    if under_mpi_launcher():
+    try:
+        launched = under_mpi_launcher()
+    except LaunchError as error:
+        return fail_on_rank("es-train", str(error), rank)
+    if launched:
         return fail_on_rank("es-train", "--elastic launches the ranks itself: start it without "
                             "mpiexec or srun, e.g. es-train CONFIG --resume-or-start RUN "
                             "--elastic --hostfile hosts", rank)
@@ -519,12 +524,13 @@ def _train(args: argparse.Namespace, comm) -> int:
                 else "no checkpoint was written yet")
         return crash("es-train", error, comm, then)
     except KeyboardInterrupt:  # a second signal: at once, not at the generation's end
-        print(f"es-train: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
         from es.rl.checkpoint import has_checkpoint
 
-        if comm.rank == 0 and has_checkpoint(run_dir):
-            print(f"es-train: the newest checkpoint is intact; resume with: "
-                  f"{resume_command(args, run_dir)}", file=sys.stderr, flush=True)
+        then = (f"; the newest checkpoint is intact: resume with: "
+                f"{resume_command(args, run_dir)}" if has_checkpoint(run_dir) else "")
+        print(f"es-train: interrupted on rank {comm.rank}{then}", file=sys.stderr, flush=True)
+        if comm.size > 1:  # ranks the signal missed would wait in the next exchange until
+            comm.abort(130)  # their heartbeat's deadline (exit 76, blaming this rank)
         return 130
     except Exception as error:  # an internal failure on one rank
         return crash("es-train", error, comm)

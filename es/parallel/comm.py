@@ -375,15 +375,19 @@ class MPIComm:
         try:
             while (unit := server.take()) >= 0:
                 yield unit
-        finally:
+            # Every rank's last request answered (no more units) before the exchange. Only
+            # on this way out: after an exception here (a second Ctrl-C, a crash) the ranks
+            # whose requests it waited for may be gone, and it waited for them until the
+            # heartbeat's deadline.
             started = time.perf_counter()
             while not server.answered_all():
                 server.answer()
                 time.sleep(self.poll_interval_s)
             self.wait_s += time.perf_counter() - started
-            self._server = None
             # A request and its reply per unit served: what the schedule adds to the traffic.
             self.world_bytes_sent += 16 * server.replies
+        finally:
+            self._server = None
 
     def serve(self) -> None:
         """Answer the dynamic schedule's waiting unit requests (rank 0, while it hands out
@@ -547,10 +551,15 @@ def rank_zero_decides(comm: Comm, callback: Callable[[Any], object], row: Any) -
 
 
 def under_mpi_launcher() -> bool:
+    """MPI where a launcher's variables say so, or where ``ES_COMM`` forces it either way;
+    another ``ES_COMM`` is a LaunchError (a typo would have run alone, silently)."""
     forced = os.environ.get("ES_COMM")
-    if forced in ("mpi", "local"):
-        return forced == "mpi"
-    return any(name in os.environ for name in LAUNCHER_VARIABLES)
+    if forced is None:
+        return any(name in os.environ for name in LAUNCHER_VARIABLES)
+    if forced not in ("mpi", "local"):
+        raise LaunchError(f"ES_COMM={forced!r}: allowed are 'mpi' and 'local', or leave it "
+                          "unset to follow the launcher")
+    return forced == "mpi"
 
 
 class LaunchError(RuntimeError):
@@ -594,6 +603,9 @@ def make_comm() -> Comm:
     copies = launcher_copies() if comm.size == 1 else 0
     if not copies:
         return comm
+    if os.environ.get("ES_COMM") == "local":
+        raise LaunchError(f"ES_COMM=local: the launcher started {copies} processes, and each "
+                          "would train alone; unset ES_COMM to run them as one job")
     if not any(name in os.environ for name in LAUNCHER_SIZES):  # srun's count alone
         raise LaunchError(
             f"srun started {copies} separate one-rank copies, not one {copies}-rank job (the "

@@ -166,7 +166,8 @@ def train(
     _check_callback(callback)
     if not isinstance(force, bool):  # "no" would be true, and overwrite a run
         raise ConfigError(f"force {force!r}: must be True or False")
-    if run_dir is not None and not isinstance(run_dir, str | Path):
+    if run_dir is not None and (not isinstance(run_dir, str | Path)
+                                or isinstance(run_dir, str) and not run_dir.strip()):
         raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) or None")
     resolved = resolve_config(config, overrides, policy)
     _check_runnable(resolved)
@@ -211,7 +212,7 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
     from es.rl.runs import check_run_dir, configure_logging, release_run_dir
 
     _check_callback(callback)
-    if not isinstance(run_dir, str | Path):
+    if not isinstance(run_dir, str | Path) or isinstance(run_dir, str) and not run_dir.strip():
         raise ConfigError(f"run_dir {run_dir!r}: must be a run folder's path (str or Path)")
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"overrides {overrides!r}: must be a dict of dotted keys, "

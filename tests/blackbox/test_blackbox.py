@@ -672,6 +672,7 @@ def test_train_from_python_solves_cartpole_and_returns_a_callable_policy(tmp_pat
                                       "keys"),
     ({"force": "no"}, "force 'no': must be True or False"),
     ({"run_dir": 5}, "run_dir 5: must be a folder's path"),
+    ({"run_dir": ""}, "run_dir '': must be a folder's path"),  # was a new folder in runs/
     ({"policy": "mlp"}, "policy 'mlp': a name is policy.kind's value, overrides={'policy.kind'"),
 ])
 def test_train_arguments_of_the_wrong_kind_are_one_line_errors(tmp_path, arguments, fragment):

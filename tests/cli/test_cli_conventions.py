@@ -155,6 +155,16 @@ def test_bad_seeds_and_ranks_are_one_line_errors(argv, prog, fragment):
     assert lines[0].startswith(f"{prog}: error: ") and fragment in lines[0], done.stderr
 
 
+@pytest.mark.parametrize("flag", ["--run-dir", "--resume", "--resume-or-start"])
+def test_an_empty_run_folder_is_refused_not_taken_for_a_new_one(tmp_path, flag):
+    """A batch script's unset ``$RUN_DIR``: every requeue started a new run under runs/."""
+    done = run_cli(["es-train", "configs/cartpole.toml", flag, ""], cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"es-train: error: argument {flag}: '': expected a folder's path "
+                           "(is a variable in the command line unset?) (see es-train --help)\n")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_script_reports_bad_ranks_in_one_line_too():
     done = subprocess.run([sys.executable, "scripts/bench_solve.py", "--ranks", "1,2"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)

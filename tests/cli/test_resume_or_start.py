@@ -107,3 +107,20 @@ def test_a_lone_copy_refuses_before_it_writes_anything(tmp_path):
     quiet = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")],
                     extra_env={"SLURM_STEP_NUM_TASKS": "3", "SLURM_PROCID": "2"})
     assert (quiet.returncode, quiet.stderr) == (2, "")  # one copy says it, not all three
+
+
+def test_es_comm_is_mpi_local_or_unset(tmp_path):
+    """A typo (``ES_COMM=bogus``) ran alone without a word; ``ES_COMM=local`` under a
+    launcher of three was blamed on the launcher's MPI, not on the variable."""
+    bogus = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")],
+                    extra_env={"ES_COMM": "bogus"})
+    assert (bogus.returncode, bogus.stderr) == (2, "es-train: error: ES_COMM='bogus': allowed "
+                                                "are 'mpi' and 'local', or leave it unset to "
+                                                "follow the launcher\n")
+    local = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r")],
+                    extra_env={"ES_COMM": "local", "PMI_SIZE": "3", "PMI_RANK": "0"})
+    assert (local.returncode, local.stderr) == (2, "es-train: error: ES_COMM=local: the "
+                                                "launcher started 3 processes, and each would "
+                                                "train alone; unset ES_COMM to run them as one "
+                                                "job\n")
+    assert not (tmp_path / "r").exists()

@@ -1,6 +1,7 @@
 """Checkpoint/resume, signals, a killed rank, failing environments, bad checkpoints — through
 the real CLI and real mpiexec."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -218,11 +219,38 @@ def test_a_second_signal_stops_at_once_and_names_the_checkpoint_to_resume_from(t
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
-    assert (f"es-train: the newest checkpoint is intact; resume with: es-train --resume "
-            f"{run_dir}") in stderr
+    assert (f"es-train: interrupted on rank 0; the newest checkpoint is intact: resume with: "
+            f"es-train --resume {run_dir}") in stderr
     resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=3",
                        "--quiet"])
     assert resumed.returncode == 0, resumed.stderr
+
+
+@pytest.mark.parametrize(("schedule", "signalled"), [("dynamic", "both"), ("static", "rank 1")])
+def test_a_second_signal_on_some_ranks_stops_every_rank_at_once(tmp_path, schedule, signalled):
+    """Signalled twice while handing out units, rank 0 waited for the last requests of ranks
+    that had stopped; a rank signalled twice alone stopped, and the others waited for it in
+    the next exchange. Either way the job hung until the heartbeat's deadline and ended
+    with exit 76, blaming the rank that was asked to stop."""
+    run_dir = tmp_path / "again"
+    process = start([*LONG, "--set", "es.population=2000", "--set", "run.checkpoint_every=1",
+                     "--set", f"run.schedule={schedule}", "--set", "run.peer_timeout_s=600",
+                     "--run-dir", str(run_dir)], ranks=2)
+    try:
+        wait_for_rows(run_dir, 1)
+        ranks = rank_pids(run_dir)
+        for _ in range(2):
+            for pid in ranks if signalled == "both" else ranks[1:]:
+                os.kill(pid, signal.SIGTERM)
+            time.sleep(StopFlag.REPEAT_WINDOW_S + 0.5)
+        _, stderr = process.communicate(timeout=120)  # not the heartbeat's 600 s
+    finally:  # a job that hangs must not outlive the test
+        for pid in [*rank_pids(run_dir), process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    # Generations of about 10 s on 2 cores: both signals land inside the one after the first.
+    assert process.returncode == 130, stderr
+    assert "interrupted on rank" in stderr and "peer lost" not in stderr
 
 
 def test_a_second_signal_stops_at_once_only_after_the_repeat_window():
