@@ -23,7 +23,7 @@ def parser() -> argparse.ArgumentParser:
         "client tools (srun, sbatch, squeue, scontrol) set up for it.",
         examples=["python scripts/slurm_cluster.py --nodes 2 --cpus-per-node 2 -- srun "
                   "--mpi=pmi2 -N 2 -n 4 es-train configs/cartpole.toml",
-                  "python scripts/slurm_cluster.py -- sh -c 'sbatch --wait "
+                  "python scripts/slurm_cluster.py -- sh -c 'sbatch --wait --ntasks-per-node=2 "
                   "scripts/slurm_train.sbatch configs/cartpole.toml runs/cp'"])
     parse.add_argument("--nodes", type=positive_int, default=2, metavar="N",
                        help="nodes to create (default 2)")

@@ -396,3 +396,16 @@ def test_a_batch_script_run_by_hand_says_to_submit_it(script):
     assert done.stderr == (f"{script}: not inside a Slurm job (no SLURM_JOB_ID): submit it "
                            f"with sbatch scripts/{script}\n")
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("script", ["slurm_train.sbatch", "slurm_scaling.sbatch"])
+def test_a_batch_script_logs_into_a_folder_a_fresh_clone_has(script):
+    """Slurm does not make the folder of ``--output``: the scaling script's log went to
+    bench-results/, which a clone lacks (git ignores it), and its job failed at once with
+    no output anywhere."""
+    (output,) = re.findall(r"^#SBATCH --output=(\S+)$", (REPO / "scripts" / script).read_text(),
+                           flags=re.MULTILINE)
+    folder = Path(output).parent
+    tracked = subprocess.run(["git", "ls-files", "--", str(folder)], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout
+    assert folder == Path(".") or tracked, f"{script} logs into {folder}/, not in a clone"
