@@ -193,7 +193,8 @@ class Lockstep:
 
     def load(self, slot: int, params: np.ndarray, owner: object = None) -> None:
         """A member's flat vector into ``slot``, laid out as ``module.parameters()``."""
-        vector, start = torch.from_numpy(np.asarray(params, np.float32)), 0
+        # A copy: a strategy's candidates may be read-only (CMA-ES's), which torch warns of.
+        vector, start = torch.from_numpy(np.array(params, np.float32)), 0
         for index, layer in enumerate(self.linear):
             size = layer.weight.numel()
             self.weights[index][slot] = vector[start:start + size].view(layer.weight.shape)

@@ -306,6 +306,17 @@ def test_an_instance_its_class_rebuilds_otherwise_is_a_warning_at_the_start(tmp_
                  policy=user_policies.Gained(pendulum.observation_space, pendulum.action_space))
 
 
+@pytest.mark.filterwarnings("error:The given NumPy array is not writable")
+@pytest.mark.filterwarnings("ignore:es.lr, es.l2")
+def test_a_torch_module_takes_cma_es_read_only_candidates_without_torch_warning(tmp_path):
+    """CMA-ES's candidates are read-only arrays: loading one into the module's batched form
+    printed torch's UserWarning about non-writable arrays in every run."""
+    run = es.train(REPO / "configs/cartpole.toml",
+                   {"es.strategy": "cma", "es.mirrored": False, "es.population": 6,
+                    "run.generations": 2}, policy=user_policies.torch_mlp, run_dir=tmp_path / "r")
+    assert run.generations == 2
+
+
 def test_a_factory_builds_the_same_module_on_every_rank_and_run():
     config = from_dict({"env": {"id": "CartPole-v1"},
                         "policy": {"kind": "examples.torch_policies:mlp"},
