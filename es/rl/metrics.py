@@ -76,6 +76,8 @@ class ProgressLog:
         """Append to ``path``; with ``keep_through`` (a resume), first drop the rows of later
         generations, which the resumed run writes again."""
         kept_steps = None
+        #: The best evaluation of the rows kept: a resumed run's progress lines go on from it.
+        self.best_eval: float | None = None
         if keep_through is not None and path.exists():
             with path.open(newline="") as handle:
                 kept = [r for r in csv.DictReader(handle) if _complete(r, keep_through)]
@@ -84,6 +86,8 @@ class ProgressLog:
                 writer.writeheader()
                 writer.writerows(kept)
             kept_steps = int(kept[-1]["timesteps"]) if kept else 0
+            self.best_eval = max((float(row["eval_return"]) for row in kept
+                                  if row.get("eval_return")), default=None)
         new = not path.exists() or path.stat().st_size == 0
         self._file = path.open("a", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)

@@ -796,7 +796,8 @@ class Trainer:
                 tensorboard_config=config_toml if self.config.run.tensorboard else None)
         eval_return, saved_at, torn = None, self.strategy.generation, False
         stop: Stopped | None = None
-        best_eval, first = None, (self.strategy.generation, self.timesteps, time.perf_counter())
+        best_eval = progress.best_eval if progress else None  # of the sessions before too
+        first = (self.strategy.generation, self.timesteps, time.perf_counter())
 
         def write(row: dict) -> None:
             """Log and write a finished row; save its policy if evaluated (the mean policy

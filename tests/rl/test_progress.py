@@ -26,3 +26,20 @@ def test_status_line_rewrites_in_place_and_keeps_evaluations():
     assert stream.getvalue() == ("\rgen 1 | steps 10\x1b[K"
                                  "\rgen 2 | steps 20 | eval 5.00\x1b[K\n"
                                  "\rgen 3 | steps 30\x1b[K")
+
+
+def test_a_resumed_progress_log_starts_from_the_kept_rows_best_evaluation(tmp_path):
+    """After a resume the progress line's "(best X)" counted the new session's evaluations
+    alone, below an earlier one the run had reached."""
+    from es.rl.metrics import ProgressLog
+
+    path = tmp_path / "progress.csv"
+    log = ProgressLog(path)
+    assert log.best_eval is None
+    for generation, evaluated in ((1, 5.0), (2, None), (3, 9.5), (4, 7.0)):
+        log.write({"generation": generation, "timesteps": 10 * generation,
+                   "eval_return": evaluated})
+    log.close()
+    assert ProgressLog(path, keep_through=4).best_eval == 9.5
+    assert ProgressLog(path, keep_through=2).best_eval == 5.0  # rows 3-4 are trained again
+    assert ProgressLog(path, keep_through=0).best_eval is None
