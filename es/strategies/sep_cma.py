@@ -132,7 +132,12 @@ class SepCMA(NoiseStrategy):
         self.pairwise = mirrored and pairwise
         # mu = population // 2 by default: with pairwise selection, the winner of every pair.
         mu = population // 2 if mu is None else mu
-        self.weights = recombination_weights(population // 2 if self.pairwise else population, mu)
+        ranked = population // 2 if self.pairwise else population
+        if not 1 <= mu <= ranked:  # named here: the weights' own check knows only the count
+            raise ValueError(f"mu {mu}: must be in [1, {ranked}]" + (
+                f", the winners of population {population}'s mirrored pairs"
+                if self.pairwise else ", the population"))
+        self.weights = recombination_weights(ranked, mu)
         mu_eff = 1.0 / float(np.sum(self.weights**2))
         self.mu_eff = mu_eff
         # Step-size control (cumulative step-size adaptation), the tutorial's constants.

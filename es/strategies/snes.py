@@ -47,10 +47,13 @@ class SNES(NoiseStrategy):
         super().__init__(mean0, population=population, sigma=sigma, noise=noise, seed=seed,
                          mirrored=mirrored, dtype=dtype)
         dim = self.theta.size
+        if not lr_mean > 0:
+            raise ValueError(f"lr_mean {lr_mean}: must be > 0")
+        if lr_sigma is not None and not lr_sigma >= 0:
+            raise ValueError(f"lr_sigma {lr_sigma}: must be >= 0 (None: the default, "
+                             "(3 + ln d) / (5 sqrt d))")
         if lr_sigma is None:
             lr_sigma = (3 + math.log(dim)) / (5 * math.sqrt(dim))
-        if not lr_mean > 0 or not lr_sigma >= 0:
-            raise ValueError(f"lr_mean {lr_mean} must be > 0 and lr_sigma {lr_sigma} >= 0")
         self.sigma = np.full(dim, float(sigma))  # float64 whatever the mean's dtype
         self.lr_mean, self.lr_sigma = float(lr_mean), float(lr_sigma)
         self.utilities = nes_utilities(population)

@@ -243,6 +243,13 @@ def test_bad_input_gives_clear_errors():
         es.minimize(lambda x: x, np.zeros(2), max_evals=10)
     with pytest.raises(ValueError, match="^callback 3: must be callable"):
         es.minimize(es.functions.sphere, np.zeros(2), callback=3)
+    # The bound is the pairs' winners (4), named as such, not "population 4" of a popsize 8.
+    with pytest.raises(ValueError, match=r"^mu 50: must be in \[1, 4\], the winners of "
+                                         r"population 8's mirrored pairs$"):
+        es.minimize(es.functions.sphere, np.zeros(3), method="sepcma", mu=50, popsize=8)
+    # The value given, alone: not beside a default lr_mean the user never set.
+    with pytest.raises(ValueError, match=r"^lr_sigma -1.0: must be >= 0 \(None: the default"):
+        es.minimize(es.functions.sphere, np.zeros(3), method="snes", lr_sigma=-1.0)
     with pytest.raises(ValueError) as unknown:
         es.minimize(es.functions.sphere, np.zeros(2), method="cmaes")
     message = str(unknown.value)
