@@ -245,7 +245,16 @@ class PickTwo(gym.Env):
         return self.target.astype(np.float64), reward, False, False, {}
 
 
+class PickTwoOfTwo(PickTwo):
+    """PickTwo whose step refuses the digit 0 that its action space allows (an env's own
+    assertion): the probe names the env's step and the action, not the policy's acting."""
+
+    def step(self, action):
+        assert np.all(np.asarray(action) > 0), f"no such move: {action}"
+        return super().step(action)
+
+
 for name, entry in (("GoalReach-v0", GoalReach), ("TupleReach-v0", TupleReach),
-                    ("PickTwo-v0", PickTwo)):
+                    ("PickTwo-v0", PickTwo), ("PickTwoOfTwo-v0", PickTwoOfTwo)):
     if name not in gym.registry:
         gym.register(name, entry_point=entry, max_episode_steps=30)

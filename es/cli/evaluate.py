@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     policy_path = run_dir / POLICY_FILES[args.policy]
     try:
+        if not run_dir.is_dir():
+            return fail("es-eval", f"run folder {args.run_dir!r}: no such folder")
         if not policy_path.is_file():
             why = "" if args.policy != "best" or not (run_dir / "policy.npz").is_file() else (
                 " (the run kept none: run.best_episodes = 0, or no evaluation yet)"
@@ -110,7 +112,14 @@ def main(argv: list[str] | None = None) -> int:
             return fail("es-eval", f"{str(policy_path)!r}: unreadable policy (not an .npz "
                          "archive: truncated, or another kind of file)")
         config = load_config(run_dir / "config.toml")
-        check_env_id(config.env.id)  # its module may be gone from where es-eval runs
+        try:
+            check_env_id(config.env.id)  # its module may be gone from where es-eval runs
+        except EnvIdError as error:
+            if ":" in config.env.id:
+                raise
+            raise EnvIdError(f"{error}; an env the training script registered itself is "
+                             "registered in that process only: register it in a module and "
+                             "train with env.id = 'module:ID', which imports it") from None
         policy = load_policy(policy_path)
         if policy.env_id != config.env.id:
             raise ValueError(f"it is for {policy.env_id!r}, config.toml for {config.env.id!r}")

@@ -252,10 +252,16 @@ class UserPolicy:
         try:
             act = self.bind(params, ObsNorm.identity(self.obs_dim))
             observation, _ = env.reset(seed=0)
-            for _ in range(PROBE_STEPS):
+            for step in range(PROBE_STEPS):
                 action = act(observation)
                 seen.append((copy.deepcopy(observation), action))
-                observation, _, terminated, truncated, _ = env.step(action)
+                try:
+                    observation, _, terminated, truncated, _ = env.step(action)
+                except Exception as error:  # the env's code, on the policy's action
+                    raise PolicyError(
+                        f"policy.kind = {self.name!r}: the env's step raised "
+                        f"{type(error).__name__}: {error} on the policy's action {action!r} "
+                        f"(step {step} of a probe episode)") from None
                 if terminated or truncated:
                     break
             again = self.bind(params, ObsNorm.identity(self.obs_dim))

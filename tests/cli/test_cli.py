@@ -100,6 +100,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "es.population=9"]),
                    "es.population = 9", "even")
     one_line_error(run_cli(["es-eval", str(tmp_path)]), "no policy.npz")
+    one_line_error(run_cli(["es-eval", str(tmp_path / "typo")]),  # not "no policy.npz in it"
+                   f"run folder '{tmp_path / 'typo'}': no such folder")
     # Under a launcher every copy would play and print the same episodes: said once.
     one_line_error(run_cli(["es-eval", str(tmp_path)], ranks=2),
                    "es-eval plays its episodes in one process", "without mpiexec")
@@ -225,6 +227,15 @@ def test_eval_of_a_broken_policy_file_is_a_one_line_error(tmp_path):
                       "'Acrobot-v1'"),
         "folder": (lambda p: p.mkdir(), "no policy.npz"),
     }
+    # An env the training script registered (gym.register, then es.train): gone here.
+    script_env = tmp_path / "script_env"
+    script_env.mkdir()
+    (script_env / "config.toml").write_text((run_dir / "config.toml").read_text().replace(
+        "CartPole-v1", "MyCartPole-v0"))
+    (script_env / "policy.npz").write_bytes(whole)
+    one_line_error(run_cli(["es-eval", str(script_env)]), "'MyCartPole-v0': not a registered "
+                   "Gymnasium id", "register it in a module and train with env.id = "
+                   "'module:ID'")
     for name, (write, fragment) in cases.items():
         one_line_error(run_cli(["es-eval", broken(name, write)]), fragment)
     (run_dir / "config.toml").unlink()

@@ -197,6 +197,18 @@ def test_a_broken_factory_is_a_one_line_error_naming_it(tmp_path, factory, words
     one_line_error(done, f"policy.kind = {factory!r}", *words)
 
 
+def test_an_env_whose_step_fails_on_the_probe_is_named_with_the_action(tmp_path):
+    """It read "acting on a first observation raised AssertionError": the policy blamed for
+    what the env's step raised on its action."""
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set",
+                    "env.id=user_policies:PickTwoOfTwo-v0", "--set",
+                    "policy.kind=user_policies:LinearNumpy", *SHORT, "--run-dir",
+                    str(tmp_path / "run")], extra_env=TESTS)
+    one_line_error(done, "policy.kind = 'user_policies:LinearNumpy': the env's step raised "
+                   "AssertionError: no such move", "on the policy's action array(",
+                   "of a probe episode")
+
+
 def test_an_action_outside_the_space_during_training_stops_every_rank_in_one_line(tmp_path):
     done = run_cli(["es-train", "configs/cartpole.toml", "--set",
                     "policy.kind=user_policies:LaterOutside", *SHORT, "--run-dir",
