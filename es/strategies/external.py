@@ -211,6 +211,7 @@ class CMA(External):
             raise ValueError(f"cma option {taken[0]!r} is set by the strategy itself")
         x0 = np.array(mean0, dtype=np.float64).ravel()
         self.sigma0, self.seed = float(sigma), int(seed)
+        self.given_options = options  # the caller's, for an error that names them
         self.options = {"popsize": population, "verbose": -9, "verb_disp": 0, "verb_log": 0,
                         "signals_filename": "", **options}
         self.local_stop_reason, self.x0 = "", x0
@@ -220,8 +221,13 @@ class CMA(External):
     def _make_cma(self) -> Any:
         import cma
 
-        return cma.CMAEvolutionStrategy(self.x0, self.sigma0,
-                                        {**self.options, "randn": CmaRandn(self.seed)})
+        try:
+            return cma.CMAEvolutionStrategy(self.x0, self.sigma0,
+                                            {**self.options, "randn": CmaRandn(self.seed)})
+        except Exception as error:  # an option of the wrong kind fails deep inside pycma
+            reason = " ".join(f"{type(error).__name__}: {error}".split())
+            raise ValueError(f"cma options {self.given_options}: pycma could not start with "
+                             f"them ({reason})") from None
 
     @property
     def sigma(self) -> float:

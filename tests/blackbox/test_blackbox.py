@@ -9,6 +9,7 @@ import pickle
 import re
 import subprocess
 import sys
+import warnings
 
 import cma
 import numpy as np
@@ -247,6 +248,12 @@ def test_bad_input_gives_clear_errors():
     with pytest.raises(ValueError, match=r"^mu 50: must be in \[1, 4\], the winners of "
                                          r"population 8's mirrored pairs$"):
         es.minimize(es.functions.sphere, np.zeros(3), method="sepcma", mu=50, popsize=8)
+    # An option of the wrong kind failed deep in pycma with numpy's words, naming nothing.
+    with pytest.raises(ValueError, match=r"^cma options \{'CMA_diagonal': 'abc'\}: pycma "
+                                         r"could not start with them \(TypeError: "), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pycma's own about evaluating the string
+        es.minimize(es.functions.sphere, np.zeros(3), method="cma", CMA_diagonal="abc")
     # The value given, alone: not beside a default lr_mean the user never set.
     with pytest.raises(ValueError, match=r"^lr_sigma -1.0: must be >= 0 \(None: the default"):
         es.minimize(es.functions.sphere, np.zeros(3), method="snes", lr_sigma=-1.0)
