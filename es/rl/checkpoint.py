@@ -143,7 +143,9 @@ class SavedPolicy:
         starts each with a fresh state). A user's policy is rebuilt from its factory for
         ``env`` (its spaces), or ``policy`` (the object itself) is used."""
         if not isinstance(self.spec, UserPolicySpec):
-            return bind_policy(self.spec, self.params, self.norm, self.reference)
+            return _checked_observations(
+                bind_policy(self.spec, self.params, self.norm, self.reference),
+                self.spec.obs_dim)
         if env is None:
             raise ValueError(f"policy {self.spec.factory!r}: a user's policy is rebuilt for "
                              "its environment: act(env)")
@@ -159,6 +161,20 @@ class SavedPolicy:
                 "defaults changed, or an instance trained with constructor arguments is "
                 "rebuilt with its defaults)")
         return made.bind(self.params, self.norm)
+
+
+def _checked_observations(act: Callable[[Any], Any], size: int) -> Callable[[Any], Any]:
+    """``act`` that refuses, in one line, an observation of another size or not of numbers
+    (a user calling ``run.policy`` by hand), where numpy's broadcasting error named
+    neither; training binds its policies without this."""
+    def checked(observation: Any) -> Any:
+        array = np.asarray(observation)
+        if array.size != size or not np.issubdtype(array.dtype, np.number):
+            raise ValueError(f"observation of shape {array.shape} ({array.dtype}): the policy "
+                             f"takes {size} numbers, as the env it was trained on gives them")
+        return act(array)
+
+    return checked
 
 
 def _spec_from(data: Any) -> PolicySpec | ConvNetSpec | UserPolicySpec:

@@ -168,3 +168,15 @@ def test_sigma_mean_is_the_search_scale_each_generation_sampled_with(tmp_path, s
         assert sigmas == pytest.approx([0.1, 0.05, 0.025, 0.02])
     else:
         assert sigmas[0] == pytest.approx(0.1, rel=1e-4) and len(set(sigmas)) == 4
+
+
+def test_run_policy_refuses_an_observation_of_another_size_in_one_line(tmp_path):
+    """``run.policy`` called by hand with the wrong observation raised numpy's broadcasting
+    error (or a UFuncTypeError for a string), naming neither the policy nor what it takes."""
+    run = es.train(REPO / "configs/pendulum.toml", {**PENDULUM, "run.generations": 1},
+                   run_dir=tmp_path / "r")
+    assert run.policy(np.zeros(3)).shape == (1,)
+    for wrong, shape in ((np.zeros(5), r"\(5,\) \(float64\)"), ("abc", r"\(\) \(<U3\)")):
+        with pytest.raises(ValueError, match=rf"^observation of shape {shape}: the policy takes "
+                                             "3 numbers"):
+            run.policy(wrong)
