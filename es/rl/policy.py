@@ -194,7 +194,6 @@ class UserPolicy:
                               "expected at least 1")
         self.obs_dim = (int(np.prod(observation_space.shape))
                         if isinstance(observation_space, gym.spaces.Box) else 0)
-        self.discrete = not isinstance(action_space, gym.spaces.Box)
         self.check_action = action_check(action_space, name)
         self.probed: list[tuple[Any, Any]] = []  # the probe episode's (observation, action)
 
