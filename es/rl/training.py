@@ -166,8 +166,7 @@ def train(
     _check_callback(callback)
     if not isinstance(force, bool):  # "no" would be true, and overwrite a run
         raise ConfigError(f"force {force!r}: must be True or False")
-    if run_dir is not None and (not isinstance(run_dir, str | Path)
-                                or isinstance(run_dir, str) and not run_dir.strip()):
+    if run_dir is not None and not _is_path(run_dir):
         raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) or None")
     resolved = resolve_config(config, overrides, policy)
     _check_runnable(resolved)
@@ -180,6 +179,12 @@ def train(
     if error:
         raise ConfigError(error)
     return _train_in(folder, resolved, None, comm, callback, policy)
+
+
+def _is_path(value: Any) -> bool:
+    """A folder's path: a Path, or a str that is not empty (an unset variable's "", which
+    Path("") would take for the current folder)."""
+    return isinstance(value, Path) or isinstance(value, str) and bool(value.strip())
 
 
 def _warn_if_rebuilt_apart(trainer: Any, instance: Any) -> None:
@@ -212,7 +217,7 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
     from es.rl.runs import check_run_dir, configure_logging, release_run_dir
 
     _check_callback(callback)
-    if not isinstance(run_dir, str | Path) or isinstance(run_dir, str) and not run_dir.strip():
+    if not _is_path(run_dir):
         raise ConfigError(f"run_dir {run_dir!r}: must be a run folder's path (str or Path)")
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"overrides {overrides!r}: must be a dict of dotted keys, "
