@@ -103,8 +103,16 @@ def comm_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
                  ",".join(map(str, args.populations)), "--repeats", str(args.repeats),
                  "--late-ms", str(args.late_ms), "--out", tmp, launcher=args.launcher)
         with open(f"{tmp}/comm.csv") as handle:
-            return [{k: float(v) if "." in v else int(v) for k, v in row.items()}
-                    for row in csv.DictReader(handle)]
+            return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+def _number(text: str) -> int | float:
+    """A cell of the worker's CSV: a count, or a float however Python wrote it (a bytes
+    ratio reads '3e-05', with no dot)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def plot_comm(rows: list[dict[str, Any]], out: Path) -> None:

@@ -34,16 +34,22 @@ from es.cli.args import (
     survive_closed_stdout,
 )
 
+#: The most a ``comm`` count may be: 1e9 parameters are 4 GB in each of a rank's float32
+#: all-reduce buffers.
+MAX_COUNT = 10**9
+
 
 def parse_counts(text: str) -> list[int]:
-    """'1e4,1e5' -> [10000, 100000]."""
+    """'1e4,1e5' -> [10000, 100000]: whole numbers from 1 to ``MAX_COUNT``."""
     try:
-        counts = [int(float(part)) for part in text.split(",")]
-    except (ValueError, OverflowError):  # not a number; inf
-        counts = []
-    if not counts or min(counts) < 1:
-        raise SpecError(f"{text!r}: expected comma-separated counts, e.g. 1e4,1e5")
-    return counts
+        values = [float(part) for part in text.split(",")]
+    except ValueError:  # not a number
+        values = []
+    if not values or not all(value.is_integer() and 1 <= value <= MAX_COUNT
+                             for value in values):
+        raise SpecError(f"{text!r}: expected comma-separated whole counts from 1 to 1e9, "
+                        "e.g. 1e4,1e5")
+    return [int(value) for value in values]
 
 
 def add_comm_sizes(parser: argparse.ArgumentParser) -> None:

@@ -104,21 +104,28 @@ def test_bbob_refuses_bipop_without_restarts():
 
 def test_comm_comparison_counts_scalars_against_a_full_all_reduce(tmp_path):
     out = tmp_path / "comm"
-    done = run_cli(["es-bench", "comm", "--params", "1e3,1e4", "--populations", "64",
+    # Population 2 at 1e5 parameters: a bytes ratio of 3e-05, whose CSV cell (no dot) once
+    # failed to read back after every measurement was taken.
+    done = run_cli(["es-bench", "comm", "--params", "1e3,1e5", "--populations", "2,64",
                     "--repeats", "3", "--late-ms", "2", "--out", str(out)])
     assert done.returncode == 0, done.stderr
     with (out / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert [int(r["params"]) for r in rows] == [1000, 10000]
+    assert sorted((int(r["params"]), int(r["population"])) for r in rows) == [
+        (1000, 2), (1000, 64), (100000, 2), (100000, 64)]
     for row in rows:
         # A float32 return per member plus each rank's int64 step count; a float32 gradient
         # from each rank for the all-reduce.
-        assert int(row["es_bytes"]) == 64 * 4 + 2 * 8
+        assert int(row["es_bytes"]) == int(row["population"]) * 4 + 2 * 8
         assert int(row["allreduce_bytes"]) == 2 * 4 * int(row["params"])
         # Timed from the last rank's arrival, 2 ms after the others': the ES exchange beside
         # the same through MPI's non-blocking collectives.
         assert float(row["late_ms"]) == 2
         assert float(row["es_us"]) > 0 and float(row["es_collective_us"]) > 0
+    for bad in ("1.5", "1e20"):  # once 1 parameter, and an MPI_Abort naming nothing
+        refused = run_cli(["es-bench", "comm", "--params", bad, "--out", str(out)])
+        assert refused.returncode == 2 and f"--params: '{bad}': expected comma-separated " \
+            "whole counts from 1 to 1e9" in refused.stderr, refused.stderr
 
 
 def test_projection_fits_a_per_rank_cost_and_extrapolates():
