@@ -54,6 +54,8 @@ def main() -> None:
     args = parse.parse_args()
     if args.members % 2:
         parse.error(f"--members {args.members}: must be even (mirrored sampling)")
+    if args.table_size < args.dim:  # each member's slice of the table is --dim floats long
+        parse.error(f"--table-size {args.table_size}: must be at least --dim ({args.dim})")
 
     started = time.perf_counter()
     table = NoiseTable.build(args.table_size, seed=0)

@@ -232,7 +232,7 @@ CHEAP_SCRIPTS = {
         base=("--dims", "2", "--functions", "sphere", "--evals-per-dim", "10", "--out", "out")),
     "bench_update": script_line(
         (flag("--members", small("2", "4", "3")), flag("--dim", small("5")),
-         flag("--table-size", small("1000")), flag("--repeats", small("1")),
+         flag("--table-size", small("1000", "5")), flag("--repeats", small("1")),
          flag("--out", mixed("out"))),
         base=("--members", "4", "--dim", "10", "--table-size", "1000", "--repeats", "1",
               "--out", "out")),
@@ -607,3 +607,11 @@ def test_score_only_without_logs_leaves_no_folder_behind(tmp_path):
                                  tmp_path)
     assert code == 2 and err.count("\n") == 1 and "no seed<S>.log" in err
     assert not out.exists()
+
+
+def test_bench_update_table_smaller_than_dim_is_one_line(world):
+    # It printed NoiseTable's ValueError traceback after the parser had passed both values.
+    code, out, err = invoke_script("bench_update", ["--dim", "10", "--table-size", "5"], world)
+    assert (code, out) == (2, "")
+    assert err == ("bench_update.py: error: --table-size 5: must be at least --dim (10) (see "
+                   "bench_update.py --help)\n")
