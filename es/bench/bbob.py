@@ -37,6 +37,7 @@ import contextlib
 import csv
 import math
 import multiprocessing
+import os
 import signal
 import time
 import warnings
@@ -515,10 +516,30 @@ def run_highdim(job: tuple[str, str, int, int, int, float]) -> dict[str, Any]:
             "best_f": counter.best, "stopped": stopped, "trace": counter.trace}
 
 
+#: Full CMA-ES's d x d float64 matrices that pycma holds at once (C, B and a product).
+FULL_CMA_MATRICES = 3
+
+
+def check_full_cma_fits(dims: list[int], methods: list[str]) -> None:
+    """A one-line ValueError where pycma's full CMA-ES cannot hold its matrices at the
+    largest dimension in this machine's memory: it failed after its setup with numpy's
+    MemoryError traceback (74.5 GiB for one matrix at d = 100,000)."""
+    full = [m for m in methods if m in ("pycma", "pycma-paired")]
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    largest = math.isqrt(memory // (8 * FULL_CMA_MATRICES))
+    if full and max(dims) > largest:
+        need = FULL_CMA_MATRICES * 8 * max(dims) ** 2 / 2**30
+        raise ValueError(f"--dims {max(dims)} with --methods {full[0]}: full CMA-ES holds "
+                         f"{FULL_CMA_MATRICES} d x d matrices, {need:,.0f} GiB, and this "
+                         f"machine has {memory / 2**30:,.0f} GiB: at most d = {largest:,} here "
+                         "(pycma-diag and sepcma are O(d))")
+
+
 def highdim(args: argparse.Namespace) -> int:
     """``es-bench highdim``: ``highdim.csv`` and ``results.md`` in ``--out``."""
     dims, methods, functions = args.dims, args.methods, args.functions
     need_pycma(methods)
+    check_full_cma_fits(dims, methods)
     if 0 in args.seeds:
         raise ValueError("--seeds: pycma reads seed 0 as 'from the clock': use seeds >= 1")
     jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), seed, args.budget_s)

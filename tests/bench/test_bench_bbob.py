@@ -124,7 +124,11 @@ def test_highdim_smoke_and_one_line_errors(tmp_path):
         assert float(row["ms_per_generation"]) > 0 and int(row["common_evals"]) == 600
     for argv, message in ((["bbob", "--methods", "nope"], "--methods: 'nope'"),
                           (["bbob", "--dims", "1"], "--dims: '1'"),
-                          (["highdim", "--functions", "ackley"], "--functions: 'ackley'")):
+                          (["highdim", "--functions", "ackley"], "--functions: 'ackley'"),
+                          # pycma's d x d matrices (2.2 PiB): numpy's MemoryError traceback.
+                          (["highdim", "--dims", "10000000", "--methods", "auto,pycma"],
+                           "--dims 10000000 with --methods pycma: full CMA-ES holds 3 d x d "
+                           "matrices")):
         bad = run_cli(["es-bench", *argv])
         assert bad.returncode == 2 and message in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
