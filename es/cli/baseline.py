@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail_on_rank("es-baseline", str(error), comm.rank)
     except KeyboardInterrupt:
         print(f"es-baseline: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
+        if comm.size > 1:  # ranks the signal missed would wait for this one until their
+            comm.abort(130)  # heartbeat's deadline (exit 76, blaming this rank)
         return 130
     except Exception as error:  # one rank's failure must not leave the others waiting
         return crash("es-baseline", error, comm)

@@ -1,6 +1,7 @@
 """The baselines: replay memory, target network, DQN/PG gradients, the MPI all-reduce PG,
 Gorila under mpiexec, es-compare, and the CLI as a user types it."""
 
+import contextlib
 import os
 import re
 import signal
@@ -493,6 +494,33 @@ def test_a_sigterm_ends_a_baseline_in_one_line_as_ctrl_c_does(tmp_path):
     err = interrupt_job(job, "sigterm", ready=(run_dir / "progress.csv").is_file)
     assert job.returncode == 130, err
     assert err.strip() == "es-baseline: interrupted on rank 0"
+
+
+def test_a_sigterm_on_one_rank_ends_a_baseline_job_at_once(tmp_path):
+    """The signalled rank stopped, and the others waited for it in the next all-reduce until
+    the heartbeat's deadline: exit 76, blaming the rank that was asked to stop."""
+    run_dir = tmp_path / "run"
+    job = subprocess.Popen(
+        [tool("mpiexec"), "-n", "2", tool("es-baseline"), "pg",
+         "configs/baselines/cartpole_pg.toml", "--run-dir", str(run_dir), "--set",
+         "run.peer_timeout_s=600", "--set", "run.max_seconds=600", "--set",
+         "run.generations=100000", "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run_dir / "progress.csv").is_file():
+            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+            time.sleep(0.1)
+        rank1 = next(int(pid.name) for pid in Path("/proc").iterdir() if pid.name.isdigit()
+                     and str(run_dir) in _read(pid / "cmdline")
+                     and "PMI_RANK=1\0" in _read(pid / "environ"))
+        os.kill(rank1, signal.SIGTERM)
+        _, err = job.communicate(timeout=60)  # not the heartbeat's 600 s
+    finally:  # a job that hangs must not outlive the test
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == 130, err
+    assert "es-baseline: interrupted on rank 1" in err and "peer lost" not in err
 
 
 def test_a_baseline_run_folder_says_what_made_it(tmp_path):
