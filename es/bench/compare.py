@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -246,27 +245,45 @@ def compare(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     # Ctrl-C reaches the runs (the terminal's process group) and stops them at their
-    # checkpoints; here it only keeps the runs not yet started from starting.
-    interrupted = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    # checkpoints; here it only keeps the runs not yet started from starting. A SIGTERM (kill,
+    # timeout, a scheduler) reaches this process alone: it is passed on to the runs, which
+    # had gone on without a parent to the end of their budgets. The handler takes no lock
+    # (a second signal inside it would wait on itself): list.append, set.add and list(set)
+    # are atomic under the GIL.
+    signals: list[int] = []
+    running: set[subprocess.Popen] = set()
+
+    def stop(signum: int, frame: object) -> None:
+        signals.append(signum)
+        if signum == signal.SIGTERM:
+            for process in list(running):
+                process.send_signal(signal.SIGTERM)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
 
     def launch(job) -> tuple[str, int, Path, int | None]:
         method, seed, run_dir, line = job
-        if interrupted.is_set():
+        if signals:
             return method, seed, run_dir, None
         sys.stdout.write(f"es-compare: {method} seed {seed}: {' '.join(line)}\n")  # one write:
         sys.stdout.flush()  # lines of jobs started side by side do not interleave
         with (out / f"{method}-seed{seed}.log").open("w") as log_file:
-            code = subprocess.run(line, stdout=log_file, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+            process = subprocess.Popen(line, stdout=log_file, stderr=subprocess.STDOUT,
+                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        running.add(process)
+        if signals:  # the signal came between the check above and here
+            process.send_signal(signal.SIGTERM)
+        code = process.wait()
+        running.discard(process)
         return method, seed, run_dir, code
 
     try:
         with ThreadPoolExecutor(args.jobs) as pool:
             finished = list(pool.map(launch, jobs))
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if interrupted.is_set():
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if signals:
         skipped = sum(code is None for *_, code in finished)
         print(f"es-compare: interrupted: {len(finished) - skipped} runs stopped or ended, "
               f"{skipped} not started; their logs are in {out}", file=sys.stderr)

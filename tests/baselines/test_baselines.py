@@ -523,6 +523,31 @@ def test_a_sigterm_on_one_rank_ends_a_baseline_job_at_once(tmp_path):
     assert "es-baseline: interrupted on rank 1" in err and "peer lost" not in err
 
 
+def test_a_sigterm_to_es_compare_stops_its_runs_too(tmp_path):
+    """A kill reaches es-compare alone (not its process group, as a terminal's Ctrl-C does):
+    it exited 143 and its runs went on without a parent to the end of their budgets."""
+    out = tmp_path / "cmp"
+    job = subprocess.Popen([tool("es-compare"), "--env", "CartPole-v1", "--methods", "es,pg",
+                            "--budget-s", "600", "--seeds", "0", "--jobs", "2", "--out",
+                            str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not all((out / method / "seed0" / "progress.csv").is_file()
+                      for method in ("es", "pg")):
+            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+            time.sleep(0.1)
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=60)  # its runs stopped, not their 600 s
+        left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == 130, err
+    assert "es-compare: interrupted: 2 runs stopped or ended, 0 not started" in err
+    assert left == ""
+
+
 def test_a_baseline_run_folder_says_what_made_it(tmp_path):
     """Its lock said "es-train pid N"; es-train --resume said its checkpoints were "gone" (a
     baseline never writes any); es-eval --policy best blamed run.best_episodes = 0."""
