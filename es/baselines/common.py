@@ -36,6 +36,14 @@ log = logging.getLogger("es")
 Begin = Callable[[], None]
 
 
+def check_box_observations(space: gym.Space) -> None:
+    """The baselines' own networks take Box observations: another space is a ConfigError
+    (exit 2) before anything is written, not an AttributeError from its missing bounds."""
+    if not isinstance(space, gym.spaces.Box):
+        raise ConfigError(f"observation space {space}: the baselines' networks take Box "
+                          "observations (vectors, or stacked frames for policy.kind = 'cnn')")
+
+
 def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNetSpec:
     """The network of ``policy.*`` for this env: an MLP (or linear), or for pixels the CNN
     torso without VBN (``es.baselines.nn`` has no backward pass through VBN)."""
@@ -46,8 +54,12 @@ def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNet
     if policy.kind == "cnn" and policy.vbn:
         raise ConfigError(f"policy.vbn = true: {program} trains CNNs without virtual batch "
                           "norm; add --set policy.vbn=false")
-    return policy_spec_for(env, policy.kind, policy.hidden, policy.activation, policy.torso,
-                           vbn=False)
+    check_box_observations(env.observation_space)
+    try:
+        return policy_spec_for(env, policy.kind, policy.hidden, policy.activation,
+                               policy.torso, vbn=False)
+    except ValueError as error:  # an env the networks cannot take: a config's error, exit 2
+        raise ConfigError(str(error)) from None
 
 
 def input_scaling(space: gym.spaces.Box) -> ObsNorm:
@@ -67,6 +79,11 @@ def scaled_env(config: Config) -> tuple[gym.Env, ObsNorm]:
     """The config's environment with ``input_scaling`` applied to its observations; pixels
     stay as they are (the CNN scales them by 1/255 itself)."""
     env = env_from_config(config)
+    try:
+        check_box_observations(env.observation_space)
+    except ConfigError:
+        env.close()
+        raise
     norm = input_scaling(env.observation_space)
     if config.policy.kind == "cnn":
         return env, ObsNorm.identity(norm.mean.size, float("inf"))

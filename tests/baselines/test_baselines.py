@@ -250,11 +250,21 @@ def test_gorila_smoke_two_actors_one_learner(tmp_path):
     (["pg", "configs/pong.toml"], None, "--set policy.vbn=false"),
     (["gorila", "configs/pong.toml", "--set", "policy.vbn=false"], 2, "policy.kind = 'cnn'"),
     (["pg", "configs/baselines/cartpole_pg.toml", "--set", "pg.lr=-1"], None, "pg.lr = -1"),
+    # An AttributeError ('Discrete' object has no attribute 'low') or a ValueError, exit 1.
+    (["dqn", "configs/baselines/cartpole_dqn.toml", "--set", "env.id=FrozenLake-v1"], None,
+     "observation space Discrete(16): the baselines' networks take Box observations"),
+    (["ppo", "configs/baselines/cartpole_ppo.toml", "--set", "env.id=FrozenLake-v1"], None,
+     "observation space Discrete(16): the baselines' networks take Box observations"),
+    (["pg", "configs/baselines/cartpole_pg.toml", "--set", "env.id=Blackjack-v1"], 2,
+     "observation space Tuple("),
+    (["dqn", "configs/baselines/cartpole_dqn.toml", "--set", "policy.kind=cnn", "--set",
+      "policy.vbn=false"], None, "policy.kind = 'cnn' needs stacked image observations"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, ranks, message):
     result = run_cli(["es-baseline", *args, "--run-dir", str(tmp_path / "run")], ranks=ranks)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+    assert "error on rank" not in result.stderr
 
 
 @pytest.mark.parametrize("args, ranks", [
