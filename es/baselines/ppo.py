@@ -248,13 +248,19 @@ class PPO:
         return norm
 
 
+def check_ranks(config: Config, ranks: int) -> None:
+    """Each rank plays at least one of ``ppo.num_envs`` environments (es-compare asks before
+    its first run, not after the runs before PPO's have spent their budgets)."""
+    if ranks > config.ppo.num_envs:
+        raise ConfigError(f"{ranks} ranks: ppo.num_envs = {config.ppo.num_envs} environments "
+                          "are split over the ranks, at least one each")
+
+
 def train(config: Config, comm: Comm, run_dir: Path | None,
           started: float | None = None, begin: Begin = lambda: None
           ) -> BaselineResult:
     cfg, seed = config.ppo, config.run.seed
-    if comm.size > cfg.num_envs:
-        raise ConfigError(f"{comm.size} ranks: ppo.num_envs = {cfg.num_envs} environments "
-                          "are split over the ranks, at least one each")
+    check_ranks(config, comm.size)
     if cfg.anneal_lr and config.run.max_timesteps <= 0:
         raise ConfigError("ppo.anneal_lr = true: anneals over run.max_timesteps, which is 0; "
                           "set it, or ppo.anneal_lr = false")

@@ -188,6 +188,7 @@ def compare(args: argparse.Namespace) -> int:
     """``es-compare`` with its parsed flags: the runs, then ``compare.csv``, ``compare.md`` and
     ``compare.png`` in the output folder. A bad flag value is a one-line ValueError, raised
     before any run starts; exit code 1 when a run failed (the table holds the others)."""
+    from es.baselines.ppo import check_ranks
     from es.config import ConfigError, load_config
     from es.rl.envs import check_env_id
 
@@ -226,7 +227,9 @@ def compare(args: argparse.Namespace) -> int:
             raise ValueError(f"config {config!r} of {method}: not found (run from the project "
                              "folder or pass --method-config METHOD=PATH)")
         try:  # now, not when the runs before it have spent their budgets
-            load_config(config, run_overrides(method, overrides, 0, args.budget_s))
+            loaded = load_config(config, run_overrides(method, overrides, 0, args.budget_s))
+            if method == "ppo":
+                check_ranks(loaded, ranks)
         except ConfigError as error:
             raise ValueError(f"config {config!r} of {method}: {error}") from None
         for seed in args.seeds:

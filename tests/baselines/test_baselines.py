@@ -330,6 +330,13 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
                     timeout=60)
     assert short.returncode == 2 and short.stderr.startswith(
         "es-compare: error: --budget-s 0.5: must be >= 1 (a run's budget counts from"), short.stderr
+    # PPO's environments split over the ranks: refused after ES had spent its budget.
+    crowded = run_cli(["es-compare", "--env", "Pendulum-v1", "--methods", "es,ppo", "--ranks",
+                       "5", "--out", str(out)], timeout=60)
+    assert crowded.returncode == 2 and crowded.stderr.strip() == (
+        "es-compare: error: config 'configs/baselines/pendulum_ppo.toml' of ppo: 5 ranks: "
+        "ppo.num_envs = 4 environments are split over the ranks, at least one each")
+    assert not (out / "es").exists()
 
 
 def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_path):
