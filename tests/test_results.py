@@ -1926,3 +1926,33 @@ def test_cluster_runs_match_across_machines_is_its_csv():
         assert len({row[column] for row in rows}) == 1, column
     assert "results/determinism_across_machines_hopper_ars.csv" in (
         REPO / "docs/cluster.md").read_text()
+
+
+def test_cluster_two_core_scaling_is_its_csvs():
+    """docs/cluster.md's 2-core weak sweeps (HalfCheetah, synthetic 2 ms steps) and the
+    README's scaling line, from their CSVs (they were typed from runs whose data was not
+    kept, on another machine)."""
+    text = " ".join((REPO / "docs/cluster.md").read_text().split())
+    readme = " ".join(README.split())
+    one, two = read(RESULTS / "scaling_halfcheetah_weak_2cores.csv")
+    assert (f"{float(one['seconds_per_generation']):.3f} → "
+            f"{float(two['seconds_per_generation']):.3f} s/generation: efficiency "
+            f"**{float(two['efficiency']):.2f}** at 2 ranks ({float(one['steps_per_s']) / 1e3:.1f}k"
+            f" → {float(two['steps_per_s']) / 1e3:.1f}k steps/s") in text
+    assert (f"Rank 0's own episodes took {float(one['rollout_s']):.3f} → "
+            f"{float(two['rollout_s']):.3f} s beside the other rank, and it waited "
+            f"{float(two['wait_s']):.3f} s") in text
+    assert (f"parallel efficiency {float(two['efficiency']):.2f} for HalfCheetah from 1 to 2 "
+            "ranks") in readme
+    synthetic = {row["ranks"]: row for row in read(RESULTS / "scaling_synthetic_weak_2cores.csv")}
+    efficiency = {ranks: f"{float(row['efficiency']):.2f}" for ranks, row in synthetic.items()}
+    listed = ", ".join(f"{efficiency[ranks]} ({ranks})" for ranks in ("2", "4", "8", "16", "32"))
+    assert f"efficiency {listed}, **{efficiency['64']} (64)**" in text
+    last, alone = synthetic["64"], synthetic["1"]
+    assert (f"At 64 ranks a generation takes {float(last['seconds_per_generation']):.3f} s: "
+            f"rank 0's own episodes {float(last['rollout_s']):.3f} s "
+            f"({float(alone['rollout_s']):.3f} s alone: 64 processes waking on 2 cores), waiting "
+            f"{float(last['wait_s']):.3f} s, the update of {int(last['population']):,} members "
+            f"{float(last['update_s']):.3f} s") in text
+    assert (f"{efficiency['32']} at 32 and {efficiency['64']} at 64 ranks on synthetic 2 ms "
+            "steps") in readme
