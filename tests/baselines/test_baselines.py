@@ -478,18 +478,24 @@ def test_a_stopped_rank_ends_a_baseline_job_naming_it(tmp_path, algorithm, confi
          "--set", "run.generations=100000", "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     with stopping_a_rank(job, 3) as stop:
-        deadline = time.monotonic() + 60
-        while not (run_dir / "progress.csv").is_file():
-            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
-            time.sleep(0.1)
-        rank1 = next(int(pid.name) for pid in Path("/proc").iterdir() if pid.name.isdigit()
-                     and str(run_dir) in _read(pid / "cmdline")
-                     and "PMI_RANK=1\0" in _read(pid / "environ"))
+        rank1 = rank_one_once_training(job, run_dir)
         line = stop(rank1)
     assert re.fullmatch(rf"es-baseline: peer lost: rank 1 \(pid {rank1} on \S+\) silent for 3 s "
                         r"\(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or cut "
                         r"off\); a baseline keeps no checkpoint: start the run again on the "
                         r"ranks that are left \(exit code 76\)", line), line
+
+
+def rank_one_once_training(job: subprocess.Popen, run_dir: Path) -> int:
+    """The pid of rank 1 of ``job`` (an ``mpiexec`` training in ``run_dir``), once its first
+    progress row is written."""
+    deadline = time.monotonic() + 60
+    while not (run_dir / "progress.csv").is_file():
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+        time.sleep(0.1)
+    return next(int(pid.name) for pid in Path("/proc").iterdir() if pid.name.isdigit()
+                and str(run_dir) in _read(pid / "cmdline")
+                and "PMI_RANK=1\0" in _read(pid / "environ"))
 
 
 def _read(path: Path) -> str:
@@ -524,14 +530,7 @@ def test_a_sigterm_on_one_rank_ends_a_baseline_job_at_once(tmp_path):
          "run.generations=100000", "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (run_dir / "progress.csv").is_file():
-            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
-            time.sleep(0.1)
-        rank1 = next(int(pid.name) for pid in Path("/proc").iterdir() if pid.name.isdigit()
-                     and str(run_dir) in _read(pid / "cmdline")
-                     and "PMI_RANK=1\0" in _read(pid / "environ"))
-        os.kill(rank1, signal.SIGTERM)
+        os.kill(rank_one_once_training(job, run_dir), signal.SIGTERM)
         _, err = job.communicate(timeout=60)  # not the heartbeat's 600 s
     finally:  # a job that hangs must not outlive the test
         with contextlib.suppress(ProcessLookupError):
