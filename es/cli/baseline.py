@@ -16,6 +16,7 @@ from es.cli.train import (
     crash,
     fail_on_rank,
     flag_overrides,
+    interrupted,
     prepare,
     world_comm,
 )
@@ -132,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             undo_start_run_dir(run_dir)
         return fail_on_rank("es-baseline", str(error), comm.rank)
     except KeyboardInterrupt:
-        print(f"es-baseline: interrupted on rank {comm.rank}", file=sys.stderr, flush=True)
-        if comm.size > 1:  # ranks the signal missed would wait for this one until their
-            comm.abort(130)  # heartbeat's deadline (exit 76, blaming this rank)
-        return 130
+        return interrupted("es-baseline", comm)
     except Exception as error:  # one rank's failure must not leave the others waiting
         return crash("es-baseline", error, comm)
     if comm.rank == 0:

@@ -70,6 +70,17 @@ def crash(program: str, error: Exception, comm, then: str = "") -> int:
     return 1
 
 
+def interrupted(program: str, comm, then: str = "") -> int:
+    """A second signal on one rank (stop at once, not at the generation's end): say so (and
+    ``then``), and abort the job, since ranks the signal missed would wait for this one
+    until their heartbeat's deadline (exit 76, blaming it). Exit code 130."""
+    print(f"{program}: interrupted on rank {comm.rank}" + (f"; {then}" if then else ""),
+          file=sys.stderr, flush=True)
+    if comm.size > 1:
+        comm.abort(130)
+    return 130
+
+
 def train_parser() -> argparse.ArgumentParser:
     from es.rl.resume import RESUME_OVERRIDES
 
@@ -526,12 +537,9 @@ def _train(args: argparse.Namespace, comm) -> int:
     except KeyboardInterrupt:  # a second signal: at once, not at the generation's end
         from es.rl.checkpoint import has_checkpoint
 
-        then = (f"; the newest checkpoint is intact: resume with: "
+        then = (f"the newest checkpoint is intact: resume with: "
                 f"{resume_command(args, run_dir)}" if has_checkpoint(run_dir) else "")
-        print(f"es-train: interrupted on rank {comm.rank}{then}", file=sys.stderr, flush=True)
-        if comm.size > 1:  # ranks the signal missed would wait in the next exchange until
-            comm.abort(130)  # their heartbeat's deadline (exit 76, blaming this rank)
-        return 130
+        return interrupted("es-train", comm, then)
     except Exception as error:  # an internal failure on one rank
         return crash("es-train", error, comm)
     if comm.rank == 0:
