@@ -13,6 +13,7 @@ names and in the run's ``config.toml``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import tomllib
@@ -745,16 +746,20 @@ STRATEGY_SECTIONS = ("snes", "sepcma", "ars", "pgpe")
 BASELINE_SECTIONS = ("dqn", "pg", "ppo")
 
 
+def changed_settings(config: Config, section: str,
+                     names: tuple[str, ...] | None = None) -> list[str]:
+    """``section.key`` of each setting (of ``names``, or all) set away from its default."""
+    ours, default = getattr(config, section), SECTIONS[section]()
+    return [f"{section}.{f.name}" for f in dataclasses.fields(ours)
+            if (names is None or f.name in names)
+            and getattr(ours, f.name) != getattr(default, f.name)]
+
+
 def ignored_settings(config: Config) -> list[str]:
     """What es-train will not read of the settings set away from their defaults, one
     sentence each: warnings, not errors, since a shipped config switched to another strategy,
     env or policy with --set keeps sections it no longer needs."""
-    def changed(section: str, names: tuple[str, ...] | None = None) -> list[str]:
-        ours, default = getattr(config, section), SECTIONS[section]()
-        return [f"{section}.{f.name}" for f in dataclasses.fields(ours)
-                if (names is None or f.name in names)
-                and getattr(ours, f.name) != getattr(default, f.name)]
-
+    changed = functools.partial(changed_settings, config)
     said = []
     if not config.env.id.startswith("ALE/") and (keys := changed("atari")):
         said.append(f"{', '.join(keys)}: {config.env.id} is not an ALE game; ignored")

@@ -1,4 +1,4 @@
-"""``es-baseline {dqn,pg,gorila} CONFIG``: the baselines, with es-train's run folder, ``--set``,
+"""``es-baseline {dqn,pg,ppo,gorila} CONFIG``: the baselines, with es-train's run folder, ``--set``,
 ``--run-dir`` and ``progress.csv``, so ``es-eval`` and ``es-plot`` work on their runs too."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag, survive_closed_stdout
 from es.cli.train import (
@@ -21,6 +22,9 @@ from es.cli.train import (
     world_comm,
 )
 from es.rl.runs import configure_logging, start_run_dir, undo_start_run_dir
+
+if TYPE_CHECKING:
+    from es.config import Config
 
 ALGORITHMS = ("dqn", "pg", "ppo", "gorila")
 
@@ -56,23 +60,27 @@ def parser() -> argparse.ArgumentParser:
     return parse
 
 
-def section_warning(args: argparse.Namespace) -> list[str]:
+def section_warnings(args: argparse.Namespace, config: Config) -> list[str]:
     """A config without the algorithm's section (es-train's config, say) trains the baseline
-    on its defaults: legal, but a user who meant to tune it should hear of it."""
+    on its defaults, and another baseline's settings (``--set pg.lr`` on a dqn run) tune
+    nothing: legal, but a user who meant to tune it should hear of it."""
     import tomllib
 
-    from es.config import STRATEGY_NAMES
+    from es.config import BASELINE_SECTIONS, STRATEGY_NAMES, changed_settings
 
     section = "dqn" if args.algorithm == "gorila" else args.algorithm
+    said = [f"{', '.join(keys)}: [{other}] is es-baseline {other}'s; {args.algorithm} ignores "
+            "it" for other in BASELINE_SECTIONS
+            if other != section and (keys := changed_settings(config, other))]
     with open(args.config, "rb") as handle:
         given = set(tomllib.load(handle))
     given |= {override.split(".", 1)[0] for override in args.overrides}
     if section in given:
-        return []
+        return said
     es_sections = sorted(given & ({"es"} | set(STRATEGY_NAMES)))
     whose = f" (its [{'], ['.join(es_sections)}] are es-train's)" if es_sections else ""
     return [f"{args.config} has no [{section}] section: {args.algorithm} trains with its "
-            f"defaults{whose}; e.g. configs/baselines/cartpole_{section}.toml has one"]
+            f"defaults{whose}; e.g. configs/baselines/cartpole_{section}.toml has one", *said]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     prepared = prepare(request) if comm.rank == 0 else None
     config, _, run_dir, warnings, error = comm.broadcast(prepared)
     if not error and comm.rank == 0:
-        for warning in [*warnings, *section_warning(args)]:
+        for warning in [*warnings, *section_warnings(args, config)]:
             print(f"es-baseline: warning: {warning}", file=sys.stderr, flush=True)
     if error:
         return fail_on_rank("es-baseline", error, comm.rank)

@@ -200,15 +200,19 @@ def test_allreduce_pg_on_two_ranks_makes_the_single_process_update(tmp_path):
 
 
 def test_a_config_without_the_algorithms_section_trains_on_defaults_and_says_so(tmp_path):
-    """es-baseline pg with es-train's CartPole config: legal, but its [es] tunes nothing here."""
+    """es-baseline pg with es-train's CartPole config: legal, but its [es] tunes nothing here;
+    nor does another baseline's setting."""
     plain = run_cli(["es-baseline", "pg", "configs/cartpole.toml", "--run-dir",
                      str(tmp_path / "plain"), *PG_SHORT])
     assert plain.returncode == 0, plain.stderr
     assert ("es-baseline: warning: configs/cartpole.toml has no [pg] section: pg trains with "
             "its defaults (its [es] are es-train's)") in plain.stderr
     given = run_cli(["es-baseline", "pg", "configs/cartpole.toml", "--set", "pg.lr=1e-3",
-                     "--run-dir", str(tmp_path / "given"), *PG_SHORT])
-    assert given.returncode == 0 and "warning" not in given.stderr, given.stderr
+                     "--set", "dqn.lr=0.1", "--run-dir", str(tmp_path / "given"), *PG_SHORT])
+    assert given.returncode == 0, given.stderr
+    warned = [line for line in given.stderr.splitlines() if "warning" in line]
+    assert warned == ["es-baseline: warning: dqn.lr: [dqn] is es-baseline dqn's; pg ignores "
+                      "it"], given.stderr
 
 
 def test_dqn_run_folder_matches_es_train_and_es_eval_plays_it(tmp_path):
