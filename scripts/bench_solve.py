@@ -96,7 +96,8 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--only", choices=sorted(TARGETS), action="append",
                        help="one of the built-in targets (repeatable; default: all)")
     parse.add_argument("--thresholds", type=parse_thresholds, metavar="LIST",
-                       help="eval returns to reach, comma-separated, for the config files")
+                       help="eval returns to reach, comma-separated (needed for config files; "
+                       "default for the built-in targets: the target's own)")
     add_flag(parse, "--seeds", "run.seed of the runs (default: each config's)")
     add_ranks(parse, "2", several=False)
     add_flag(parse, "--budget-s", "default: 600 for config files, the target's own for the "
@@ -110,12 +111,14 @@ def main() -> None:
     parse = parser()
     args = parse.parse_args()
     if args.configs:
+        if args.only:
+            parse.error("--only picks built-in targets: give config files or --only, not both")
         if not args.thresholds:
             parse.error("config files need --thresholds")
         jobs = [(path, path, args.budget_s or 600.0, args.thresholds) for path in args.configs]
     else:
-        jobs = [(name, *TARGETS[name][:1], args.budget_s or TARGETS[name][1], TARGETS[name][2])
-                for name in args.only or sorted(TARGETS)]
+        jobs = [(name, *TARGETS[name][:1], args.budget_s or TARGETS[name][1],
+                 args.thresholds or TARGETS[name][2]) for name in args.only or sorted(TARGETS)]
     for _, config, _, _ in jobs:
         check_config(parse, config, args.overrides)
     seeds = args.seeds or [None]

@@ -1,0 +1,34 @@
+"""scripts/bench_solve.py takes what it is given: --thresholds on a built-in target replace
+the target's own (they were ignored without a word), and --only beside config files is
+refused rather than dropped."""
+
+import csv
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def solve(*args: str, out) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "scripts/bench_solve.py", *args, "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_thresholds_replace_a_built_in_targets_own(tmp_path):
+    done = solve("--only", "cartpole", "--thresholds", "15,20", "--ranks", "1",
+                 out=tmp_path / "out")
+    assert done.returncode == 0, done.stderr[-2000:]
+    with (tmp_path / "out/results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["config"], float(r["threshold"])) for r in rows] == [("cartpole", 15.0),
+                                                                    ("cartpole", 20.0)]
+    assert all(r["reached_at_steps"] for r in rows), rows
+
+
+def test_config_files_and_only_together_are_refused(tmp_path):
+    done = solve("configs/cartpole.toml", "--only", "cartpole", "--thresholds", "20",
+                 out=tmp_path / "out")
+    assert done.returncode == 2
+    assert done.stderr == ("bench_solve.py: error: --only picks built-in targets: give config "
+                           "files or --only, not both (see bench_solve.py --help)\n")
+    assert not (tmp_path / "out").exists()
