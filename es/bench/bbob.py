@@ -540,8 +540,6 @@ def highdim(args: argparse.Namespace) -> int:
     dims, methods, functions = args.dims, args.methods, args.functions
     need_pycma(methods)
     check_full_cma_fits(dims, methods)
-    if 0 in args.seeds:
-        raise ValueError("--seeds: pycma reads seed 0 as 'from the clock': use seeds >= 1")
     jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), seed, args.budget_s)
             for d in dims for f in functions for m in methods for seed in args.seeds]
 

@@ -159,17 +159,24 @@ def _count(spans: list[tuple[int, int]]) -> int:
     return sum(max(0, high - low + 1) for low, high in spans)
 
 
-def parse_seeds(spec: str) -> list[int]:
-    """'0-3' -> [0, 1, 2, 3]; '0,2,5' and '1-2,7' work too. Order kept, no repeats; at most
-    ``MAX_SEEDS``, counted before the list is built."""
+def parse_seeds(spec: str, lowest: int = 0, why: str = "") -> list[int]:
+    """'0-3' -> [0, 1, 2, 3]; '0,2,5' and '1-2,7' work too. Order kept, no repeats, none
+    below ``lowest`` (``why``: the reason, when not 0); at most ``MAX_SEEDS``, counted before
+    the list is built."""
     spans = _spans(spec)
     count = _count(spans)
     if count > MAX_SEEDS:
         raise SpecError(f"{spec!r}: {count} seeds; at most {MAX_SEEDS} in one sweep")
     seeds = [seed for low, high in spans for seed in range(low, high + 1)]
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise SpecError(f"{spec!r}: expected seeds >= 0 like 0-4, 0,2,5 or 1-2,7, no repeats")
+    if not seeds or min(seeds) < lowest or len(set(seeds)) != len(seeds):
+        raise SpecError(f"{spec!r}: expected seeds >= {lowest}{why} like {lowest}-{lowest + 4}, "
+                        f"{lowest},{lowest + 2},{lowest + 5} or 1-2,7, no repeats")
     return seeds
+
+
+def pycma_seeds(spec: str) -> list[int]:
+    """``--seeds`` of runs that pycma seeds: it reads seed 0 as 'from the clock'."""
+    return parse_seeds(spec, 1, " (pycma reads seed 0 as 'from the clock')")
 
 
 #: The most integers one list flag (--dims, --functions, --instances) may name.
@@ -391,7 +398,7 @@ def add_flag(parser: argparse.ArgumentParser, option: str, detail: str = "",
              **choices: Any) -> argparse.Action:
     """Add the shared flag ``option``: its help is the shared meaning, then ``detail``.
     ``choices`` are what a program decides: ``default`` (where ``FLAGS`` has none),
-    ``required``, and for ``--ranks`` ``several``."""
+    ``required``, for ``--ranks`` ``several``, and a narrower ``type``."""
     shared = dict(FLAGS[option])
     if "default" in shared and "default" in choices:
         raise ValueError(f"{option}: its default is shared: {shared['default']!r}")
@@ -400,7 +407,7 @@ def add_flag(parser: argparse.ArgumentParser, option: str, detail: str = "",
     help_text = meaning + (f"; {detail}" if detail else "")
     if default not in (None, False, []):
         help_text += " (default: %(default)s)"
-    return parser.add_argument(option, **shared, **choices, help=help_text)
+    return parser.add_argument(option, **shared | choices, help=help_text)
 
 
 def add_out(parser: argparse.ArgumentParser, command: str, detail: str = "",

@@ -31,6 +31,7 @@ from es.cli.args import (
     nonnegative_int,
     nonnegative_ms,
     positive_int,
+    pycma_seeds,
     survive_closed_stdout,
 )
 
@@ -199,7 +200,8 @@ def add_bbob_parsers(commands: Any, highdim_functions: tuple[str, ...],
     add_flag(high, "--max-evals", default=1_000_000)
     add_flag(high, "--budget-s", "of a pycma run (ours always finish their evaluations)",
              default=120.0)
-    add_flag(high, "--seeds", "medians over them are reported; >= 1", default="1")
+    add_flag(high, "--seeds", "medians over them are reported; >= 1", default="1",
+             type=pycma_seeds)
     add_flag(high, "--jobs", "skews the timings")
     add_out(high, "highdim")
 

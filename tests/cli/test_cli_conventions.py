@@ -141,6 +141,10 @@ def test_out_is_a_folder_under_bench_results_and_budgets_are_budget_s():
     (["es-train", "configs/cartpole.toml", "--seeds", "3-1"], "es-train", "--seeds: '3-1'"),
     (["es-compare", "--env", "CartPole-v1", "--seeds", "3-1"], "es-compare", "--seeds: '3-1'"),
     (["es-bench", "highdim", "--seeds", "3-1"], "es-bench highdim", "--seeds: '3-1'"),
+    # pycma reads 0 as 'from the clock': said at once, not after "-1" was refused for >= 0.
+    (["es-bench", "highdim", "--seeds=-1"], "es-bench highdim",
+     "--seeds: '-1': expected seeds >= 1 (pycma reads seed 0 as 'from the clock') like 1-5"),
+    (["es-bench", "highdim", "--seeds", "1,0"], "es-bench highdim", "expected seeds >= 1"),
     (["es-bench", "scaling", "--ranks", "0"], "es-bench scaling", "--ranks: '0'"),
     (["es-compare", "--env", "CartPole-v1", "--ranks", "0"], "es-compare", "--ranks: '0'"),
     (["es-compare", "--env", "CartPole-v1", "--ranks", "1,2"], "es-compare",
