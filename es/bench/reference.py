@@ -29,6 +29,7 @@ calls' cases too): ``runs.csv`` (a row per run, with the ranks it ran on, also i
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import shutil
@@ -160,6 +161,16 @@ def ranks_of(case: Case, ranks: int) -> int:
     return min(ranks, case.max_ranks or ranks)
 
 
+def runs_on_ranks(ranks: list[int]) -> str:
+    """'each on 2 ranks', or where some cases run in one process (DQN, one-env PPO) however
+    many ranks were asked for: '3 on 2 ranks, 6 on 1'."""
+    counts = collections.Counter(ranks)
+    if len(counts) == 1:
+        return f"each on {ranks[0]} rank{'s' if ranks[0] > 1 else ''}"
+    return ", ".join(f"{n} on {r}" + (" ranks" if i == 0 else "")
+                     for i, (r, n) in enumerate(sorted(counts.items(), reverse=True)))
+
+
 def train_command(case: Case, seed: int, run_dir: Path, ranks: int) -> list[str]:
     overrides = [*case.overrides, f"run.seed={seed}", f"run.max_timesteps={case.steps}",
                  "run.max_seconds=0", f"run.generations={NO_GENERATION_LIMIT}"]
@@ -259,8 +270,8 @@ def reference(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = [(CASES[name], seed) for name in names for seed in args.seeds]
     ranks = args.ranks[0]
-    print(f"es-bench reference: {len(work)} runs, {args.jobs} at a time, ppo on {ranks} ranks",
-          flush=True)
+    print(f"es-bench reference: {len(work)} runs, {args.jobs} at a time, "
+          f"{runs_on_ranks([ranks_of(case, ranks) for case, _ in work])}", flush=True)
 
     def one(item: tuple[Case, int]) -> None:
         execute(*item, out, ranks)

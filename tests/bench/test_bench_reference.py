@@ -39,12 +39,14 @@ TINY = {
 }
 
 
-def test_cases_run_score_and_are_not_redone(tmp_path, monkeypatch):
+def test_cases_run_score_and_are_not_redone(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_reference, "CASES", TINY)
     out = tmp_path / "ref"
     args = parser().parse_args(["reference", "--cases", "tiny-ppo,tiny-dqn", "--seeds", "0-1",
                                 "--ranks", "2", "--jobs", "2", "--out", str(out)])
     assert bench_reference.reference(args) == 0
+    assert capsys.readouterr().out.startswith(
+        "es-bench reference: 4 runs, 2 at a time, 2 on 2 ranks, 2 on 1\n")
     with (out / "runs.csv").open() as handle:
         runs = list(csv.DictReader(handle))
     assert [(r["case"], r["seed"]) for r in runs] == [
@@ -80,6 +82,12 @@ def test_cases_run_score_and_are_not_redone(tmp_path, monkeypatch):
         assert [(r["case"], r["seed"]) for r in csv.DictReader(handle)] == [
             (r["case"], r["seed"]) for r in runs]
     assert (out / "results.md").read_text().count("| tiny-") == 3
+
+
+def test_the_start_line_says_the_ranks_each_run_gets():
+    """A DQN-only call said 'ppo on 2 ranks'."""
+    assert bench_reference.runs_on_ranks([1, 1]) == "each on 1 rank"
+    assert bench_reference.runs_on_ranks([2, 2, 2]) == "each on 2 ranks"
 
 
 def test_unknown_case_is_a_one_line_error(tmp_path):
