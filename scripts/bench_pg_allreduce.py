@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
-from report import check_config, emit, run_script, script_parser
+from report import check_config, emit, run_or_die, run_script, script_parser
 
 from es.cli.args import add_flag, add_out, add_ranks, positive_int
 
@@ -31,7 +31,8 @@ def run(ranks: int, seed: int, args: argparse.Namespace, folder: Path) -> dict:
             "--set", "run.max_seconds=0", "--set", "run.eval_every=1"]
     if ranks > 1:
         line = [str(BIN / "mpiexec"), "-n", str(ranks), *line]
-    subprocess.run(line, check=True, capture_output=True)
+    run_or_die(__file__, f"es-baseline pg {args.config}"
+               + (f" on {ranks} ranks" if ranks > 1 else ""), line)
     with (run_dir / "progress.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     solved = [r for r in rows if r["eval_return"] and float(r["eval_return"]) >= args.threshold]
@@ -67,6 +68,10 @@ def main() -> None:
     parse = parser()
     args = parse.parse_args()
     check_config(parse, args.config)
+    with open(args.config, "rb") as handle:
+        if "pg" not in tomllib.load(handle):  # es-train's config: pg on defaults, unasked
+            parse.error(f"--config {args.config}: no [pg] section; this benchmark runs "
+                        "es-baseline pg, e.g. --config configs/baselines/cartpole_pg.toml")
     with tempfile.TemporaryDirectory() as folder:
         rows = [run(ranks, seed, args, Path(folder)) for seed in args.seeds for ranks in args.ranks]
     emit(rows, args.out, f"REINFORCE, {args.config}, {args.updates} updates; wall_s includes "

@@ -24,11 +24,15 @@ strategies.openai = {{ config = "{REPO}/configs/pendulum.toml", set = ["{BAD_ENV
      f"es-train configs/pendulum.toml {BAD_ENV} exited with 2"),
     (["scripts/bench_throughput.py", "--suite", "SUITE"], "pendulum-openai-seed0: es-train "
      "exited with 2"),
-], ids=["bench_solve", "bench_throughput", "bench_throughput --suite"])
+    (["scripts/bench_pg_allreduce.py", "--config", "PG", "--ranks", "1", "--seeds", "0"],
+     "es-baseline pg PG exited with 2"),
+], ids=["bench_solve", "bench_throughput", "bench_throughput --suite", "bench_pg_allreduce"])
 def test_a_run_that_dies_is_one_line_naming_it_and_its_exit_code(tmp_path, args, what):
-    suite = tmp_path / "suite.toml"
+    suite, pg = tmp_path / "suite.toml", tmp_path / "pg.toml"
     suite.write_text(SUITE)
-    args = [str(suite) if arg == "SUITE" else arg for arg in args]
+    pg.write_text('[env]\nid = "NoSuchEnv-v0"\n[pg]\nepisodes_per_update = 2\n')
+    args = [{"SUITE": str(suite), "PG": str(pg)}.get(arg, arg) for arg in args]
+    what = what.replace("PG", str(pg))
     done = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "out")], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr[-2000:]

@@ -298,7 +298,8 @@ REFUSING_SCRIPTS = {
         (flag("--config", mixed("BASELINE_PG")), flag("--ranks", small("1", "1,2")),
          flag("--seeds", small("0")), flag("--updates", small("1")),
          flag("--threshold", mixed("100"))),
-        (refused("--config", NOT_CONFIG), refused("--ranks", NOT_RANKS),
+        (refused("--config", [*NOT_CONFIG, "CONFIG", "BASELINE_DQN"]),  # no [pg]
+         refused("--ranks", NOT_RANKS),
          refused("--seeds", NOT_SEEDS), refused("--updates", NOT_POSITIVE),
          refused("--threshold", NOT_FINITE), refused("--out", NOT_OUT))),
     "bench_solve": script_line(
