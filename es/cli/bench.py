@@ -281,7 +281,7 @@ def _run(args: argparse.Namespace) -> int:
         scaling.check_scaling(args)
         rows = scaling.scaling(args)
     except (ValueError, RuntimeError) as error:
-        return fail("es-bench", str(error))
+        return fail(f"es-bench {args.command}", str(error))
     env_name = rows[0]["env"].replace("/", "_")
     out = out_folder(args.out, "scaling", f"{env_name}-{args.mode}")
     scaling.write_outputs(rows, out, f"es-bench scaling: {rows[0]['env']}")

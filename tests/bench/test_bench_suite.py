@@ -79,7 +79,7 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     # Begun on 2 ranks, it goes on on 2: its wall times must not mix two rank counts.
     other = run_cli(["es-bench", *command[1:6], "1", *command[7:]], timeout=300)
     assert other.returncode == 2 and other.stderr.strip() == (
-        "es-bench: error: --ranks 1: pendulum-openai-seed0 began on 2 ranks and its times "
+        "es-bench suite: error: --ranks 1: pendulum-openai-seed0 began on 2 ranks and its times "
         "would mix two rank counts: give --ranks 2, or another --out"), other.stderr
     again = run_cli(["es-bench", *command[1:]], timeout=300)
     assert again.returncode == 0, again.stderr
@@ -410,7 +410,8 @@ def test_a_missing_launcher_and_a_task_name_no_folder_can_take_are_refused_first
     done = run_cli(["es-bench", "suite", str(suite), "--seeds", "0", "--launcher", "nosuch",
                     "--out", str(tmp_path / "out")])
     assert done.returncode == 2, done.stderr
-    assert done.stderr == "es-bench: error: --launcher 'nosuch': 'nosuch' is not a program here\n"
+    assert done.stderr == ("es-bench suite: error: --launcher 'nosuch': 'nosuch' is not a "
+                           "program here\n")  # the subcommand, as argparse's errors name it
     suite.write_text(SUITE.replace("[tasks.cartpole]", '[tasks."a b/c"]'))
     done = run_cli(["es-bench", "suite", str(suite), "--seeds", "0", "--out",
                     str(tmp_path / "out2")])
