@@ -179,6 +179,9 @@ def pycma_seeds(spec: str) -> list[int]:
     return parse_seeds(spec, 1, " (pycma reads seed 0 as 'from the clock')")
 
 
+pycma_seeds.flag_kind = parse_seeds  # type: ignore[attr-defined]  # narrower; alike in kind
+
+
 #: The most integers one list flag (--dims, --functions, --instances) may name.
 MAX_LIST = 10_000
 
@@ -346,7 +349,7 @@ FLAGS: dict[str, dict[str, Any]] = {
                 "help": "seeds, a list such as 0-4, 0,2,5 or 1-2,7"},
     "--seed": {"type": nonnegative_int, "metavar": "N", "help": "one seed"},
     "--ranks": {"type": parse_ranks, "action": RankCounts, "metavar": "SPEC",
-                "help": "MPI rank counts, a list such as 1,2,4"},
+                "help": "MPI ranks"},
     "--out": {"type": output_folder, "metavar": "DIR", "help": "output folder"},
     "--budget-s": {"type": parse_seconds, "metavar": "SECONDS",
                    "help": "wall-clock budget of one run"},
@@ -426,6 +429,6 @@ def add_out(parser: argparse.ArgumentParser, command: str, detail: str = "",
 def add_ranks(parser: argparse.ArgumentParser, default: str, several: bool,
               detail: str = "") -> None:
     """``--ranks SPEC``; with ``several=False`` exactly one value (one rank count per run)."""
-    if not several:
-        detail = "one value: every run uses it" + (f"; {detail}" if detail else "")
+    spec = "a list of counts such as 1,2,4" if several else "one count, e.g. 2, for every run"
+    detail = spec + (f"; {detail}" if detail else "")
     add_flag(parser, "--ranks", detail, default=default, several=several)
