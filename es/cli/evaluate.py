@@ -71,7 +71,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     survive_closed_stdout()
     args = parser().parse_args(argv)
-    from es.parallel.comm import launcher_copies, launcher_rank
+    from es.parallel.comm import launcher_copies
+    from es.parallel.launcher import launcher_rank
 
     if (copies := launcher_copies()) > 1:  # each copy would play and print the same episodes
         message = (f"es-eval plays its episodes in one process, and a launcher started "

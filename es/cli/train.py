@@ -49,7 +49,8 @@ def fail_on_rank(program: str, message: str, rank: int = 0) -> int:
 def world_comm(program: str):
     """The job's communicator, or None after a one-line error when a launcher started
     separate copies (printed once, by the launcher's process 0)."""
-    from es.parallel.comm import LaunchError, launcher_rank, make_comm
+    from es.parallel.comm import LaunchError, make_comm
+    from es.parallel.launcher import launcher_rank
 
     try:
         return make_comm()
@@ -347,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
 def supervise_elastic(args: argparse.Namespace) -> int:
     """``--elastic``: this process launches the ranks and relaunches them after a lost node
     (``es.launch.elastic``); it never joins the MPI job itself."""
-    from es.parallel.comm import LaunchError, launcher_rank, under_mpi_launcher
+    from es.parallel.comm import LaunchError, under_mpi_launcher
+    from es.parallel.launcher import launcher_rank
     from es.rl.runs import (
         LOCK_HELD_BY_SUPERVISOR,
         SUPERVISOR_LOCK_LINE,

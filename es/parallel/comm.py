@@ -585,16 +585,6 @@ def launcher_copies() -> int:
     return 0
 
 
-def launcher_rank() -> int:
-    """This process's rank as its launcher numbered it (0 where none did): the one copy of
-    several that reports a launch error."""
-    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
-        rank = os.environ.get(name, "")
-        if rank.isdigit():
-            return int(rank)
-    return 0
-
-
 def make_comm() -> Comm:
     """MPI when started by ``mpiexec``/``srun`` (or ``ES_COMM=mpi``), else one process.
     Raises LaunchError for processes that a launcher started as copies, each alone

@@ -1,0 +1,58 @@
+"""Where the ``es-*`` console scripts start (pyproject.toml's ``[project.scripts]``).
+
+A program's modules take a while to load (NumPy, mpi4py, Gymnasium: a second or more on a
+cluster's shared filesystem), and a Ctrl-C in that time came as a traceback of imports. Here
+the program is imported inside a guard: interrupted while loading, it ends in one line, exit
+code 130, with nothing started. Its ``main`` handles the signals of its own work (es-train
+checkpoints); one that escapes it (before es-train holds signals, say) ends it in one line too.
+"""
+
+import importlib
+import signal
+import sys
+from typing import NoReturn
+
+from es.parallel.launcher import launcher_rank
+
+
+def _interrupted(program: str, when: str) -> NoReturn:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher's repeats: one line
+    if launcher_rank() == 0:  # under mpiexec, every rank got the signal
+        print(f"{program}: interrupted{when} (exit code 130)", file=sys.stderr, flush=True)
+    sys.exit(130)
+
+
+def _start(module: str, program: str) -> NoReturn:
+    try:
+        main = importlib.import_module(module).main
+    except KeyboardInterrupt:
+        _interrupted(program, " while starting; nothing ran")
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        _interrupted(program, "")
+    sys.exit(code)
+
+
+def train() -> NoReturn:
+    _start("es.cli.train", "es-train")
+
+
+def evaluate() -> NoReturn:
+    _start("es.cli.evaluate", "es-eval")
+
+
+def bench() -> NoReturn:
+    _start("es.cli.bench", "es-bench")
+
+
+def plot() -> NoReturn:
+    _start("es.cli.plot", "es-plot")
+
+
+def baseline() -> NoReturn:
+    _start("es.cli.baseline", "es-baseline")
+
+
+def compare() -> NoReturn:
+    _start("es.cli.compare", "es-compare")
