@@ -17,6 +17,7 @@ import argparse
 import csv
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -70,10 +71,12 @@ def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: l
                 stop(process)
         wall = time.time() - started
         # Stopped by us, es-train exits 130 (SIGINT) after writing its checkpoint.
-        if process.returncode not in ((0, 130) if interrupted else (0,)) \
-                or not (run_dir / "progress.csv").exists():
+        if process.returncode not in ((0, 130) if interrupted else (0,)):
             errors.seek(0)
             died(__file__, f"es-train {config}", process.returncode, errors.read())
+        if not (run_dir / "progress.csv").exists():
+            sys.exit(f"{Path(__file__).name}: es-train {config}: the budget of {seconds:g} s "
+                     "ended it before its first generation; give a longer --budget-s")
     with (run_dir / "progress.csv").open() as handle:
         return list(csv.DictReader(handle)), wall
 
