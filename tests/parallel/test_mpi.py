@@ -167,14 +167,16 @@ def test_dynamic_schedule_between_two_hostfile_hosts_ends_on_a_loaded_machine(tm
     MPICH talks over its default UCX netmod rather than shared memory. There the schedule's
     wildcard receive on rank 0 missed requests that had arrived: the run hung for good
     (2 of 2 runs of 150 CartPole generations beside two busy processes, 5 of 5 in a user's
-    trial). With a receive per rank, it ends, with the parameters of one process."""
+    trial). With a receive per rank, it ends, with the parameters of one process. Episodes
+    of at most 50 steps keep the requests as many and make them come faster: the old code
+    hung 3 of 3 times so, the fixed one ends in seconds."""
     import subprocess
 
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1:1\nlocalhost:1\n")
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     args = ["configs/cartpole.toml", "--set", "run.generations=150", "--set",
-            "run.schedule=dynamic", "--quiet"]
+            "env.max_episode_steps=50", "--set", "run.schedule=dynamic", "--quiet"]
     try:
         done = subprocess.run([tool("mpiexec"), "-f", str(hosts), "-n", "2", tool("es-train"),
                                *args, "--run-dir", str(tmp_path / "two")], cwd=REPO,
