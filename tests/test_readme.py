@@ -55,9 +55,9 @@ CHECKS = {
     "es-eval runs/hopper --episodes 10": "as written",
     "es-eval runs/hopper --episodes 10 --policy best": "as written",
     "es-eval runs/hopper --episodes 10 --random": "as written",
-    # A MuJoCo video films ~90 ms a frame in software: 100 steps, not the whole 1,000.
+    # A MuJoCo video films ~90 ms a frame in software: 25 steps, not the whole 1,000.
     "es-eval runs/hopper --episodes 1 --video hopper.mp4":
-        "es-eval runs/hopper --episodes 1 --video hopper.mp4 --video-steps 100",
+        "es-eval runs/hopper --episodes 1 --video hopper.mp4 --video-steps 25",
     "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=90":
         "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=9",
     # Under the real Slurm of tests/parallel/test_slurm.py where it can run, the same program
