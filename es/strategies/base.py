@@ -203,6 +203,16 @@ class NoiseStrategy:
         members itself replaces those)."""
         return self.noise.sample(self.seed, self.generation, self.num_directions, self.theta.size)
 
+    def skip(self, fitness: np.ndarray) -> dict[str, float]:
+        """End a generation in which no member has a finite fitness, without a step: failures
+        alone rank by member order, a step along an arbitrary direction (momentum would carry
+        it on). The next generation samples afresh, from its own seeds. The restarts of the
+        black-box API call this; es-train's episodes do not fail all at once."""
+        self._fitness(fitness)
+        self.generation += 1
+        self._pending = None
+        return {}
+
     def _fitness(self, fitness: np.ndarray) -> np.ndarray:
         """The generation's fitness, checked; a failed evaluation below every other."""
         fitness = worst_for_failures(fitness)

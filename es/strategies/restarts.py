@@ -3,8 +3,13 @@
 A run of the inner strategy ends at a *local stop* (``LocalStop``), a pure function of the
 fitness told so far and the search scale, defined for any strategy after Hansen 2009
 ("Benchmarking a BI-population CMA-ES on the BBOB-2009 function testbed") and the defaults of
-pycma 4.5 (``cma.CMAOptions``, which end the runs of ``cma.fmin2(..., bipop=True)``):
+pycma 4.5 (``cma.CMAOptions``, which end the runs of ``cma.fmin2(..., bipop=True)``), none
+before the run's first generation is told (as pycma samples one even below ``tolx``):
 
+- ``no_finite_value``: ``FAILED_GENERATIONS`` (10) generations in a row without a finite
+  value (every evaluation failed: NaN, inf, an exception). Such a generation ranks nothing, so
+  it counts toward no other stop: a start where the objective is NaN (infeasible) gets to
+  sample its way out, as in pycma, and an objective that fails everywhere still ends;
 - ``tolx``: the search distribution's standard deviation is below ``tolx`` in every
   coordinate (``search_scale``; a strategy may define ``tolx_scale``, as ``CMA`` does to
   compare pycma's evolution path too);
@@ -77,6 +82,9 @@ FIRST, LARGE, SMALL = 0, 1, 2  # the regime of a run
 STAGNATION_MAX = 20_000  # records of the stagnation history kept (pycma keeps as many)
 STAGNATION_EVERY = 5  # generations per record (pycma's fit.histbest)
 FLAT_GENERATIONS = 1  # pycma 4.5's tolflatfitness: flat generations tolerated in a row
+#: Generations in a row without one finite value that end a run: an infeasible start (the
+#: objective NaN there) must get to sample a feasible point, and one failing everywhere stop.
+FAILED_GENERATIONS = 10
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,7 @@ class RunHistory:
     ``g - 1 + (i + 1) / n``)."""
 
     generations: int = 0
+    failed_in_row: int = 0
     recent_best: list[float] = field(default_factory=list)
     last: np.ndarray | None = None
     flat: list[bool] = field(default_factory=list)
@@ -156,7 +165,14 @@ class RunHistory:
     record_position: float = 0.0
 
     def add(self, fitness: np.ndarray, keep_recent: int) -> None:
+        """Record a generation's fitness (raw: non-finite for a failed evaluation). One with
+        no finite value ranks nothing and says nothing of convergence: it is only counted."""
         self.generations += 1
+        if not np.isfinite(fitness).any():
+            self.failed_in_row += 1
+            return
+        self.failed_in_row = 0
+        fitness = worst_for_failures(fitness)
         best = float(fitness.max())
         self.recent_best.append(best)
         self.flat.append(is_flat(fitness))
@@ -180,13 +196,14 @@ class RunHistory:
             "restart_sampled": np.array([self.sampled_best, self.sampled_median],
                                         dtype=np.float64).reshape(2, -1),
             "restart_record": np.array([self.record, self.record_position], dtype=np.float64),
+            "restart_failed": np.array(self.failed_in_row, dtype=np.int64),
         }
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray], generations: int) -> RunHistory:
         sampled = np.asarray(state["restart_sampled"], dtype=np.float64)
         record, record_position = np.asarray(state["restart_record"], dtype=np.float64)
-        return cls(generations=generations,
+        return cls(generations=generations, failed_in_row=int(state["restart_failed"]),
                    recent_best=[float(v) for v in state["restart_best"]],
                    last=np.asarray(state["restart_last"], dtype=np.float64).copy()
                    if generations else None,
@@ -213,7 +230,12 @@ def stagnated(dim: int, population: int, history: RunHistory, population0: float
 def local_stop(criteria: LocalStop, dim: int, population: int, history: RunHistory,
                population0: float, scale: np.ndarray) -> str:
     """The first generic local stop met (``""`` if none) by a run with ``history``;
-    ``population0`` is the base population (``maxiter``, ``stagnation``)."""
+    ``population0`` is the base population (``maxiter``, ``stagnation``). A run evaluates
+    one generation before any (pycma's does too: a sigma below ``tolx`` still samples)."""
+    if history.generations == 0:
+        return ""
+    if history.failed_in_row >= FAILED_GENERATIONS:
+        return "no_finite_value"
     if criteria.tolx is not None and float(scale.max()) < criteria.tolx:
         return "tolx"
     recent = np.asarray(history.recent_best[-tolfun_window(dim, population):])
@@ -305,11 +327,15 @@ class Restarts:
         """Tell the current run; restart (or stop) if it has reached a local stop."""
         if self.stop_reason:
             raise RuntimeError(f"the restarts are spent (last run ended by {self.stop_reason})")
-        metrics = self.inner.tell(fitness)
-        shaped = worst_for_failures(fitness)
+        fitness = np.asarray(fitness, dtype=np.float64).ravel()
+        # No finite value: a strategy that steps on ranks skips the generation; pycma takes
+        # the flat values as its own flat fitness (it widens sigma).
+        skip = getattr(self.inner, "skip", None)
+        failed = not np.isfinite(fitness).any()
+        metrics = skip(fitness) if failed and skip is not None else self.inner.tell(fitness)
         self.generation += 1
-        self.run_evals += shaped.size
-        self.history.add(shaped, tolfun_window(self.mean0.size, self.population))
+        self.run_evals += fitness.size
+        self.history.add(fitness, tolfun_window(self.mean0.size, self.population))
         run, population = self.run, self.population
         self._settle()
         return {**metrics, "restart": float(run), "population": float(population)}
