@@ -42,6 +42,20 @@ import numpy as np
 from es.core.noise import NoiseSource
 from es.strategies.base import NoiseStrategy, check_decay, decayed, fitness_summary
 
+#: Return differences beyond this are normalised before the float32 weighted sum, which they
+#: would overflow (a black-box objective of scale 1e38: the mean went to inf). Smaller ones sum
+#: as they always have, so every run on record trains the same bits.
+HUGE_DIFFERENCE = 1e30
+
+
+def spread(returns: np.ndarray) -> float:
+    """The standard deviation of ``returns``; for returns beyond ``HUGE_DIFFERENCE`` taken of
+    them scaled by their largest magnitude, since their squares overflow (1e200: inf)."""
+    peak = float(np.abs(returns).max())
+    if peak <= HUGE_DIFFERENCE:
+        return float(returns.std())
+    return peak * float((returns / peak).std())
+
 
 class ARS(NoiseStrategy):
     """ARS V1/V1-t (V2/V2-t with the trainer's observation normalisation)."""
@@ -144,7 +158,7 @@ class ARS(NoiseStrategy):
         fitness = self._fitness(fitness)
         used = self.top_directions(fitness)
         plus, minus = fitness[0::2], fitness[1::2]
-        sigma_r = float(np.concatenate((plus[used], minus[used])).std())
+        sigma_r = spread(np.concatenate((plus[used], minus[used])))
         if not sigma_r > 0:  # all used returns equal: every difference is 0 anyway
             sigma_r = 1.0
         # The member weights whose fold onto the directions is (r+ - r-) on the top b, 0 else.
@@ -153,8 +167,11 @@ class ARS(NoiseStrategy):
         member_weights[2 * used + 1] = minus[used]
         differences, _ = generation.direction_weights(member_weights)
         # g = 1 / (b sigma_R) sum_{top b} (r+ - r-) delta;  theta <- theta + alpha g
+        norm = 1.0 / (self.used_top * sigma_r)
+        if np.abs(differences).max() > HUGE_DIFFERENCE:  # would overflow the float32 sum
+            differences, norm = differences * norm, 1.0
         gradient = generation.directions.weighted_sum(differences).astype(self.theta.dtype)
-        gradient *= self.theta.dtype.type(1.0 / (self.used_top * sigma_r))
+        gradient *= self.theta.dtype.type(norm)
         self.theta = self.theta + self.theta.dtype.type(self.lr) * gradient
         self.generation += 1
         self._pending = None

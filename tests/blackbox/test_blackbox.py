@@ -219,6 +219,20 @@ def test_stopping_criteria_and_their_reasons():
     assert failing.ngen == 10 and failing.nfev < 1_000  # 10 failed generations in a row
 
 
+def test_ars_steps_alike_on_an_objective_of_any_finite_scale():
+    """ARS steps on return differences over their spread: scaling the objective changes
+    nothing. Differences of 1e38 overflowed its float32 sum (the mean went to -inf), squares
+    of 1e200 its spread (no step at all)."""
+    def run(scale):
+        return es.minimize(lambda x: scale * float(x @ x), np.ones(3), 0.5, method="ars",
+                           max_evals=600).x_mean
+
+    plain = run(1.0)
+    assert np.linalg.norm(plain) < 0.1
+    for scale in (1e38, 1e40, 1e200):
+        np.testing.assert_allclose(run(scale), plain, rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("method", ["cma", "sepcma", "snes", "openai", "ars", "pgpe"])
 def test_a_start_where_the_objective_fails_samples_its_way_out(method):
     """x0 infeasible (NaN there, as the docs advise), a feasible region a sigma away: a
