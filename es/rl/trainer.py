@@ -818,6 +818,15 @@ class Trainer:
             return callback is None or rank_zero_decides(
                 self.comm, callback, {key: row.get(key) for key in COLUMNS})
 
+        held = self.held_row
+        if held is not None and held["generation"] % self.config.run.eval_every \
+                and self._spent_budget() is None:
+            # Evaluated only because the last session's budget ended there: a run that never
+            # stopped does not evaluate it, so neither does this one (nor nominate it). Its
+            # row goes back into progress.csv as that run writes it.
+            write(held | {"evaluated": False})
+            self.held_row = self.seen_returns = None
+
         def finish(row: dict) -> bool:
             """A held row, finished by the next generation's episodes: written, and the
             callback asked whether that generation's update is applied."""
@@ -852,7 +861,8 @@ class Trainer:
                 if not torn and saved_at != self.strategy.generation:
                     self._checkpoint()
             # After the checkpoint, which keeps the row held: a resumed run plays this
-            # evaluation beside its next generation, as a run that never stopped does.
+            # evaluation beside its next generation, as a run that never stopped does (one
+            # held only because the budget ended here, it writes unevaluated: see above).
             if (row := self.evaluate_held()) is not None:
                 finish(row)
             if writer and self.policy_saved_at != self.strategy.generation:

@@ -135,6 +135,35 @@ def test_the_best_policy_is_identical_for_any_rank_count_and_after_a_resume(tmp_
     assert final_kept(resumed) == final_kept(reference_run)
 
 
+def test_a_budgets_last_evaluation_is_not_played_again_by_the_resumed_run(tmp_path):
+    """A budget that ends between evaluations (here at generation 2, evaluations every 3)
+    evaluates the generation it ends at: the stopped run's final figure, and its kept policy.
+    Resumed past it, the run must not play that evaluation again: a run that never stopped
+    does not evaluate generation 2. It did, and nominated it: another kept policy, and with
+    run.target_score an earlier end (generation 5, not 9: another policy.npz)."""
+    config = ["configs/cartpole.toml", "--set", "run.seed=2", "--set", "run.eval_every=3",
+              "--set", "run.target_score=190", "--quiet"]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    done = run_cli(["es-train", *config, "--set", "run.generations=12", "--run-dir",
+                    str(whole)])
+    assert done.returncode == 0, done.stderr
+    assert "ended by run.target_score = 190" in done.stdout
+    stopped = run_cli(["es-train", *config, "--set", "run.generations=2", "--run-dir",
+                       str(split)], ranks=2)
+    assert stopped.returncode == 0, stopped.stderr
+    assert read_progress(split)[-1]["eval_return"]  # the budget's end evaluates generation 2
+    resumed = run_cli(["es-train", "--resume", str(split), "--set", "run.generations=12",
+                       "--quiet"], ranks=3)
+    assert resumed.returncode == 0, resumed.stderr
+    assert np.array_equal(load_params(split), load_params(whole))
+    kept, reference = load_policy(split / "policy_best.npz"), load_policy(whole / "policy_best.npz")
+    assert np.array_equal(kept.params, reference.params)
+    assert kept.generation == reference.generation
+    training = ("generation", "timesteps", "return_mean", "eval_return", "best_return")
+    assert [[row[key] for key in training] for row in read_progress(split)] == \
+        [[row[key] for key in training] for row in read_progress(whole)]
+
+
 def test_best_share_caps_what_the_confirmations_cost_while_training(tmp_path):
     """While training, the confirmations (one-step episodes here) never cost more than
     run.best_share of the trained env steps; with 0 they wait for the stop, which still
