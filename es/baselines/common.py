@@ -26,6 +26,7 @@ from es.rl.envs import env_from_config, policy_spec_for
 from es.rl.metrics import ProgressLog, evaluation_columns, progress_line
 from es.rl.policies import ObsNorm, PolicySpec, bind_policy
 from es.rl.rollout import safe_episode
+from es.rl.runs import TRANSIENT, end_status_line
 
 log = logging.getLogger("es")
 
@@ -168,7 +169,8 @@ class BaselineRun:
         for key in ("return_mean", "return_max"):
             if printable.get(key) is None:
                 printable[key] = float("nan")
-        log.info(progress_line(printable, self.best_eval if eval_returns is not None else None))
+        log.info(progress_line(printable, self.best_eval if eval_returns is not None else None),
+                 extra=None if eval_returns is not None else TRANSIENT)
         if self.progress is not None:
             self.progress.write(row)
             if eval_returns is not None:
@@ -177,6 +179,7 @@ class BaselineRun:
 
     def close(self) -> None:
         self.pause_clock.stop()
+        end_status_line()
         if self.progress is not None:
             self.progress.close()
 

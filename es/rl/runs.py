@@ -13,7 +13,7 @@ import socket
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from es.config import Config
@@ -186,15 +186,40 @@ def undo_start_run_dir(run_dir: str) -> None:
         folder.rmdir()  # only if nothing else is there
 
 
+#: ``log.info(line, extra=TRANSIENT)``: a progress line without an evaluation, which the next
+#: line overwrites on a terminal.
+TRANSIENT = {"transient": True}
+
+
 class StatusLine(logging.StreamHandler):
-    """On a terminal, each progress line overwrites the previous one (a live status line);
-    lines with an evaluation stay, so the evaluations remain on screen as a history."""
+    """On a terminal, each progress line without an evaluation overwrites the previous one (a
+    live status line); every other line stays: the evaluations remain on screen as a history,
+    and a verdict or the stop's lines are never overwritten nor run into the next."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self.open = False  # a transient line is on screen, its line not ended
 
     def emit(self, record: logging.LogRecord) -> None:
-        message = self.format(record)
-        end = "\n" if " eval " in message else ""
-        self.stream.write(f"\r{message}\x1b[K{end}")
+        transient = getattr(record, "transient", False)
+        end = "" if transient else "\n"
+        self.stream.write(f"\r{self.format(record)}\x1b[K{end}")
+        self.open = transient
         self.flush()
+
+    def end(self) -> None:
+        """End a transient line left on screen, before what is printed next."""
+        if self.open:
+            self.stream.write("\n")
+            self.open = False
+            self.flush()
+
+
+def end_status_line() -> None:
+    """At a run's end: what follows (``done:``, a stop's message) starts on its own line."""
+    for handler in logging.getLogger("es").handlers:
+        if isinstance(handler, StatusLine):
+            handler.end()
 
 
 def configure_logging(progress: bool, prefix: str = "") -> None:

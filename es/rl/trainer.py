@@ -69,6 +69,7 @@ from es.rl.rollout import (
     random_observations,
     safe_episode,
 )
+from es.rl.runs import TRANSIENT, end_status_line
 from es.strategies import ARS, CMA, PGPE, SNES, Generation, OpenAIES, SepCMA, Strategy
 from es.strategies.restarts import search_scale
 
@@ -807,7 +808,8 @@ class Trainer:
                 eval_return = row["eval_return"]
                 best_eval = max(eval_return, best_eval if best_eval is not None else -np.inf)
             if self.comm.rank == 0:
-                log.info(progress_line(row, best_eval, self._eta_s(*first)))
+                log.info(progress_line(row, best_eval, self._eta_s(*first)),
+                         extra=None if row["eval_return"] is not None else TRANSIENT)
                 if progress:
                     progress.write(row)
             if writer and row["evaluated"]:
@@ -872,6 +874,7 @@ class Trainer:
         finally:
             if progress:
                 progress.close()
+            end_status_line()
         best_return, best_generation = self.confirm_at_stop()
         if self.kept_last:
             # Unlike a race's winner, which waits in the checkpoint's pool and wins again at
