@@ -44,7 +44,7 @@ class RunConfig:
     generations: int = _doc("stop after this many generations", 100)
     max_timesteps: int = _doc("stop once training used this many env steps (0: no limit)", 0)
     eval_every: int = _doc(
-        "evaluate the mean policy (no noise) every k generations (and at the stop); its "
+        "evaluate the mean policy (no noise) every k generations (and at a budget's end); its "
         "episodes are played beside the next generation's members, so no rank idles", 5)
     eval_episodes: int = _doc("episodes per evaluation of the mean policy", 5)
     best_episodes: int = _doc(

@@ -87,7 +87,8 @@ def train_parser() -> argparse.ArgumentParser:
 
     parser = ArgumentParser(
         prog="es-train",
-        description="Train a policy with OpenAI-ES. Run plainly for one process, or under "
+        description="Train a policy with evolution strategies (es.strategy: OpenAI-ES, "
+        "SNES, ARS, PGPE, sep-CMA-ES, CMA-ES). Run plainly for one process, or under "
         "mpiexec/srun for many ranks: the result is bit-identical either way.",
         examples=["es-train configs/cartpole.toml --set es.sigma=0.05",
                   "mpiexec -n 4 es-train configs/halfcheetah.toml --seeds 0-3 --run-dir runs/hc",
