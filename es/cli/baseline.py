@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.algorithm == "gorila" and comm.size < 2:
         return fail_on_rank("es-baseline", "gorila needs at least 2 ranks (1 learner + "
                             "actors), e.g. mpiexec -n 3 es-baseline gorila CONFIG", comm.rank)
-    configure_logging(comm.rank == 0 and not args.quiet)
+    configure_logging(comm.rank == 0 and not args.quiet, program="es-baseline")
     request = argparse.Namespace(resume=None, resume_or_start=None, config=args.config,
                                  overrides=args.overrides, run_dir=args.run_dir,
                                  force=args.force, sweep_parent=None)

@@ -152,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         def actor(episode_env: Any, seed: int) -> Callable[[Any], Any]:
             return policy.act(episode_env)  # per episode: a recurrent state starts fresh
-    if unbounded := without_time_limit(config, env):  # once its checks are passed
-        print(f"es-eval: warning: {unbounded}", file=sys.stderr, flush=True)
+    if without_time_limit(config, env):  # once its checks are passed
+        print(f"es-eval: warning: env.id = {config.env.id!r} has no time limit: an episode "
+              "that never ends keeps es-eval playing (Ctrl-C stops it); env.max_episode_steps "
+              "in the run's config.toml caps them", file=sys.stderr, flush=True)
     episodes = [safe_episode(env, actor(env, args.seed + i), args.seed + i,
                              f"episode {i} (seed {args.seed + i})")
                 for i in range(args.episodes)]

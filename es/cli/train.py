@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             _check_sweep(runs)
     except ValueError as error:
         return fail_on_rank("es-train", str(error), world.rank)
-    configure_logging(world.rank == 0 and not args.quiet)
+    configure_logging(world.rank == 0 and not args.quiet, program="es-train")
     if len(runs) == 1:
         return _train_one(runs[0], world)
     groups = min(world.size, len(runs))
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     mine = runs[color::groups]
     for index, run in enumerate(mine):
         # Each group's leader prints its own run's progress, labelled.
-        configure_logging(comm.rank == 0 and not args.quiet, run.label)
+        configure_logging(comm.rank == 0 and not args.quiet, run.label, "es-train")
         codes.append(_train_one(run, comm))
         if codes[-1] in (130, CHECKPOINTED) and index + 1 < len(mine):
             # A signal stopped this run at its checkpoint: it was for the sweep.

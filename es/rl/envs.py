@@ -191,19 +191,14 @@ def _mujoco_warning(message: str) -> None:
         print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
 
-def without_time_limit(config: Config, env: gym.Env) -> str | None:
-    """A warning for an env whose episodes nothing ends but the env itself (no TimeLimit, no
+def without_time_limit(config: Config, env: gym.Env) -> bool:
+    """Whether nothing ends the env's episodes but the env itself (no TimeLimit, no
     ``env.max_episode_steps``): an episode that never ends holds up its generation, and with
     it ``run.max_seconds`` and a stop signal, which are heeded between generations. ALE games
     end themselves after 108,000 frames (their v5 default), es/Sleep-v0 at its max_length."""
-    bounded = (config.env.max_episode_steps or is_atari(config.env.id)
-               or config.env.id.startswith("es/")
-               or (env.spec is not None and env.spec.max_episode_steps is not None))
-    if bounded:
-        return None
-    return (f"env.id = {config.env.id!r} has no time limit: an episode that never ends holds "
-            "up its generation, and run.max_seconds and a stop signal with it; cap them with "
-            "env.max_episode_steps (e.g. --set env.max_episode_steps=1000)")
+    return not (config.env.max_episode_steps or is_atari(config.env.id)
+                or config.env.id.startswith("es/")
+                or (env.spec is not None and env.spec.max_episode_steps is not None))
 
 
 def env_from_config(config: Config, render_mode: str | None = None) -> gym.Env:

@@ -222,11 +222,12 @@ def end_status_line() -> None:
             handler.end()
 
 
-def configure_logging(progress: bool, prefix: str = "") -> None:
+def configure_logging(progress: bool, prefix: str = "", program: str = "") -> None:
     """Progress lines (INFO) to stdout, warnings and errors to stderr. On a terminal the
     progress is a status line rewritten in place; in a file or pipe, one line a generation.
     ``prefix`` starts every line: a sweep's groups train side by side and print into one
-    stream, so each line says whose it is."""
+    stream, so each line says whose it is. ``program`` (a command line's) starts the stderr
+    lines before it, as the program's own warnings begin."""
     to_stdout = StatusLine(sys.stdout) if sys.stdout.isatty() else logging.StreamHandler(
         sys.stdout)
     to_stdout.addFilter(lambda record: record.levelno < logging.WARNING)
@@ -234,6 +235,7 @@ def configure_logging(progress: bool, prefix: str = "") -> None:
     to_stderr.setLevel(logging.WARNING)
     logger = logging.getLogger("es")
     logger.handlers[:] = [to_stdout, to_stderr]
-    for handler in logger.handlers:
-        handler.setFormatter(logging.Formatter(prefix.replace("%", "%%") + "%(message)s"))
+    for handler, start in ((to_stdout, prefix), (to_stderr, f"{program}: {prefix}"
+                                                  if program else prefix)):
+        handler.setFormatter(logging.Formatter(start.replace("%", "%%") + "%(message)s"))
     logger.setLevel(logging.INFO if progress else logging.WARNING)

@@ -768,8 +768,11 @@ class Trainer:
         last finished generation is checkpointed first; then the nominations still waiting
         are confirmed, so every stop leaves its kept policy (``confirm_at_stop``).
         """
-        if self.comm.rank == 0 and (unbounded := without_time_limit(self.config, self.env)):
-            log.warning("warning: %s", unbounded)  # once the run is sure to train
+        if self.comm.rank == 0 and without_time_limit(self.config, self.env):
+            log.warning(f"warning: env.id = {self.config.env.id!r} has no time limit: an "
+                        "episode that never ends holds up its generation, and run.max_seconds "
+                        "and a stop signal with it; cap them with env.max_episode_steps (e.g. "
+                        "--set env.max_episode_steps=1000)")  # once the run is sure to train
         self.pause_clock.start()
         try:
             return self._train(callback)
