@@ -204,6 +204,20 @@ def test_config_reference_matches_the_code():
     assert with_reference(text) == text, "run: python -m es.cli.config_doc docs/configuration.md"
 
 
+def test_the_config_reference_generator_refuses_bad_input_in_one_line(tmp_path):
+    """It ended in tracebacks: --help was taken for a file name, a missing file raised."""
+    for args, said in ((["--help"], "usage: python -m es.cli.config_doc"),
+                       ([str(tmp_path / "none.md")], "none.md: [Errno 2]"),
+                       (["README.md"], "README.md: the markers")):
+        done = subprocess.run([sys.executable, "-m", "es.cli.config_doc", *args], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in done.stderr and said in done.stdout + done.stderr, done
+        assert done.returncode == (0 if args == ["--help"] else 2)
+        if done.returncode:
+            assert done.stderr.count("\n") == 1, done.stderr
+    assert (REPO / "README.md").read_text() == README  # refused: left as it was
+
+
 @functools.cache
 def heading_anchors(markdown: Path) -> set[str]:
     """The anchors GitHub gives a file's headings: lower case, every character but letters,
