@@ -34,9 +34,9 @@ SET_BY_FACADE = {"mean0": "use x0", "theta0": "use x0", "population": "use popsi
                  "optimizer": "it is Adam; its step is lr"}
 
 #: pycma options that duplicate an argument of the facade (which decides when a run ends and
-#: how pycma samples), with what to pass instead. pycma's stop() is consulted only for the
-#: conditions on its model (``es.strategies.external.CMA_LOCAL_STOPS``), so these would be
-#: ignored, not honoured.
+#: how pycma samples), or that do not work through it, with what to pass instead. pycma's
+#: stop() is consulted only for the conditions on its model
+#: (``es.strategies.external.CMA_LOCAL_STOPS``), so these would be ignored, not honoured.
 PYCMA_OWNED = {
     "maxfevals": "max_evals (the budget over all runs)",
     "maxiter": "max_generations (over all runs), or maxiter=True/False (pycma's per-run "
@@ -51,6 +51,11 @@ PYCMA_OWNED = {
     "seed": "seed", "randn": "seed (pycma samples from a generator seeded by it)",
     "is_feasible": "a NaN from fun where x is infeasible (pycma's ask/tell never calls "
                    "is_feasible; NaN ranks below every value)",
+    "fixed_variables": "fixed coordinates in fun (x0 of the free ones only; fun inserts the "
+                       "fixed values): pycma's candidates would then not have x0's size",
+    "verb_disp": "callback= (each generation's row) or the result's history: pycma prints "
+                 "nothing here",
+    "verbose": "callback= or the result's history: pycma prints nothing here",
 }
 
 
@@ -112,6 +117,8 @@ def check_sigma0(sigma0: Any) -> float:
     if np.ndim(sigma0) != 0:
         raise ValueError(f"sigma0 {short(sigma0)}: must be one number > 0, the step size of "
                          "every coordinate (coordinates of other scales: rescale them in fun)")
+    if isinstance(sigma0, np.ndarray):  # a 0-d array, as x0 may be one
+        sigma0 = sigma0.item()
     if not is_real(sigma0):
         raise TypeError(f"sigma0 {sigma0!r}: must be a number > 0, not {kind(sigma0)}")
     if not (math.isfinite(sigma0) and sigma0 > 0):
@@ -224,8 +231,7 @@ def check_options(method: str, label: str, options: dict[str, Any], cls: type,
                                  "cma.CMAOptions())")
             if canonical in PYCMA_OWNED:
                 raise ValueError(f"{label}: pycma's option {key}={short(value)} is not "
-                                 f"taken, as it duplicates this call's own: use "
-                                 f"{PYCMA_OWNED[canonical]}")
+                                 f"taken here: use {PYCMA_OWNED[canonical]}")
             checked[canonical] = value
         return checked
     allowed = strategy_keywords(cls, method) + (["lr"] if method == "openai" else [])

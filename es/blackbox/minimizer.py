@@ -31,7 +31,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +104,7 @@ def is_number_like(value: Any) -> bool:
         kind = np.asarray(value).dtype.kind
     except Exception:  # e.g. a torch tensor that requires grad: float() will say
         return True
-    if kind in "biuf":
+    if kind in "iuf":
         return True
     if kind != "O":
         return False
@@ -127,7 +127,8 @@ class CheckedFunction:
 
     def __call__(self, x: np.ndarray) -> Any:
         value = self.fun(x)
-        if isinstance(value, float | int | np.floating | np.integer):  # the usual: no cost
+        if isinstance(value, float | int | np.floating | np.integer) \
+                and not isinstance(value, bool):  # the usual: no cost (a bool is a mistake)
             return value
         if not is_number_like(value):
             what = (f"vectorized fun returned {checks.short(value)} ({type(value).__name__}) "
@@ -329,6 +330,10 @@ class AskTell:
     def ask(self) -> np.ndarray:
         """The generation's candidates, one per row (asking again returns the same ones)."""
         if self._pending is None:
+            if self.strategy.stop_reason:  # tell() would refuse their values
+                raise RuntimeError(f"ask() after the last run ended ({self.strategy.stop_reason}"
+                                   "; restarts spent): stop() says so, and nothing is left "
+                                   "to ask for; a new es.AskTell starts again")
             generation = self.strategy.ask()
             candidates = getattr(generation, "candidates", None)
             if candidates is None:
@@ -339,6 +344,9 @@ class AskTell:
     def tell(self, xs: Sequence[np.ndarray] | np.ndarray, values: Sequence[float]) -> None:
         """Values of the asked candidates (same order); NaN or inf count as worst."""
         if self._pending is None:
+            if self.generation:
+                raise RuntimeError(f"tell() again: generation {self.generation}'s values were "
+                                   "told already; ask() for the next candidates first")
             raise RuntimeError("tell() without ask(): ask for the candidates first")
         candidates = self._pending
         try:
@@ -348,6 +356,9 @@ class AskTell:
                             "returned") from None
         if not np.array_equal(told, candidates, equal_nan=True):
             raise ValueError("tell() got other points than ask() returned")
+        if isinstance(values, Iterator):  # map(f, xs): one pass, and no length to check
+            raise TypeError(f"tell() got values as {type(values).__name__} (an iterator): "
+                            "pass a list or an array, e.g. [f(x) for x in xs]")
         if not is_number_like(values):  # None would read as NaN, "1.5" as 1.5: quietly
             entries = list(np.asarray(values, dtype=object).ravel()) if values is not None \
                 else [None]
