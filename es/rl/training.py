@@ -10,14 +10,16 @@ Under ``mpiexec`` every rank calls ``es.train`` and they train together, as ``es
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import os
 import shlex
 import signal
 import socket
+import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,6 +133,21 @@ def _history(run_dir: Path) -> list[dict[str, int | float | None]]:
                 for row in csv.DictReader(handle)]
 
 
+@contextlib.contextmanager
+def torch_threads_kept() -> Iterator[None]:
+    """torch's thread count as the caller set it, back after the call (``es.train`` and
+    ``es.resume`` run in it): a torch policy runs on one thread (``TorchPolicy``, from
+    the config's first check on), as BLAS does under ``threadpool_limits``. A torch first
+    loaded by the call keeps the one: its own default was never read."""
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    try:
+        yield
+    finally:
+        if threads is not None:
+            torch.set_num_threads(threads)
+
+
 def train(
     config: str | Path | Config | dict[str, Any],
     overrides: dict[str, Any] | None = None,
@@ -144,8 +161,8 @@ def train(
 ) -> TrainingRun:
     """Train as ``es-train CONFIG --set KEY=VALUE ... --run-dir RUN_DIR`` would, and return
     the run. Errors in the config raise ``ConfigError`` (a ``ValueError``) before anything
-    starts; an existing run folder is refused unless ``force``. BLAS runs on one thread
-    during the call (restored after), as under ``es-train``.
+    starts; an existing run folder is refused unless ``force``. BLAS (and torch, for a
+    torch policy) runs on one thread during the call (restored after), as under ``es-train``.
 
     ``callback(row)`` is called after every generation with its ``progress.csv`` row (a dict:
     ``generation``, ``timesteps``, ``return_mean``, ``eval_return``, ...; None where the
@@ -168,17 +185,18 @@ def train(
         raise ConfigError(f"force {force!r}: must be True or False")
     if run_dir is not None and not _is_path(run_dir):
         raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) or None")
-    resolved = resolve_config(config, overrides, policy)
-    _check_runnable(resolved)
-    comm = comm or make_comm()
-    configure_logging(comm.rank == 0 and not quiet)
-    checked = check_run_dir(None if run_dir is None else str(run_dir), resolved, force,
-                            overwrite="choose another run_dir or pass force=True to overwrite "
-                                      "it") if comm.rank == 0 else None
-    folder, error = comm.broadcast(checked)
-    if error:
-        raise ConfigError(error)
-    return _train_in(folder, resolved, None, comm, callback, policy)
+    with torch_threads_kept():  # no frame of its own: the warnings' stacklevel holds
+        resolved = resolve_config(config, overrides, policy)
+        _check_runnable(resolved)
+        comm = comm or make_comm()
+        configure_logging(comm.rank == 0 and not quiet)
+        checked = check_run_dir(None if run_dir is None else str(run_dir), resolved, force,
+                                overwrite="choose another run_dir or pass force=True to "
+                                          "overwrite it") if comm.rank == 0 else None
+        folder, error = comm.broadcast(checked)
+        if error:
+            raise ConfigError(error)
+        return _train_in(folder, resolved, None, comm, callback, policy)
 
 
 def _is_path(value: Any) -> bool:
@@ -222,34 +240,35 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"overrides {overrides!r}: must be a dict of dotted keys, "
                           "{'run.generations': 400}")
-    comm = comm or make_comm()
-    configure_logging(comm.rank == 0 and not quiet)
-    prepared: Any = None
-    if comm.rank == 0:
-        try:
-            claim(run_dir)
-            config, state, said = load_resume(str(run_dir), plain(dict(overrides or {})),
-                                              "es.resume")
-            _check_runnable(config)
-            if policy is not None and object_path(policy) != config.policy.kind:
-                raise ConfigError(f"policy={policy!r}: the run was trained with policy.kind = "
-                                  f"{config.policy.kind!r}; pass that one")
-            folder = str(run_dir)
-            if state is None:  # no checkpoint yet: a start in the same folder
-                folder, error = check_run_dir(folder, config, True)
-                if error:
-                    raise ConfigError(error)
-            prepared = config, state, said, folder, None
-        except (ConfigError, ValueError, OSError) as error:  # said on every rank
-            prepared = None, None, [], None, str(error)
-    config, state, said, folder, error = comm.broadcast(prepared)
-    if error:
+    with torch_threads_kept():  # no frame of its own: the warnings' stacklevel holds
+        comm = comm or make_comm()
+        configure_logging(comm.rank == 0 and not quiet)
+        prepared: Any = None
         if comm.rank == 0:
-            release_run_dir(run_dir)
-        raise ConfigError(error)
-    for line in said if comm.rank == 0 else ():
-        warnings.warn(line, stacklevel=2)
-    return _train_in(folder, config, state, comm, callback, policy)
+            try:
+                claim(run_dir)
+                config, state, said = load_resume(str(run_dir), plain(dict(overrides or {})),
+                                                  "es.resume")
+                _check_runnable(config)
+                if policy is not None and object_path(policy) != config.policy.kind:
+                    raise ConfigError(f"policy={policy!r}: the run was trained with policy.kind = "
+                                      f"{config.policy.kind!r}; pass that one")
+                folder = str(run_dir)
+                if state is None:  # no checkpoint yet: a start in the same folder
+                    folder, error = check_run_dir(folder, config, True)
+                    if error:
+                        raise ConfigError(error)
+                prepared = config, state, said, folder, None
+            except (ConfigError, ValueError, OSError) as error:  # said on every rank
+                prepared = None, None, [], None, str(error)
+        config, state, said, folder, error = comm.broadcast(prepared)
+        if error:
+            if comm.rank == 0:
+                release_run_dir(run_dir)
+            raise ConfigError(error)
+        for line in said if comm.rank == 0 else ():
+            warnings.warn(line, stacklevel=2)
+        return _train_in(folder, config, state, comm, callback, policy)
 
 
 def _check_callback(callback: object) -> None:

@@ -141,6 +141,22 @@ def test_action_noise_refuses_discrete_actions_in_one_line(tmp_path):
     assert not (tmp_path / "no").exists()
 
 
+def test_es_train_gives_torch_its_thread_count_back(tmp_path):
+    """A torch policy runs on one thread (the parallelism is the ranks'); the caller's count
+    stayed at 1 after the call, where the docs promise it back."""
+    import es
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        es.train("configs/cartpole.toml", {"run.generations": 1,
+                                           "policy.kind": "examples.torch_policies:mlp"},
+                 run_dir=tmp_path / "run")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize(("env_id", "kind", "ranks"), [
     ("user_policies:GoalReach-v0", "user_policies:LinearNumpy", 2),  # Dict observations
     ("user_policies:GoalReach-v0", "user_policies:DictModule", 2),
