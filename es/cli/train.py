@@ -266,6 +266,23 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
     return runs
 
 
+def start_commands(runs: list[argparse.Namespace]) -> list[str]:
+    """The es-train lines that start ``runs`` of a sweep (its config files and seeds, its
+    other --set's and parent folder): one per config file."""
+    commands = []
+    for config in dict.fromkeys(run.config for run in runs):
+        mine = [run for run in runs if run.config == config]
+        seeds = [text.split("=", 1)[1] for run in mine for text in run.overrides
+                 if text.startswith("run.seed=")]
+        line = ["es-train", config, *(["--seeds", ",".join(seeds)] if seeds else [])]
+        for text in mine[0].overrides:
+            line += [] if text.startswith("run.seed=") else ["--set", text]
+        if mine[0].sweep_parent:
+            line += ["--run-dir", mine[0].sweep_parent]
+        commands.append(shlex.join(line))
+    return commands
+
+
 def _check_sweep(runs: list[argparse.Namespace]) -> None:
     """Every config and override of a sweep is checked before its first run starts: a typo
     must not wait for the runs before it to train, nor be reported once per seed."""
@@ -338,9 +355,10 @@ def main(argv: list[str] | None = None) -> int:
         if codes[-1] in (130, CHECKPOINTED) and index + 1 < len(mine):
             # A signal stopped this run at its checkpoint: it was for the sweep.
             if comm.rank == 0:
+                later = mine[index + 1:]
                 print(f"es-train: {run.label}stopped; not started: "
-                      f"{', '.join(later.label.strip() for later in mine[index + 1:])}",
-                      file=sys.stderr, flush=True)
+                      f"{', '.join(run.label.strip() for run in later)}; they start with: "
+                      f"{' ; '.join(start_commands(later))}", file=sys.stderr, flush=True)
             break
     world.barrier()
     return max(codes)
@@ -477,8 +495,9 @@ def _train(args: argparse.Namespace, comm) -> int:
     from es.rl.resume import after_lost
     from es.rl.trainer import STOP_SIGNALS, StopFlag, Stopped, Trainer, TrainingError
 
-    stop_flag = StopFlag(announce="es-train: {signal}: stopping after the generation in "
-                         "progress, with its checkpoint (a second signal 2 s later stops at "
+    label = args.label.replace("{", "{{").replace("}", "}}")  # a sweep's run, as its lines
+    stop_flag = StopFlag(announce=f"es-train: {label}{{signal}}: stopping after the generation "
+                         "in progress, with its checkpoint (a second signal 2 s later stops at "
                          "once)" if comm.rank == 0 else None)
     stop_flag.install()
     if EARLY_SIGNALS:

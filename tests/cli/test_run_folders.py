@@ -118,9 +118,19 @@ def test_ctrl_c_stops_a_sweep_after_the_runs_it_stopped(tmp_path):
     sweep.send_signal(signal.SIGINT)
     _, stderr = sweep.communicate(timeout=120)
     assert sweep.returncode == 130, stderr
-    assert "[pendulum seed 0] stopped; not started: [pendulum seed 1], [pendulum seed 2]" \
+    # Every line of a sweep names its run; the runs not started get the line that starts them.
+    assert "es-train: [pendulum seed 0] SIGINT: stopping after the generation in progress" \
         in stderr
+    rest = (f"es-train configs/pendulum.toml --seeds 1,2 --set run.generations=100000 "
+            f"--run-dir {tmp_path}")
+    assert (f"es-train: [pendulum seed 0] stopped; not started: [pendulum seed 1], [pendulum "
+            f"seed 2]; they start with: {rest}\n") in stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == [first.name]
+    started = run_cli([*rest.split()[:-2], "--set", "run.generations=1", "--quiet",
+                       "--run-dir", str(tmp_path)])
+    assert started.returncode == 0, started.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        first.name, "Pendulum-v1__pendulum__1", "Pendulum-v1__pendulum__2"]
 
 
 def test_es_compare_trains_a_given_config_on_the_env_it_compares_on():
