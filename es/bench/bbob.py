@@ -216,7 +216,7 @@ def run_bbob(job: tuple[str, int, int, int, int, int, bool, int]) -> dict[str, A
         try:
             runner(method, tracker, np.full(dim, X0_BBOB), SIGMA0_BBOB, budget, seed,
                    restarts, bipop)
-            ended = "own stop"
+            ended = "budget" if tracker.nfev >= budget else "own stop"  # max_evals: spent
         except Stop:
             ended = "target" if tracker.reached == TARGETS.size else "budget"
     seconds = time.perf_counter() - started

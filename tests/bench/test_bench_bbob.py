@@ -40,6 +40,17 @@ def test_tracker_records_the_first_evaluation_reaching_each_target():
     assert tracker.nfev == 4
 
 
+def test_a_run_that_spends_its_budget_is_labelled_so_whichever_method():
+    """es.minimize stops at max_evals itself, pycma's fmin2 by the tracker's Stop: ours was
+    labelled 'own stop' where pycma's said 'budget', as if ours stopped early."""
+    from es.bench.bbob import run_bbob
+
+    for method in ("cma", "pycma"):
+        row = run_bbob((method, 1, 1, 2, 60, 0, False, 0))  # 10 generations of 6
+        assert (row["nfev"], row["ended"]) == (60, "budget"), method
+    assert run_bbob(("cma", 1, 1, 2, 10_000, 0, False, 0))["ended"] == "target"
+
+
 def test_ecdf_counts_pairs_reached_within_the_budget_fraction():
     hits = [1.0] * 10 + [30.0] * 10 + [math.inf] * 31
     row = {"dim": 2, "budget": 40, **dict(zip(HIT_COLUMNS, hits, strict=True))}
