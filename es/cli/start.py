@@ -10,6 +10,7 @@ checkpoints); one that escapes it (before es-train holds signals, say) ends it i
 import importlib
 import signal
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from es.parallel.launcher import launcher_rank
@@ -34,25 +35,17 @@ def _start(module: str, program: str) -> NoReturn:
     sys.exit(code)
 
 
-def train() -> NoReturn:
-    _start("es.cli.train", "es-train")
+def _entry(module: str, program: str) -> Callable[[], NoReturn]:
+    """The console script ``program``: ``module``'s ``main`` behind the guard."""
+    def start() -> NoReturn:
+        _start(module, program)
+
+    return start
 
 
-def evaluate() -> NoReturn:
-    _start("es.cli.evaluate", "es-eval")
-
-
-def bench() -> NoReturn:
-    _start("es.cli.bench", "es-bench")
-
-
-def plot() -> NoReturn:
-    _start("es.cli.plot", "es-plot")
-
-
-def baseline() -> NoReturn:
-    _start("es.cli.baseline", "es-baseline")
-
-
-def compare() -> NoReturn:
-    _start("es.cli.compare", "es-compare")
+train = _entry("es.cli.train", "es-train")
+evaluate = _entry("es.cli.evaluate", "es-eval")
+bench = _entry("es.cli.bench", "es-bench")
+plot = _entry("es.cli.plot", "es-plot")
+baseline = _entry("es.cli.baseline", "es-baseline")
+compare = _entry("es.cli.compare", "es-compare")
