@@ -4,7 +4,8 @@ A program's modules take a while to load (NumPy, mpi4py, Gymnasium: a second or 
 cluster's shared filesystem), and a Ctrl-C in that time came as a traceback of imports. Here
 the program is imported inside a guard: interrupted while loading, it ends in one line, exit
 code 130, with nothing started. Its ``main`` handles the signals of its own work (es-train
-checkpoints); one that escapes it (before es-train holds signals, say) ends it in one line too.
+checkpoints); one that escapes it (before es-train holds signals, or a second signal on its
+way out) ends it in one line too, naming the rank.
 """
 
 import importlib
@@ -16,22 +17,24 @@ from typing import NoReturn
 from es.parallel.launcher import launcher_rank
 
 
-def _interrupted(program: str, when: str) -> NoReturn:
+def _interrupted(said: str | None) -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher's repeats: one line
-    if launcher_rank() == 0:  # under mpiexec, every rank got the signal
-        print(f"{program}: interrupted{when} (exit code 130)", file=sys.stderr, flush=True)
+    if said is not None:
+        print(f"{said} (exit code 130)", file=sys.stderr, flush=True)
     sys.exit(130)
 
 
 def _start(module: str, program: str) -> NoReturn:
+    rank = launcher_rank()
     try:
         main = importlib.import_module(module).main
-    except KeyboardInterrupt:
-        _interrupted(program, " while starting; nothing ran")
+    except KeyboardInterrupt:  # every rank alike: rank 0 alone says so
+        _interrupted(f"{program}: interrupted while starting; nothing ran" if rank == 0
+                     else None)
     try:
         code = main()
-    except KeyboardInterrupt:
-        _interrupted(program, "")
+    except KeyboardInterrupt:  # where this rank was: the others may not have got it
+        _interrupted(f"{program}: interrupted on rank {rank}")
     sys.exit(code)
 
 

@@ -24,8 +24,10 @@ def main():
 
 @pytest.mark.parametrize(("while_importing", "rank", "said"), [
     (True, None, "es-x: interrupted while starting; nothing ran (exit code 130)\n"),
-    (False, None, "es-x: interrupted (exit code 130)\n"),
+    (False, None, "es-x: interrupted on rank 0 (exit code 130)\n"),
     (True, "1", ""),  # under mpiexec every rank got the signal: rank 0 alone says so
+    # Escaping main (a second signal on the way out, say): the rank says where it was.
+    (False, "1", "es-x: interrupted on rank 1 (exit code 130)\n"),
 ])
 def test_an_interrupt_while_a_program_starts_is_one_line(tmp_path, while_importing, rank, said):
     (tmp_path / "program_x.py").write_text(PROGRAM.format(while_importing=while_importing))
