@@ -274,9 +274,9 @@ def start_commands(runs: list[argparse.Namespace]) -> list[str]:
         mine = [run for run in runs if run.config == config]
         seeds = [text.split("=", 1)[1] for run in mine for text in run.overrides
                  if text.startswith("run.seed=")]
-        line = ["es-train", config, *(["--seeds", ",".join(seeds)] if seeds else [])]
-        for text in mine[0].overrides:
-            line += [] if text.startswith("run.seed=") else ["--set", text]
+        line = ["es-train", config, *(["--seeds", ",".join(seeds)] if seeds else []),
+                *(part for text in mine[0].overrides if not text.startswith("run.seed=")
+                  for part in ("--set", text))]
         if mine[0].sweep_parent:
             line += ["--run-dir", mine[0].sweep_parent]
         commands.append(shlex.join(line))
