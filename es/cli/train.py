@@ -112,7 +112,8 @@ def train_parser() -> argparse.ArgumentParser:
         "--resume-or-start", type=folder_path, metavar="RUN_DIR",
         help="with a config file: start the run in RUN_DIR when it holds none, resume it "
         "exactly when it holds one of the same config (refused if the config differs); the "
-        "same command line on every start of a batch job")
+        "same command line on every start of a batch job. With --seeds or several config "
+        "files, RUN_DIR holds the sweep's run folders, each started or resumed so")
     parser.add_argument(
         "--requeue-on-signal", action="store_true",
         help="under Slurm: after a SIGTERM, SIGUSR1 or SIGUSR2 has stopped the run and its "
@@ -160,27 +161,48 @@ def _load_resume(run_dir: str, overrides: list[str]):
     return load_resume(run_dir, budgets)
 
 
-def _resume_or_start(run_dir: str, config_file: str, overrides: list[str]):
-    """(config, state, warnings, run folder to resume or None to start) for
-    ``--resume-or-start``; rank 0 only. Raises ConfigError when the folder holds another
-    config's run."""
-    from es.config import ConfigError, from_dict, load_config
-    from es.rl.checkpoint import has_checkpoint
-    from es.rl.resume import RESUME_OVERRIDES, claim, flat
+def sweep_folder(parent: str, config) -> Path:
+    """A sweep's run folder: ``{parent}/{env}__{name}__{seed}``, as ``prepare`` makes it (a
+    stamp, to the second, would not part the runs)."""
+    return Path(parent) / default_run_dir("", config.env.id, config.run.name, config.run.seed,
+                                          stamped=False)
 
-    wanted = load_config(config_file, overrides)
+
+def refuse_other_config(run_dir: str, held, wanted) -> None:
+    """ConfigError when the folder's run (``held``) differs from ``wanted`` in more than
+    what a resume may change: ``--resume-or-start`` would otherwise train another config on."""
+    from es.config import ConfigError, from_dict
+    from es.rl.resume import RESUME_OVERRIDES, flat
+
+    there = flat(from_dict(held.to_dict()).to_dict())
+    for key, value in flat(wanted.to_dict()).items():
+        if key not in RESUME_OVERRIDES and there.get(key) != value:
+            raise ConfigError(
+                f"--resume-or-start {run_dir!r}: the folder holds a run of another config: "
+                f"{key} is {there.get(key)!r} there and {value!r} here; use another folder, or "
+                "the config and --set that started it")
+
+
+RESUME_OR_START_ALONE = (
+    "--resume-or-start RUN_DIR takes a config file and names the folder itself: e.g. "
+    "es-train configs/hopper_ars.toml --resume-or-start runs/hopper (no --run-dir, --force or "
+    "--resume)")
+
+
+def _resume_or_start(run_dir: str, wanted):
+    """(config, state, warnings, run folder to resume or None to start) for
+    ``--resume-or-start`` of the ``wanted`` config; rank 0 only. Raises ConfigError when the
+    folder holds another config's run."""
+    from es.config import from_dict
+    from es.rl.checkpoint import has_checkpoint
+    from es.rl.resume import claim
+
     folder = Path(run_dir)
     claim(run_dir)
     if not (folder / "config.toml").is_file() and not has_checkpoint(folder):
         return wanted, None, [], None
     config, state, warnings = _load_resume(run_dir, [])
-    held = flat(from_dict(config.to_dict()).to_dict())
-    for key, value in flat(wanted.to_dict()).items():
-        if key not in RESUME_OVERRIDES and held.get(key) != value:
-            raise ConfigError(
-                f"--resume-or-start {run_dir!r}: the folder holds a run of another config: "
-                f"{key} is {held.get(key)!r} there and {value!r} here; use another folder, or the "
-                "config and --set that started it")
+    refuse_other_config(run_dir, config, wanted)
     # What a resume may change, the command line changes (e.g. more generations).
     config = from_dict({**config.to_dict(), "run": wanted.to_dict()["run"]})
     return config, state, warnings, run_dir if state is not None else None
@@ -196,12 +218,11 @@ def prepare(args: argparse.Namespace):
     try:
         if args.resume_or_start:
             if not args.config or args.run_dir or args.force or args.resume:
-                raise ConfigError("--resume-or-start RUN_DIR takes one config file and names "
-                                  "the folder itself: e.g. es-train configs/hopper_ars.toml "
-                                  "--resume-or-start runs/hopper (no --run-dir, --force or "
-                                  "--resume)")
-            config, state, warnings, run_dir = _resume_or_start(
-                args.resume_or_start, args.config, args.overrides)
+                raise ConfigError(RESUME_OR_START_ALONE)
+            wanted = load_config(args.config, args.overrides)
+            folder = (args.resume_or_start if args.sweep_parent is None
+                      else str(sweep_folder(args.sweep_parent, wanted)))
+            config, state, warnings, run_dir = _resume_or_start(folder, wanted)
         elif args.resume:
             if args.config or args.run_dir or args.force:
                 raise ConfigError("--resume takes the config and folder from the run: drop "
@@ -225,9 +246,8 @@ def prepare(args: argparse.Namespace):
         return None, None, None, [], str(error)
     if run_dir is None:
         requested = args.resume or args.resume_or_start or args.run_dir
-        if args.sweep_parent is not None:  # a sweep: --run-dir is the runs' parent folder
-            requested = str(Path(args.sweep_parent) / default_run_dir(
-                "", config.env.id, config.run.name, config.run.seed, stamped=False))
+        if args.sweep_parent is not None:  # a sweep: the runs' parent folder
+            requested = str(sweep_folder(args.sweep_parent, config))
         # Resumed or started: the folder holds nothing of another run (checked above).
         run_dir, error = check_run_dir(requested, config, bool(
             args.force or args.resume or args.resume_or_start))
@@ -240,12 +260,12 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
     """One namespace per run: a config file and, with --seeds, a run.seed override."""
     if args.resume and (args.configs or args.seeds):
         raise ValueError("--resume continues one run: drop the config files and --seeds")
-    if args.resume_or_start and (len(args.configs) > 1 or args.seeds):
-        raise ValueError("--resume-or-start starts or continues one run: one config file, "
-                         "no --seeds")
     if args.requeue_on_signal and "SLURM_JOB_ID" not in os.environ:
         raise ValueError("--requeue-on-signal requeues a Slurm job, and this is not one "
                          "(no SLURM_JOB_ID): run it in an sbatch script")
+    if args.requeue_on_signal and not args.resume_or_start:
+        raise ValueError("--requeue-on-signal needs --resume-or-start RUN_DIR: the requeued "
+                         "job runs the same command again, which must resume the run")
     if args.resume or (len(args.configs) <= 1 and not args.seeds):
         return [argparse.Namespace(**vars(args), config=(args.configs or [None])[0],
                                    sweep_parent=None, label="")]
@@ -254,6 +274,8 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
     if args.seeds and any(text.replace(" ", "").startswith("run.seed=")
                           for text in args.overrides):
         raise ValueError("--seeds sets run.seed for each run: drop --set run.seed")
+    if args.resume_or_start and args.run_dir:
+        raise ValueError(RESUME_OR_START_ALONE)
     seeds = args.seeds or [None]
     runs = []
     for config in args.configs:
@@ -261,7 +283,8 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
             overrides = [*args.overrides, *([f"run.seed={seed}"] if seed is not None else [])]
             label = Path(config).stem + ("" if seed is None else f" seed {seed}")
             runs.append(argparse.Namespace(**{**vars(args), "overrides": overrides},
-                                           config=config, sweep_parent=args.run_dir,
+                                           config=config,
+                                           sweep_parent=args.resume_or_start or args.run_dir,
                                            label=f"[{label}] "))
     return runs
 
@@ -286,22 +309,26 @@ def start_commands(runs: list[argparse.Namespace]) -> list[str]:
 def _check_sweep(runs: list[argparse.Namespace]) -> None:
     """Every config and override of a sweep is checked before its first run starts: a typo
     must not wait for the runs before it to train, nor be reported once per seed."""
-    from es.config import load_config
+    from es.config import ConfigError, load_config
     from es.rl.envs import check_env_id
 
     folders: dict[Path, str] = {}
     for run in runs:
         config = load_config(run.config, run.overrides)
         check_env_id(config.env.id)
-        # Its folder, as prepare() names it (a stamp, to the second, would not part them).
-        folder = Path(run.sweep_parent or config.run.runs_dir) / default_run_dir(
-            "", config.env.id, config.run.name, config.run.seed, stamped=False)
+        folder = sweep_folder(run.sweep_parent or config.run.runs_dir, config)
         named = f"{run.label.strip()[1:-1]} ({run.config})"  # "cp seed 0 (a/cp.toml)"
         if folder in folders:
             raise ValueError(f"{folders[folder]} and {named} would train in the same folder, "
                              f"{folder} (the same env.id, run.name and run.seed): give one of "
                              "the files another run.name")
         folders[folder] = named
+        if run.resume_or_start and (folder / "config.toml").is_file():
+            try:  # the run's own start reads its checkpoint, which decides
+                held = load_config(folder / "config.toml")
+            except ConfigError:
+                continue
+            refuse_other_config(str(folder), held, config)
 
 
 #: Stop signals that came before the run's own handler: a Ctrl-C during start-up raised
@@ -356,11 +383,17 @@ def main(argv: list[str] | None = None) -> int:
             # A signal stopped this run at its checkpoint: it was for the sweep.
             if comm.rank == 0:
                 later = mine[index + 1:]
+                then = ("the same command resumes it and starts them" if args.resume_or_start
+                        else f"they start with: {' ; '.join(start_commands(later))}")
                 print(f"es-train: {run.label}stopped; not started: "
-                      f"{', '.join(run.label.strip() for run in later)}; they start with: "
-                      f"{' ; '.join(start_commands(later))}", file=sys.stderr, flush=True)
+                      f"{', '.join(run.label.strip() for run in later)}; {then}",
+                      file=sys.stderr, flush=True)
             break
     world.barrier()
+    # Once for the whole job, by one rank, after every group has checkpointed.
+    if args.requeue_on_signal and any(world.allgather_objects(CHECKPOINTED in codes)) \
+            and world.rank == 0:
+        requeue_slurm_job()
     return max(codes)
 
 
@@ -544,8 +577,8 @@ def _train(args: argparse.Namespace, comm) -> int:
         if comm.rank == 0:
             print(f"es-train: {stop}; checkpoint saved (exit code {code}). Resume with: "
                   f"{resume_command(args, run_dir)}", file=sys.stderr, flush=True)
-            if args.requeue_on_signal and code == CHECKPOINTED:
-                requeue_slurm_job()
+            if args.requeue_on_signal and code == CHECKPOINTED and args.sweep_parent is None:
+                requeue_slurm_job()  # a sweep's after all its groups have stopped
         return code
     except TrainingError as error:
         return _fail_run(str(error), run_dir, comm.rank)

@@ -27,6 +27,33 @@ def test_the_same_line_starts_then_resumes_exactly(tmp_path):
     assert done.returncode == 0 and "done: 6 generations" in done.stdout
 
 
+def test_one_line_continues_a_sweep_its_runs_and_the_ones_not_started(tmp_path):
+    """A sweep's folder holds its runs' folders: the same line on every start of a batch job
+    resumes the runs there, starts the others, and is refused up front for another config."""
+    line = ["es-train", *CARTPOLE, "--resume-or-start", str(tmp_path / "sweep")]
+    first = run_cli([*line, "--seeds", "0,1", "--set", "run.generations=2"])
+    assert first.returncode == 0, first.stderr
+    again = run_cli([*line, "--seeds", "0-2", "--set", "run.generations=3"], ranks=2)
+    assert again.returncode == 0, again.stderr
+    plain = run_cli(["es-train", *CARTPOLE, "--seeds", "0-2", "--set", "run.generations=3",
+                     "--run-dir", str(tmp_path / "plain")])
+    assert plain.returncode == 0, plain.stderr
+    for seed in range(3):
+        run = f"CartPole-v1__cartpole__{seed}"
+        assert [int(r["generation"]) for r in read_progress(tmp_path / "sweep" / run)] == [1, 2, 3]
+        assert np.array_equal(load_params(tmp_path / "sweep" / run),
+                              load_params(tmp_path / "plain" / run))
+    other = run_cli([*line, "--seeds", "0-3", "--set", "run.generations=4", "--set",
+                     "es.sigma=0.3"], ranks=2)
+    assert other.returncode == 2
+    assert other.stderr == (
+        f"es-train: error: --resume-or-start "
+        f"{str(tmp_path / 'sweep' / 'CartPole-v1__cartpole__0')!r}: the folder holds a run of "
+        "another config: es.sigma is 0.1 there and 0.3 here; use another folder, or the config "
+        "and --set that started it\n")
+    assert len(list((tmp_path / "sweep").iterdir())) == 3  # nothing started
+
+
 def test_a_folder_started_by_another_config_is_refused_naming_the_key(tmp_path):
     run_dir = tmp_path / "run"
     assert run_cli(["es-train", *CARTPOLE, "--set", "run.generations=1", "--resume-or-start",
@@ -52,14 +79,25 @@ def test_a_folder_with_only_a_config_starts_over_and_unrelated_files_stay(tmp_pa
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--run-dir", "x"], "--resume-or-start RUN_DIR takes one config file and names the "
+    (["--run-dir", "x"], "--resume-or-start RUN_DIR takes a config file and names the "
                          "folder itself"),
     (["--requeue-on-signal"], "--requeue-on-signal requeues a Slurm job, and this is not one"),
+    (["--seeds", "0,1", "--run-dir", "x"], "--resume-or-start RUN_DIR takes a config file and "
+                                           "names the folder itself"),
 ])
 def test_flags_that_do_not_go_together_are_one_line_errors(tmp_path, extra, message):
     done = run_cli(["es-train", *CARTPOLE, "--resume-or-start", str(tmp_path / "r"), *extra])
     assert done.returncode == 2 and done.stderr.startswith(f"es-train: error: {message}")
     assert done.stderr.count("\n") == 1
+
+
+def test_a_requeue_needs_a_line_that_resumes(tmp_path):
+    done = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r"),
+                    "--requeue-on-signal"], extra_env={"SLURM_JOB_ID": "7"})
+    assert done.returncode == 2 and done.stderr == (
+        "es-train: error: --requeue-on-signal needs --resume-or-start RUN_DIR: the requeued "
+        "job runs the same command again, which must resume the run\n")
+    assert not (tmp_path / "r").exists()
 
 
 def test_copies_are_told_from_a_one_process_job(monkeypatch):

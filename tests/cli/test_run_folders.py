@@ -107,10 +107,12 @@ def test_a_baseline_that_refuses_its_config_leaves_no_folder_behind(tmp_path):
     assert done.returncode == 2 and "policy.kind must be 'linear' or 'mlp'" in done.stderr
 
 
-def test_ctrl_c_stops_a_sweep_after_the_runs_it_stopped(tmp_path):
-    sweep = subprocess.Popen([tool("es-train"), "configs/pendulum.toml", "--seeds", "0-2",
-                              "--run-dir", str(tmp_path), "--set", "run.generations=100000",
-                              "--quiet"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("folder_flag", ["--run-dir", "--resume-or-start"])
+def test_ctrl_c_stops_a_sweep_after_the_runs_it_stopped(tmp_path, folder_flag):
+    line = [tool("es-train"), "configs/pendulum.toml", "--seeds", "0-2", folder_flag,
+            str(tmp_path), "--quiet"]
+    sweep = subprocess.Popen([*line, "--set", "run.generations=100000"], cwd=REPO,
+                             stderr=subprocess.PIPE, text=True)
     first = tmp_path / "Pendulum-v1__pendulum__0"
     deadline = time.monotonic() + 120
     while not any((first / "checkpoints").glob("*")) and time.monotonic() < deadline:
@@ -121,13 +123,18 @@ def test_ctrl_c_stops_a_sweep_after_the_runs_it_stopped(tmp_path):
     # Every line of a sweep names its run; the runs not started get the line that starts them.
     assert "es-train: [pendulum seed 0] SIGINT: stopping after the generation in progress" \
         in stderr
-    rest = (f"es-train configs/pendulum.toml --seeds 1,2 --set run.generations=100000 "
-            f"--run-dir {tmp_path}")
-    assert (f"es-train: [pendulum seed 0] stopped; not started: [pendulum seed 1], [pendulum "
-            f"seed 2]; they start with: {rest}\n") in stderr
+    stopped = "es-train: [pendulum seed 0] stopped; not started: [pendulum seed 1], [pendulum " \
+              "seed 2]; "
     assert sorted(path.name for path in tmp_path.iterdir()) == [first.name]
-    started = run_cli([*rest.split()[:-2], "--set", "run.generations=1", "--quiet",
-                       "--run-dir", str(tmp_path)])
+    if folder_flag == "--resume-or-start":  # one line continues the whole sweep
+        assert f"{stopped}the same command resumes it and starts them\n" in stderr
+        started = run_cli([*line, "--set", "run.generations=1"])
+    else:
+        rest = (f"es-train configs/pendulum.toml --seeds 1,2 --set run.generations=100000 "
+                f"--run-dir {tmp_path}")
+        assert f"{stopped}they start with: {rest}\n" in stderr
+        started = run_cli([*rest.split()[:-2], "--set", "run.generations=1", "--quiet",
+                           "--run-dir", str(tmp_path)])
     assert started.returncode == 0, started.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         first.name, "Pendulum-v1__pendulum__1", "Pendulum-v1__pendulum__2"]

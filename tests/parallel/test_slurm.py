@@ -59,6 +59,9 @@ SLEEPY = ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set", "es.p
 #: limit (20-50 s after the start: Slurm checks limits every 30 s).
 TIME_LIMITED = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=80"]
 REQUEUED_BY_HAND = [*SLEEPY, "--set", "env.kwargs.step_ms=1", "--set", "run.generations=25"]
+#: Two runs side by side, 2 ranks each: ~1.6 s a generation, so 40 outlast the warning too.
+SWEEP_LIMITED = [*SLEEPY, "--set", "env.kwargs.step_ms=2", "--set", "run.generations=40",
+                 "--seeds", "0,1"]
 FINISHED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
@@ -130,11 +133,11 @@ def slurm(tmp_path_factory):
                               ["scripts/slurm_train.sbatch", *REQUEUED_BY_HAND[:1],
                                str(folder / "by_hand"), *REQUEUED_BY_HAND[1:]]),
             # No script logic: the signal goes to the ranks themselves (no B:), and es-train
-            # requeues the job (--requeue-on-signal).
+            # requeues the job (--requeue-on-signal), once for the sweep's two runs.
             "flag": sbatch(cluster, [*two_nodes, "--time=1", "--signal=USR1@10", "--requeue",
                                      "--open-mode=append", f"--output={folder}/flag.out",
                                      "--wrap", " ".join([
-                                         "srun --mpi=pmi2", tool("es-train"), *TIME_LIMITED,
+                                         "srun --mpi=pmi2", tool("es-train"), *SWEEP_LIMITED,
                                          "--resume-or-start", str(folder / "flag"),
                                          "--requeue-on-signal"])], []),
             # The scaling benchmark's script, on a small config.
@@ -314,13 +317,16 @@ def test_the_batch_script_is_cut_by_its_time_limit_requeued_and_resumed_exactly(
 
 
 @needs_slurm
-def test_es_train_requeues_its_own_job_on_the_signal(slurm, tmp_path):
+def test_es_train_requeues_its_own_sweep_on_the_signal(slurm, tmp_path):
     cluster, jobs, folder = slurm
     state, restarts = wait_for_job(cluster, jobs["flag"])
     output = (folder / "flag.out").read_text()
     assert (state, restarts >= 1) == ("COMPLETED", True), output
     assert output.count(f"es-train: requeued Slurm job {jobs['flag']}") == restarts, output
-    assert np.array_equal(load_params(folder / "flag"), reference(tmp_path, TIME_LIMITED))
+    for seed in (0, 1):
+        run_dir = folder / "flag" / f"es_Sleep-v0__cartpole__{seed}"
+        assert np.array_equal(load_params(run_dir), reference(
+            tmp_path, [*SWEEP_LIMITED[:-2], "--set", f"run.seed={seed}"]))
 
 
 @needs_slurm
