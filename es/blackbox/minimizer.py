@@ -465,7 +465,9 @@ def minimize(
     they run BLAS on one thread. Spawning needs MPI's ``mpiexec``: from PATH, or else the one
     beside the Python interpreter (a venv that is not activated); with neither it raises
     ``es.parallel.evaluate.WorkerStartError`` (a ``RuntimeError``) at once, and workers that do not
-    start within a minute raise it too, never hang. Under ``mpiexec`` (more than one rank)
+    start within a minute raise it too, never hang. A worker that dies (a crash in C code)
+    raises ``es.parallel.evaluate.WorkerDiedError``; the calling process never joins the
+    workers' MPI job, so it lives on. Under ``mpiexec`` (more than one rank)
     every rank runs this call and evaluates its share instead, BLAS on one thread (the
     caller's setting is back afterwards); nothing is spawned. Either way
     the result is bit-identical to ``workers=1``.

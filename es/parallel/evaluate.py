@@ -4,7 +4,9 @@ order, so the optimiser sees the same numbers whichever is used.
 
 Spawned workers must start wherever users call ``minimize``: a Jupyter kernel or an IDE that
 runs the venv's Python without activating the venv, a script read from stdin, a script with
-no ``if __name__ == "__main__":`` guard. They must also never hang the caller.
+no ``if __name__ == "__main__":`` guard. They must also never hang the caller, and a worker
+that dies must not take the caller with it: a broker process spawns and holds them
+(``es.parallel.broker``), and the caller never joins their MPI job.
 """
 
 from __future__ import annotations
@@ -13,18 +15,19 @@ import contextlib
 import hashlib
 import os
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from es.parallel.comm import MPIComm, under_mpi_launcher
+from es.parallel.comm import LAUNCHER_VARIABLES, MPIComm, under_mpi_launcher
 from es.parallel.exchange import gather_in_order, round_robin
-
-if TYPE_CHECKING:
-    from mpi4py.futures import MPIPoolExecutor
 
 Evaluate = Callable[[np.ndarray], np.ndarray]
 _LOADED: dict[bytes, Callable[[np.ndarray], Any]] = {}  # per worker: functions by digest
@@ -33,12 +36,19 @@ LAUNCHER = "mpiexec"
 #: Workers start in ~0.5 s; a spawn still waiting after this long has failed (MPICH's
 #: MPI_Comm_spawn waits forever for a worker whose interpreter died before MPI_Init).
 SPAWN_TIMEOUT_S = 60.0
+#: How long the broker may take to end its workers after the last generation.
+SHUTDOWN_TIMEOUT_S = 30.0
 #: One BLAS thread per worker, as ``es.cli`` does for ranks: parallelism comes from workers.
 BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class WorkerStartError(RuntimeError):
     """Spawned workers could not start; the message says what to do instead."""
+
+
+class WorkerDiedError(RuntimeError):
+    """A spawned worker died while evaluating (a crash in ``fun``'s C code, ``os._exit``, the
+    kernel's OOM killer): the generation's values are lost, the calling process is not."""
 
 
 def one_value(value: Any) -> float:
@@ -64,14 +74,34 @@ def values_of(fun: Callable[[np.ndarray], Any], rows: np.ndarray,
     return values.ravel()
 
 
-def _evaluate_rows(blob: bytes, rows: np.ndarray, vectorized: bool) -> list[float]:
+class RaisedInWorker(Exception):
+    """``fun``'s exception in a worker, cloudpickled (its one argument). Its class may live
+    only in the caller's ``__main__`` (a notebook's), which plain pickle cannot send back
+    ("Can't pickle <class '__main__.MyError'>"); cloudpickle gives the caller its own class
+    again, so ``except MyError`` catches it there."""
+
+
+def pickled_error(error: BaseException) -> bytes:
+    """``error`` cloudpickled, or a RuntimeError saying what it was if it does not pickle."""
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps(error)
+    except Exception:
+        return cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
+
+
+def evaluate_rows(blob: bytes, rows: np.ndarray, vectorized: bool) -> list[float]:
     """Worker side: unpickle the function once (cloudpickle), evaluate the rows."""
+    import cloudpickle
+
     key = hashlib.sha256(blob).digest()
     if key not in _LOADED:
-        import cloudpickle
-
         _LOADED[key] = cloudpickle.loads(blob)
-    return values_of(_LOADED[key], rows, vectorized).tolist()
+    try:
+        return values_of(_LOADED[key], rows, vectorized).tolist()
+    except Exception as error:
+        raise RaisedInWorker(pickled_error(error)) from None
 
 
 def _ranks(fun: Callable[[np.ndarray], Any], comm: MPIComm, vectorized: bool) -> Evaluate:
@@ -104,16 +134,15 @@ def _ranks(fun: Callable[[np.ndarray], Any], comm: MPIComm, vectorized: bool) ->
     return evaluate
 
 
-@contextlib.contextmanager
-def _launcher_on_path(workers: int) -> Iterator[None]:
-    """A process that ``mpiexec`` did not start spawns through MPICH's singleton init, which
-    execs ``mpiexec`` found on PATH (once; later spawns reuse it). A venv's Python run without
-    activating the venv has the mpich wheel's ``mpiexec`` beside it but not on PATH: put that
-    folder first on PATH while the workers start. With no launcher anywhere, MPICH would abort
-    inside the spawn and hang: fail now instead, saying what to do."""
-    if under_mpi_launcher() or shutil.which(LAUNCHER) is not None:
-        yield
-        return
+def _path_with_launcher(workers: int) -> str | None:
+    """The PATH the broker needs: it spawns through MPICH's singleton init, which execs
+    ``mpiexec`` found on PATH. A venv's Python run without activating the venv has the mpich
+    wheel's ``mpiexec`` beside it but not on PATH: that folder goes first. With no launcher
+    anywhere, MPICH would abort inside the spawn and hang: fail now instead, saying what to
+    do."""
+    before = os.environ.get("PATH")
+    if shutil.which(LAUNCHER) is not None:
+        return before
     beside = dict.fromkeys((Path(sys.executable).parent, Path(sys.prefix) / "bin"))
     folder = next((str(f) for f in beside if shutil.which(LAUNCHER, path=str(f))), None)
     if folder is None:
@@ -122,15 +151,7 @@ def _launcher_on_path(workers: int) -> Iterator[None]:
             f"{sys.executable}: activate the environment (or put the folder holding "
             f"{LAUNCHER} on PATH), or use workers=1, or run the script under "
             f"{LAUNCHER} -n N python script.py")
-    before = os.environ.get("PATH")
-    os.environ["PATH"] = os.pathsep.join(filter(None, (folder, before)))
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("PATH", None)
-        else:
-            os.environ["PATH"] = before
+    return os.pathsep.join(filter(None, (folder, before)))
 
 
 def _worker_options() -> dict[str, Any]:
@@ -141,30 +162,86 @@ def _worker_options() -> dict[str, Any]:
     they load NumPy)."""
     path = [entry or os.getcwd() for entry in sys.path]
     env = {name: os.environ.get(name, "1") for name in BLAS_VARIABLES}
-    return {"main": False, "path": path, "wdir": os.getcwd(), "env": env}
+    return {"main": False, "path": path, "wdir": os.getcwd(), "env": env,
+            "python_exe": sys.executable}
 
 
-def _start(workers: int) -> MPIPoolExecutor:
-    """An ``MPIPoolExecutor`` whose workers are up, or ``WorkerStartError`` within
-    ``SPAWN_TIMEOUT_S``."""
-    from mpi4py.futures import MPIPoolExecutor
+class _Broker:
+    """The caller's side of ``es.parallel.broker``: a process in a session of its own (a
+    terminal's Ctrl-C reaches the caller alone, which then ends it), so that killing its
+    process group ends the broker, its ``mpiexec`` and the workers, whatever state they are
+    in."""
 
-    with _launcher_on_path(workers):
-        pool = MPIPoolExecutor(max_workers=workers, **_worker_options())
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        path = _path_with_launcher(workers)
+        env = {name: value for name, value in os.environ.items()
+               if name not in (*LAUNCHER_VARIABLES, "ES_COMM")}
+        if path is not None:
+            env["PATH"] = path
+        mine, theirs = socket.socketpair()
+        with mine, theirs:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "es.parallel.broker", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True)
+            self.conn = Connection(os.dup(mine.fileno()))
+
+    def start(self) -> None:
+        """Workers up within ``SPAWN_TIMEOUT_S``, or ``WorkerStartError``."""
+        self.conn.send((self.workers, _worker_options()))
+        if not self.conn.poll(SPAWN_TIMEOUT_S):
+            self.kill()
+            raise WorkerStartError(
+                f"the {self.workers} MPI workers did not start within {SPAWN_TIMEOUT_S:g} s "
+                f"({sys.executable} -m mpi4py.futures.server); use workers=1 or run under "
+                f"{LAUNCHER} -n N")
         try:
-            pool.submit(os.getpid).result(timeout=SPAWN_TIMEOUT_S)
-        except BaseException as error:
-            pool.shutdown(wait=False, cancel_futures=True)
-            if isinstance(error, TimeoutError):
-                raise WorkerStartError(
-                    f"the {workers} MPI workers did not start within {SPAWN_TIMEOUT_S:g} s "
-                    f"({sys.executable} -m mpi4py.futures.server); this process's MPI is "
-                    "stuck: restart it, then use workers=1 or run under mpiexec -n N") from None
-            if isinstance(error, Exception):
-                raise WorkerStartError(
-                    f"the {workers} MPI workers could not start: {error}") from error
-            raise
-    return pool
+            self.conn.recv()
+        except (EOFError, OSError):
+            code = self.kill()
+            raise WorkerStartError(f"the {self.workers} MPI workers could not start: their "
+                                   f"starter ended with {_ended(code)}; its messages are "
+                                   "above") from None
+
+    def evaluate(self, blob: bytes, rows: np.ndarray, vectorized: bool) -> np.ndarray:
+        try:
+            self.conn.send((blob, rows, vectorized))
+            what, payload = self.conn.recv()
+        except (EOFError, OSError):
+            code = self.kill()
+            raise WorkerDiedError(
+                f"a worker of workers={self.workers} died while evaluating (MPI ended them "
+                f"all: {_ended(code)}), e.g. a crash in fun's C code or os._exit; this "
+                "generation's values are lost, this process is unharmed; run fun with "
+                "workers=1 to see where it crashes") from None
+        if what == "raised":
+            import cloudpickle
+
+            raise cloudpickle.loads(payload)
+        return payload
+
+    def close(self) -> None:
+        """End the workers: asked, then killed if they do not end in time."""
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(SHUTDOWN_TIMEOUT_S)
+        self.kill()
+
+    def kill(self) -> int | None:
+        """Kill the broker's whole group; its exit code (negative: the signal)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.conn.close()
+        return self.process.wait()
+
+
+def _ended(code: int | None) -> str:
+    """'exit code 1' or 'SIGKILL'."""
+    if code is not None and code < 0:
+        return signal.Signals(-code).name
+    return f"exit code {code}"
 
 
 @contextlib.contextmanager
@@ -198,12 +275,11 @@ def make_evaluator(fun: Callable[[np.ndarray], Any], workers: int = 1,
                         f"({type(error).__name__}: {error}); evaluate it in this process "
                         "(workers=1) or give a function that builds what it holds when "
                         "called") from None
-    with _start(workers) as pool:
-
-        def evaluate(rows: np.ndarray) -> np.ndarray:
-            chunks = np.array_split(rows, min(workers, len(rows)))
-            parts = pool.map(_evaluate_rows, [blob] * len(chunks), chunks,
-                             [vectorized] * len(chunks))
-            return np.array([value for part in parts for value in part])
-
-        yield evaluate
+    broker = _Broker(workers)
+    try:
+        broker.start()
+        yield lambda rows: broker.evaluate(blob, rows, vectorized)
+    except BaseException:  # Ctrl-C, fun's error: the generation under way is not waited for
+        broker.kill()
+        raise
+    broker.close()

@@ -126,6 +126,21 @@ def test_spawned_workers_evaluate_a_lambda_to_the_same_bits():
     assert single.fun < 0.05
 
 
+def test_funs_own_exception_comes_back_from_the_workers_as_itself():
+    """A class defined in a notebook (here: in a function) cannot be pickled by reference:
+    the caller got "Can't pickle <class '__main__.MyError'>" instead of its own error."""
+    class OutOfRange(Exception):
+        pass
+
+    def checked(x):
+        if x[0] > 0.5:
+            raise OutOfRange(f"x[0] = {x[0]:.2f}")
+        return float(np.sum(x ** 2))
+
+    with pytest.raises(OutOfRange, match=r"x\[0\] = "):
+        es.minimize(checked, np.zeros(3), 1.0, seed=0, max_evals=200, workers=2)
+
+
 def blas_threads() -> float:
     """The number of threads BLAS uses in this process."""
     from threadpoolctl import threadpool_info

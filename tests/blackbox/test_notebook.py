@@ -182,27 +182,66 @@ def test_no_launcher_anywhere_fails_at_once_with_what_to_do(tmp_path):
     assert "Assertion failed" not in done.stderr
 
 
-def test_workers_that_never_start_fail_within_the_bound(tmp_path):
+def test_workers_that_never_start_fail_within_the_bound_and_the_caller_can_spawn_again(
+        tmp_path):
     """A worker interpreter that exits at once leaves MPI_Comm_spawn waiting forever: the
-    caller gets an error after ``SPAWN_TIMEOUT_S`` instead of a hung cell."""
-    broken = tmp_path / "broken-python"
-    broken.write_text("#!/bin/sh\nexit 3\n")
+    caller gets an error after ``SPAWN_TIMEOUT_S`` instead of a hung cell, and its next
+    ``workers=2`` call works (the spawn that hung was the broker's, not the caller's)."""
+    broken = tmp_path / "broken-python"  # starts the broker, not the workers
+    broken.write_text(f"#!/bin/sh\ncase \"$*\" in *es.parallel.broker*) exec {sys.executable} "
+                      f"\"$@\";; esac\nexit 3\n")
     broken.chmod(0o755)
     script = tmp_path / "spawn.py"
     script.write_text(textwrap.dedent(f"""\
-        import os, sys
+        import sys
         import numpy as np
         import es, es.parallel.evaluate
         es.parallel.evaluate.SPAWN_TIMEOUT_S = 3
+        sphere = lambda x: float(np.sum(x**2))
         sys.executable = {str(broken)!r}  # the interpreter the workers are started with
         try:
-            es.minimize(lambda x: float(np.sum(x**2)), np.zeros(2), workers=2)
+            es.minimize(sphere, np.zeros(2), workers=2)
         except es.parallel.evaluate.WorkerStartError as error:
             print("ERROR", error, flush=True)
-            os._exit(0)  # the manager thread stays stuck in MPI_Comm_spawn
+        sys.executable = {sys.executable!r}
+        print("AGAIN", es.minimize(sphere, np.zeros(2), workers=2, max_generations=2).ngen)
     """))
     done = run_bounded([sys.executable, str(script)], tmp_path, activated_env(), timeout=40)
-    stdout = done.stdout
-    assert stdout.startswith("ERROR the 2 MPI workers did not start within 3 s"), stdout
-    assert "\n" not in stdout.strip()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "ERROR the 2 MPI workers did not start within 3 s "
+        f"({broken} -m mpi4py.futures.server); use workers=1 or run under mpiexec -n N",
+        "AGAIN 2"], done.stdout + done.stderr
 
+
+CRASHING = """\
+import ctypes, sys
+import numpy as np
+import es
+from es.parallel.evaluate import WorkerDiedError
+
+def crashing(x):
+    if x[0] > 0.5:
+        {crash}
+    return float(np.sum(x ** 2))
+
+try:
+    es.minimize(crashing, np.zeros(3), 1.0, workers=2, seed=0, max_evals=200)
+except WorkerDiedError as error:
+    print("DIED", error, flush=True)
+print("AGAIN", es.minimize(lambda x: float(np.sum(x ** 2)), np.zeros(3), workers=2,
+                           max_generations=2).ngen, flush=True)
+"""
+
+
+@pytest.mark.parametrize("crash", ["ctypes.string_at(0)", "import os; os._exit(3)"])
+def test_a_worker_that_dies_is_an_exception_not_the_callers_death(tmp_path, crash):
+    """MPICH ends every process of a job when one dies: the workers' job must not hold the
+    caller (a notebook's kernel restarted, with no exception and no ``finally``)."""
+    (tmp_path / "crash.py").write_text(CRASHING.format(crash=crash))
+    done = run_bounded([sys.executable, "crash.py"], tmp_path, activated_env(), timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    died, again = done.stdout.splitlines()
+    assert died.startswith("DIED a worker of workers=2 died while evaluating"), died
+    assert "this process is unharmed" in died and "workers=1" in died
+    assert again == "AGAIN 2"
