@@ -45,6 +45,30 @@ gym.register("Flaky-v0", entry_point=FlakyEnv)
 
 
 
+class LoudEnv(gym.Env):
+    """A 1-D point that should move right, beside an observation held at ``scale``: sensor
+    values in their own units (millimetres, counts), large but finite."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float64)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, scale: float = 1e6) -> None:
+        self.scale, self.x, self.t = scale, 0.0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.t = float(self.np_random.normal()), 0
+        return np.array([self.x, self.scale]), {}
+
+    def step(self, action):
+        self.t += 1
+        self.x += float(np.asarray(action).ravel()[0])
+        return np.array([self.x, self.scale]), self.x, False, self.t >= 50, {}
+
+
+gym.register("Loud-v0", entry_point=LoudEnv)
+
+
 class FlakyDiscreteEnv(FlakyEnv):
     """FlakyEnv with two actions (left, right), for DQN and Gorila."""
 

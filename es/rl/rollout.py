@@ -22,9 +22,11 @@ from es.rl.policies import ObsNorm, PolicyError
 log = logging.getLogger("es")
 
 FIXED_POINT_SCALE = 2.0**8
-#: Largest per-episode |sum| or |sumsq| taken (5.5e11): 2**15 such episodes fit in an int64.
-#: The rounding (4e-3 on a whole episode's sum) is far below the std floor of 0.1.
-FIXED_POINT_LIMIT = 2.0**39
+#: What a generation's episodes may add up to, unscaled: scaled, 2**62, within an int64. Each
+#: of a generation's P episodes may so add up to 2**54 / P (2**48 = 2.8e14 for P = 64); one
+#: beyond is left out of the statistics. The rounding (4e-3 on a whole episode's sum) is far
+#: below the std floor of 0.1.
+FIXED_POINT_TOTAL = 2.0**54
 
 
 @dataclass
@@ -203,10 +205,13 @@ def random_observations(env: gym.Env, count: int, rng: np.random.Generator,
 
 
 class ObsStats:
-    """Running (sum, sumsq, count) of observations; increments are exact int64 blocks."""
+    """Running (sum, sumsq, count) of observations; increments are exact int64 blocks, so
+    their sum is the same in any order, on any number of ranks. ``episodes``: how many a
+    generation adds, which sets how large each may be (``limit``)."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, episodes: int) -> None:
         self.dim = dim
+        self.limit = FIXED_POINT_TOTAL / max(episodes, 1)
         self.sum = np.zeros(dim, dtype=np.float64)
         self.sumsq = np.zeros(dim, dtype=np.float64)
         self.count = 0
@@ -216,11 +221,12 @@ class ObsStats:
         return np.zeros(2 * self.dim + 1, dtype=np.int64)
 
     def add_episode(self, increment: np.ndarray, episode: Episode) -> bool:
-        """Add an episode's sums to ``increment``; False (and nothing added) if unusable."""
+        """Add an episode's sums to ``increment``; False (and nothing added) for a failed
+        episode, or one whose sums are not finite or beyond ``limit``."""
         if episode.obs_sum is None or episode.obs_sumsq is None:
             return False
         sums = np.concatenate((episode.obs_sum, episode.obs_sumsq))
-        if not np.all(np.isfinite(sums)) or np.abs(sums).max() > FIXED_POINT_LIMIT:
+        if not np.all(np.isfinite(sums)) or np.abs(sums).max() > self.limit:
             return False
         increment[:-1] += np.rint(sums * FIXED_POINT_SCALE).astype(np.int64)
         increment[-1] += episode.length

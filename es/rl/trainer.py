@@ -266,7 +266,8 @@ class Trainer:
         self._agree_on_start(theta0)
         self.noise = make_noise(config, comm)
         self.strategy = make_strategy(config, theta0, self.noise)
-        self.obs_stats = ObsStats(self.policy.obs_dim)
+        self.obs_stats = ObsStats(self.policy.obs_dim, config.es.population)
+        self.warned_large_observations = False
         self.timesteps = 0
         self.mean_episode_length = 0.0  # of the last generation, for es.episode_cap
         self.out_of_time = False  # run.max_seconds spent, as the ranks agreed
@@ -407,8 +408,9 @@ class Trainer:
         else:
             played = members_played()
         for member, episode in played:
-            if record and not self.obs_stats.add_episode(increment, episode):
-                episode.total_return = float("nan")
+            if record and not self.obs_stats.add_episode(increment, episode) \
+                    and np.isfinite(episode.total_return):
+                self._warn_large_observations()
             members.append(member)
             returns.append(episode.total_return - shift * episode.length)
             steps += episode.length
@@ -603,6 +605,21 @@ class Trainer:
             self.best_generation = verdict.nomination.generation
             self.confirmed = verdict.nomination
         self._report(verdict, f"generation {index}: ")
+
+    def _warn_large_observations(self) -> None:
+        """Once a run, on the rank that saw it: an episode whose observations are too large
+        for the statistics keeps its return (a long, good episode may be the one) but is left
+        out of them, and a run where all are never normalises."""
+        if self.warned_large_observations:
+            return
+        self.warned_large_observations = True
+        limit = self.obs_stats.limit
+        log.warning(f"an episode's observations are too large for policy.obs_norm's statistics "
+                    f"(with es.population = {self.config.es.population}, an episode's sums of "
+                    f"observations and of their squares must stay within {limit:.2g}: values "
+                    f"up to {np.sqrt(limit / 1000):.2g} over 1,000 steps); such episodes are left "
+                    "out of them: scale the observations (a gymnasium wrapper) or set "
+                    "policy.obs_norm = false")
 
     def _report(self, verdict: Verdict, when: str) -> None:
         """One line when a confirmation ends."""

@@ -42,6 +42,26 @@ def test_es_train_counts_and_shows_failed_evaluation_episodes(tmp_path, env):
         assert row["eval_return"] != "" or count == 8  # the mean of the episodes that finished
 
 
+@pytest.mark.parametrize(("scale", "left_out"), [(1e6, False), (1e9, True)])
+def test_large_observations_are_no_failed_episodes(tmp_path, scale, left_out):
+    """An observation of 1e6 over 50 steps (sum of squares 5e13, beyond the 5.5e11 that the
+    statistics took from any episode) failed every episode, with no word of why. Now an
+    episode may add up to 2**54 / es.population; one beyond keeps its return, is left out
+    of the statistics, and each rank that saw one says so once."""
+    common = ["es-train", "configs/pendulum.toml", "--set", "env.id=fault_envs:Loud-v0",
+              "--set", f"env.kwargs.scale={scale}", "--set", "policy.kind=linear", "--set",
+              "es.population=8", "--set", "run.generations=3", "--quiet"]
+    runs = {}
+    for ranks in (None, 2):
+        runs[ranks] = tmp_path / f"ranks{ranks}"
+        done = run_cli([*common, "--run-dir", str(runs[ranks])], extra_env=FAULTS, ranks=ranks)
+        assert done.returncode == 0, done.stderr
+        assert all(int(r["failed_episodes"]) == 0 for r in read_progress(runs[ranks]))
+        warned = done.stderr.count("observations are too large for policy.obs_norm's statistics")
+        assert warned == ((ranks or 1) if left_out else 0), done.stderr  # once a rank
+    assert np.array_equal(load_params(runs[None]), load_params(runs[2]))
+
+
 def test_baseline_pg_measures_its_failed_training_episodes(tmp_path):
     run_dir = tmp_path / "pg"
     done = run_cli(["es-baseline", "pg", "configs/baselines/pendulum_pg.toml", "--set",

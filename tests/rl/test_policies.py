@@ -57,7 +57,7 @@ def test_obs_stats_merge_exactly_whatever_the_partition():
         seen.append(obs)
         episodes.append(type("E", (), {"obs_sum": obs.sum(0), "obs_sumsq": (obs**2).sum(0),
                                         "length": 50})())
-    stats = ObsStats(4)
+    stats = ObsStats(4, 9)
     whole = stats.empty_increment()
     for e in episodes:
         stats.add_episode(whole, e)
@@ -75,11 +75,26 @@ def test_obs_stats_merge_exactly_whatever_the_partition():
 
 
 def test_obs_stats_skip_non_finite_episodes():
-    stats = ObsStats(2)
+    stats = ObsStats(2, 1)
     increment = stats.empty_increment()
     bad = type("E", (), {"obs_sum": np.array([np.nan, 1.0]), "obs_sumsq": np.ones(2), "length": 3})
     assert not stats.add_episode(increment, bad())
     assert not increment.any()
+
+
+def test_obs_stats_take_larger_episodes_from_smaller_generations_within_an_int64():
+    episode = type("E", (), {"obs_sum": np.array([1.0]), "obs_sumsq": np.array([2.0**45]),
+                             "length": 1})()
+    assert ObsStats(1, 64).add_episode(ObsStats(1, 64).empty_increment(), episode)
+    assert not ObsStats(1, 2**10).add_episode(ObsStats(1, 2**10).empty_increment(), episode)
+    stats = ObsStats(1, 64)
+    increment = stats.empty_increment()
+    at_limit = type("E", (), {"obs_sum": np.array([stats.limit]),
+                              "obs_sumsq": np.array([stats.limit]), "length": 1})()
+    for _ in range(64):
+        assert stats.add_episode(increment, at_limit)
+    stats.apply(increment)
+    assert stats.sum[0] == 64 * stats.limit  # no int64 wrapped
 
 
 def test_episodes_are_reproducible_from_their_seed():
