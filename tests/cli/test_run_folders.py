@@ -169,12 +169,17 @@ def test_names_and_kwargs_a_run_cannot_take_are_refused(tmp_path, override, frag
     assert not (tmp_path / "run").exists()
 
 
-def test_a_mujoco_keyword_of_the_wrong_type_is_refused_before_training(tmp_path):
+@pytest.mark.parametrize(("override", "fragment"), [
+    ("ctrl_cost_weight=abc", "ctrl_cost_weight = 'abc': Hopper-v5 takes a number (its "
+                             "default: 0.001)"),
+    # It reached mj_step, and every episode failed with a pybind TypeError.
+    ("frame_skip=2.5", "frame_skip = 2.5: Hopper-v5 takes a whole number (its default: 4)"),
+])
+def test_a_mujoco_keyword_of_the_wrong_type_is_refused_before_training(tmp_path, override,
+                                                                         fragment):
     one_line_error(run_cli(["es-train", "configs/hopper_ars.toml", "--set",
-                            "env.kwargs.ctrl_cost_weight=abc", "--run-dir",
-                            str(tmp_path / "run")]),
-                   "env.kwargs.ctrl_cost_weight = 'abc': Hopper-v5 takes a number (its "
-                   "default: 0.001)")
+                            f"env.kwargs.{override}", "--run-dir", str(tmp_path / "run")]),
+                   f"env.kwargs.{fragment}")
     assert not (tmp_path / "run").exists()
 
 
