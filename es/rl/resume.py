@@ -20,7 +20,8 @@ from es.rl.runs import claim_run_dir, trained_by
 
 #: What a resumed run may change (all in [run]): its budgets and how it is watched.
 RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds",
-                    "run.target_score", "run.tensorboard", "run.peer_timeout_s")
+                    "run.target_score", "run.max_failed_fraction", "run.tensorboard",
+                    "run.peer_timeout_s")
 
 
 def after_lost(run_dir: str | Path) -> str:

@@ -879,6 +879,10 @@ class Trainer:
             except (KeyboardInterrupt, DivergedError):
                 torn = True  # mid-update, or a NaN update: keep the last checkpoint
                 raise
+            except TrainingError:  # too many failed episodes: the mean stands, as at a stop
+                if writer and self.policy_saved_at != self.strategy.generation:
+                    self._save_policy("policy.npz")
+                raise
             finally:
                 if not torn and saved_at != self.strategy.generation:
                     self._checkpoint()
@@ -1047,7 +1051,8 @@ class Trainer:
         if failed > allowed * len(returns):
             raise TrainingError(
                 f"generation {generation.index + 1}: {failed} of {len(returns)} episodes failed "
-                f"(more than run.max_failed_fraction = {allowed}); see the warnings above"
+                f"(more than run.max_failed_fraction = {allowed}); see the warnings above (a "
+                "resume may raise run.max_failed_fraction)"
             )
         update_started = time.perf_counter()
         sigma_mean = float(search_scale(self.strategy).mean())  # the one this generation used

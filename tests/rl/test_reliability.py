@@ -310,6 +310,13 @@ def test_failing_episodes_get_the_worst_fitness_and_are_counted(tmp_path):
                       str(tmp_path / "strict")], extra_env=env)
     assert strict.returncode == 1
     assert "episodes failed (more than run.max_failed_fraction = 0.0)" in strict.stderr
+    # It stopped without policy.npz (es-eval had nothing to play), and a resume could not
+    # raise the tolerance: it failed again on the same episodes.
+    assert (tmp_path / "strict" / "policy.npz").is_file()
+    resumed = run_cli(["es-train", "--resume", str(tmp_path / "strict"), "--set",
+                       "run.max_failed_fraction=0.5"], extra_env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert np.array_equal(load_params(tmp_path / "strict"), load_params(runs[None]))
 
 
 class SplitBrainComm:
