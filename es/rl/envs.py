@@ -143,7 +143,95 @@ def _make(
         options["render_mode"] = render_mode
     if spec is not None and "mujoco" in str(spec.entry_point):
         _quiet_model_deprecations()
-    return gym.make(env_id, disable_env_checker=True, **options)
+    return adapted_actions(gym.make(env_id, disable_env_checker=True, **options))
+
+
+class _ShiftedActions(gym.ActionWrapper):
+    """Actions counted from 0 for a Discrete or MultiDiscrete space that starts elsewhere
+    (``Discrete(3, start=-1)``), and flat for a Box of several dimensions: the space every
+    policy acts in (the built-ins' argmax and flat outputs, a torch module's, the baselines'),
+    mapped back to the env's own. Both had failed every episode on the env's assertion."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.action_space
+        self.to_env: Any
+        if isinstance(space, gym.spaces.Box):
+            self.action_space = gym.spaces.Box(space.low.ravel(), space.high.ravel(),
+                                               dtype=space.dtype)
+            self.to_env = lambda action: np.reshape(action, space.shape)
+        elif isinstance(space, gym.spaces.Discrete):
+            self.action_space = gym.spaces.Discrete(int(space.n))
+            self.to_env = lambda action: int(space.start) + int(action)
+        else:  # MultiDiscrete
+            self.action_space = gym.spaces.MultiDiscrete(space.nvec, dtype=space.dtype)
+            self.to_env = lambda action: space.start + np.asarray(action, space.dtype)
+
+    def action(self, action: Any) -> Any:
+        return self.to_env(action)
+
+
+def check_env_api(env: gym.Env, env_id: str) -> None:
+    """One reset and one step of a random action (seeded), checked against Gymnasium's API:
+    a custom env written for the old Gym API, or returning a reward of shape (1,), failed
+    every episode at generation 1 with NumPy's words ("not enough values to unpack", "only
+    0-dimensional arrays can be converted"). A ValueError naming what was wrong instead. An
+    env that raises here is left to its episodes, which count it as they count every
+    failure (some envs raise from some starts)."""
+    head = f"env.id = {env_id!r}"
+    try:
+        returned = env.reset(seed=0)
+    except Exception:  # the env's own failure: its episodes report it
+        return
+    if not (isinstance(returned, tuple) and len(returned) == 2 and isinstance(returned[1], dict)):
+        raise ValueError(f"{head}: reset returned {_short(returned)}; a Gymnasium env's reset "
+                         "returns (observation, info), info a dict (the old Gym API returned "
+                         "the observation alone)")
+    _check_observation(returned[0], env.observation_space, head, "reset")
+    api = ("a Gymnasium env's step returns (observation, reward, terminated, truncated, "
+           "info) (the old Gym API returned 4 values, with one done)")
+    try:
+        env.action_space.seed(0)
+        stepped = env.step(env.action_space.sample())
+    except ValueError as error:  # a wrapper's unpacking (TimeLimit's) of the env's step
+        if unpacked := re.search(r"values to unpack \(expected 5, got (\d+)\)", str(error)):
+            raise ValueError(f"{head}: step returned a tuple of {unpacked[1]}; {api}") from None
+        return
+    except Exception:
+        return
+    if not (isinstance(stepped, tuple) and len(stepped) == 5):
+        raise ValueError(f"{head}: step returned {_short(stepped)}; {api}")
+    _check_observation(stepped[0], env.observation_space, head, "step")
+    if np.ndim(stepped[1]) != 0 or np.asarray(stepped[1]).dtype.kind not in "biuf":
+        raise ValueError(f"{head}: step's reward is {_short(stepped[1])}; it must be one "
+                         "number (e.g. float(reward))")
+
+
+def _check_observation(observation: Any, space: gym.Space, head: str, where: str) -> None:
+    """A Box observation of the space's size (what the policies' sizes come from)."""
+    if isinstance(space, gym.spaces.Box) and np.size(observation) != np.prod(space.shape):
+        raise ValueError(f"{head}: {where} gave an observation of shape "
+                         f"{np.shape(observation)}, but its observation_space is {space}")
+
+
+def _short(value: Any) -> str:
+    """A returned value, as a message shows it: its type and (for arrays) shape."""
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:40] + '...'}"
+
+
+def adapted_actions(env: gym.Env) -> gym.Env:
+    """``env``, or ``_ShiftedActions`` of it where its action space needs that."""
+    space = env.action_space
+    if (isinstance(space, gym.spaces.Box) and len(space.shape) > 1) or (
+            isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete)
+            and np.any(space.start != 0)):
+        return _ShiftedActions(env)
+    return env
 
 
 def _check_kwarg_types(env_id: str, spec: Any, kwargs: dict[str, Any]) -> None:
@@ -229,6 +317,10 @@ def policy_spec_for(
     if isinstance(act_space, gym.spaces.Discrete):
         return PolicySpec(kind, obs_dim, int(act_space.n), True, hidden, activation)
     if isinstance(act_space, gym.spaces.Box):
+        if not np.issubdtype(act_space.dtype, np.floating):
+            raise ValueError(f"action space {act_space}: policy.kind = {kind!r} gives real "
+                             "numbers, not the env's integers; give your own policy "
+                             "(policy.kind = 'module:factory': docs/python-api.md)")
         return PolicySpec(
             kind,
             obs_dim,

@@ -51,7 +51,7 @@ from es.parallel.exchange import (
     static_share,
 )
 from es.rl.checkpoint import TrainingState, save_checkpoint, save_policy, write_atomically
-from es.rl.envs import env_from_config, without_time_limit
+from es.rl.envs import check_env_api, env_from_config, without_time_limit
 from es.rl.kept import CONFIRM_ROUND, Nomination, NominationPool, Verdict, policy_score
 from es.rl.metrics import (
     COLUMNS,
@@ -246,6 +246,7 @@ class Trainer:
         self.resumed_at: int | None = None
         es_cfg = config.es
         self.env = env_from_config(config)
+        check_env_api(self.env, config.env.id)
         seed = config.run.seed
         self.policy = make_policy(config, self.env, policy,
                                   int(generator(seed, TAG_MODULE).integers(2**31)))

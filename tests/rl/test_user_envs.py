@@ -2,6 +2,7 @@
 folder es-train runs in): what goes wrong with it is one line, and an env whose episodes
 nothing ends is named before it holds a run up."""
 
+import pytest
 from conftest import read_progress, run_cli
 
 SHORT = ["--set", "es.population=4", "--set", "run.generations=1", "--set",
@@ -86,3 +87,119 @@ def test_an_env_with_no_time_limit_is_named_at_the_start(tmp_path):
     capped = run_cli([*command, "--set", "env.max_episode_steps=30", "--run-dir",
                       str(tmp_path / "capped")], extra_env=paths)
     assert capped.returncode == 0 and "time limit" not in capped.stderr, capped.stderr
+
+
+SLOPPY = """
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control.pendulum import PendulumEnv
+
+
+class OldApi(PendulumEnv):  # the Gym API before 0.26: reset gives the observation alone
+    def reset(self, **kwargs):
+        return super().reset(**kwargs)[0]
+
+
+class FourValues(PendulumEnv):  # step with one done
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated or truncated, info
+
+
+class ArrayReward(PendulumEnv):
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, np.array([reward]), terminated, truncated, info
+
+
+class WrongShape(PendulumEnv):
+    def reset(self, **kwargs):
+        obs, info = super().reset(**kwargs)
+        return obs[:2], info
+
+
+class Shifted(gym.Env):  # actions -1, 0, 1: move left, stay, right towards 5
+    observation_space = gym.spaces.Box(-10.0, 10.0, (1,), np.float64)
+    action_space = gym.spaces.Discrete(3, start=-1)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = 0.0
+        return np.array([self.x]), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        self.x += action
+        return np.array([self.x]), -abs(self.x - 5.0), False, False, {}
+
+
+class Grid(gym.Env):  # a (2, 2) Box action
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float64)
+    action_space = gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3), {}
+
+    def step(self, action):
+        assert self.action_space.contains(np.asarray(action, np.float32)), np.shape(action)
+        return np.zeros(3), float(np.sum(action)), False, False, {}
+
+
+class Counts(Grid):  # whole-number actions
+    action_space = gym.spaces.Box(0, 10, (2,), np.int64)
+
+
+for name in ("OldApi", "FourValues", "ArrayReward", "WrongShape", "Counts"):
+    gym.register(f"{name}-v0", entry_point=globals()[name], max_episode_steps=20)
+gym.register("Shifted-v0", entry_point=Shifted, max_episode_steps=20)
+gym.register("Grid-v0", entry_point=Grid, max_episode_steps=20)
+"""
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ("OldApi", "reset returned an array of shape (3,); a Gymnasium env's reset returns "
+               "(observation, info)"),
+    ("FourValues", "step returned a tuple of 4; a Gymnasium env's step returns (observation, "
+                   "reward, terminated, truncated, info)"),
+    ("ArrayReward", "step's reward is an array of shape (1,); it must be one number"),
+    ("WrongShape", "reset gave an observation of shape (2,), but its observation_space is "
+                   "Box("),
+])
+def test_an_env_off_gymnasiums_api_is_named_before_training(tmp_path, env, said):
+    """Each failed every episode at generation 1 (exit 1) with NumPy's words."""
+    refused(tmp_path, env, f"env.id = 'sloppy:{env}-v0': {said}")
+
+
+def test_integer_box_actions_need_a_policy_of_ones_own(tmp_path):
+    refused(tmp_path, "Counts", "action space Box(0, 10, (2,), int64): policy.kind = 'linear' "
+                                "gives real numbers, not the env's integers; give your own policy")
+
+
+def refused(tmp_path, env, said):
+    (tmp_path / "sloppy.py").write_text(SLOPPY)
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", f"env.id=sloppy:{env}-v0",
+                    "--set", "policy.kind=linear", *SHORT, "--run-dir", str(tmp_path / "run")],
+                   extra_env={"PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"es-train: error: {said}"), done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(("env", "policy"), [("Shifted", "linear"), ("Shifted", "mlp"),
+                                             ("Grid", "linear")])
+def test_the_builtin_policies_act_in_discrete_spaces_that_start_elsewhere_and_in_grids(
+        tmp_path, env, policy):
+    """Discrete(3, start=-1) got actions 0..2 and a (2, 2) Box a flat (4,): every episode
+    failed on the env's assertion. Policies act from 0 and flat; the env gets its own."""
+    (tmp_path / "sloppy.py").write_text(SLOPPY)
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", f"env.id=sloppy:{env}-v0",
+                    "--set", f"policy.kind={policy}", "--set", "policy.hidden=[4]",
+                    "--set", "es.population=8", "--set", "run.generations=3", "--quiet",
+                    "--run-dir", str(run_dir)], extra_env={"PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert all(int(row["failed_episodes"]) == 0 for row in read_progress(run_dir))
+    played = run_cli(["es-eval", str(run_dir), "--episodes", "2"],
+                     extra_env={"PYTHONPATH": str(tmp_path)})
+    assert played.returncode == 0 and "failed" not in played.stdout, played.stdout
