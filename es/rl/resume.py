@@ -61,6 +61,15 @@ def load_resume(run_dir: str, budgets: dict[str, Any], label: str = "--resume"
                           "baseline run cannot be resumed; start it again (its command with "
                           "--force)")
     if not has_checkpoint(run_dir):
+        if runs := sorted(folder.name for folder in Path(run_dir).iterdir()
+                          if (folder / "config.toml").is_file()):
+            # A sweep's folder: starting it again with --force, as below, deleted its runs.
+            shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+            raise ConfigError(
+                f"{head}: holds {len(runs)} run folder{'s' * (len(runs) > 1)} ({shown}), not a "
+                f"run: resume one of them (e.g. {str(Path(run_dir) / runs[0])!r}), or continue "
+                f"a sweep's runs with its command, --resume-or-start {run_dir} in place of "
+                "--run-dir")
         if not (Path(run_dir) / "config.toml").is_file():
             raise ConfigError(
                 f"{head}: no checkpoint and no config.toml, so not a run folder (or one "

@@ -9,8 +9,10 @@ import errno
 import fcntl
 import logging
 import os
+import shlex
 import socket
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -103,13 +105,17 @@ def release_run_dir(run_dir: str | Path | None = None) -> None:
 
 
 def check_run_dir(requested: str | None, config: Config, force: bool,
-                  overwrite: str = "choose another --run-dir or pass --force to overwrite it"
+                  overwrite: str = "choose another --run-dir or pass --force to overwrite it",
+                  resume: Callable[[Path], str] = lambda folder: (
+                      f"es-train --resume {shlex.quote(str(folder))}")
                   ) -> tuple[str | None, str | None]:
     """(run folder, None) or (None, error), touching nothing: the folder is written by
     ``start_run_dir`` once the run's environment and policy are built, so a config that
     names one that cannot be built neither leaves a folder that refuses the corrected
     command nor costs the run that ``force`` would replace. ``overwrite`` says how the
-    caller's user starts over in a folder that holds a run (a flag, or an argument)."""
+    caller's user starts over in a folder that holds a run (a flag, or an argument), and
+    ``resume`` how they continue an es-train run there, said first: a user who ran the same
+    command again after a kill was told only of ``--force``, which deletes the run."""
     run_dir = Path(requested) if requested else default_run_dir(
         config.run.runs_dir, config.env.id, config.run.name, config.run.seed
     )
@@ -117,9 +123,13 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
         return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
     if run_dir.is_dir() and any(path.name != LOCK_FILE for path in run_dir.iterdir()) \
             and not force:
-        held = ("already holds a run" if (run_dir / "config.toml").is_file() else
-                "is not empty (no run in it; its files would stay)")
-        return None, f"run folder {str(run_dir)!r}: {held}; {overwrite}"
+        if not (run_dir / "config.toml").is_file():
+            held = "is not empty (no run in it; its files would stay)"
+        elif trained_by(run_dir) == "es-train":
+            held = f"already holds a run; continue it with {resume(run_dir)}, or"
+        else:
+            held = "already holds a run;"
+        return None, f"run folder {str(run_dir)!r}: {held} {overwrite}"
     return str(run_dir), None
 
 

@@ -192,7 +192,9 @@ def train(
         configure_logging(comm.rank == 0 and not quiet)
         checked = check_run_dir(None if run_dir is None else str(run_dir), resolved, force,
                                 overwrite="choose another run_dir or pass force=True to "
-                                          "overwrite it") if comm.rank == 0 else None
+                                          "overwrite it",
+                                resume=lambda folder: f"es.resume({str(folder)!r})"
+                                ) if comm.rank == 0 else None
         folder, error = comm.broadcast(checked)
         if error:
             raise ConfigError(error)

@@ -707,7 +707,8 @@ def test_train_from_python_solves_cartpole_and_returns_a_callable_policy(tmp_pat
     assert run.history[-1]["generation"] == run.generations and len(run.history) >= 1
     observation, _ = gym.make("CartPole-v1").reset(seed=0)
     assert run.policy(observation) in (0, 1)
-    with pytest.raises(ValueError, match="already holds a run; .* pass force=True"):
+    with pytest.raises(ValueError, match=r"already holds a run; continue it with es.resume\("
+                                         r".* pass force=True"):
         es.train(REPO / "configs/cartpole.toml", run_dir=tmp_path / "run")
     with pytest.raises(ValueError, match="unknown key es.sigmaa"):
         es.train(REPO / "configs/cartpole.toml", overrides={"es.sigmaa": 1.0})

@@ -111,7 +111,9 @@ def test_existing_run_folder_needs_force(tmp_path):
     args = ["es-train", "configs/cartpole.toml", "--run-dir", str(tmp_path / "r"), "--quiet",
             "--set", "run.generations=1"]
     assert run_cli(args).returncode == 0
-    one_line_error(run_cli(args), "already holds a run", "--force")
+    # The same command after a kill: --force alone was named, which deletes the run.
+    one_line_error(run_cli(args), "already holds a run; continue it with es-train --resume "
+                   f"{tmp_path / 'r'}, or", "--force")
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")

@@ -33,6 +33,14 @@ def test_one_line_continues_a_sweep_its_runs_and_the_ones_not_started(tmp_path):
     line = ["es-train", *CARTPOLE, "--resume-or-start", str(tmp_path / "sweep")]
     first = run_cli([*line, "--seeds", "0,1", "--set", "run.generations=2"])
     assert first.returncode == 0, first.stderr
+    # Its folder given to --resume advised starting again with --force, which deleted its runs.
+    parent = run_cli(["es-train", "--resume", str(tmp_path / "sweep")])
+    assert parent.returncode == 2 and parent.stderr == (
+        f"es-train: error: --resume {str(tmp_path / 'sweep')!r}: holds 2 run folders "
+        "(CartPole-v1__cartpole__0, CartPole-v1__cartpole__1), not a run: resume one of them "
+        f"(e.g. {str(tmp_path / 'sweep' / 'CartPole-v1__cartpole__0')!r}), or continue a "
+        f"sweep's runs with its command, --resume-or-start {tmp_path / 'sweep'} in place of "
+        "--run-dir\n")
     again = run_cli([*line, "--seeds", "0-2", "--set", "run.generations=3"], ranks=2)
     assert again.returncode == 0, again.stderr
     plain = run_cli(["es-train", *CARTPOLE, "--seeds", "0-2", "--set", "run.generations=3",
@@ -51,7 +59,7 @@ def test_one_line_continues_a_sweep_its_runs_and_the_ones_not_started(tmp_path):
         f"{str(tmp_path / 'sweep' / 'CartPole-v1__cartpole__0')!r}: the folder holds a run of "
         "another config: es.sigma is 0.1 there and 0.3 here; use another folder, or the config "
         "and --set that started it\n")
-    assert len(list((tmp_path / "sweep").iterdir())) == 3  # nothing started
+    assert len([f for f in (tmp_path / "sweep").iterdir() if f.is_dir()]) == 3  # none started
 
 
 def test_a_folder_started_by_another_config_is_refused_naming_the_key(tmp_path):
