@@ -6,7 +6,8 @@ flat parameters, the observation normalisation and the policy's architecture.
 ``checkpoints/ckpt-GGGGGGGG.{npz,json}`` hold everything else a run needs to continue exactly:
 the strategy's state (parameters ``theta``, optimizer moments or adapted sigmas),
 observation statistics and counters (npz), and the resolved
-config and a sha256 of the npz (JSON), so a truncated or tampered file is detected.
+config, a sha256 of the npz and one of the JSON's other fields (JSON), so a truncated or
+tampered file is detected.
 """
 
 from __future__ import annotations
@@ -306,6 +307,7 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
         "sha256": hashlib.sha256(payload).hexdigest(),
         "config": config,
     }
+    meta["meta_sha256"] = _meta_digest(meta)
     text = json.dumps(meta, indent=1).encode()
     write_atomically(folder / f"{stem}.json", lambda handle: handle.write(text))
     for old in sorted(folder.glob("ckpt-*.json"))[:-keep]:
@@ -324,6 +326,11 @@ def read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
     if not isinstance(meta, dict) or meta.get("format") not in READABLE_FORMATS:
         raise CheckpointError(f"{meta_path.name}: not a checkpoint of format "
                               f"{' or '.join(map(str, READABLE_FORMATS))}")
+    # The JSON's own fields too (generation, steps, the config): an edit there resumed
+    # without a word, with other steps and rows. Checkpoints from before the field have none.
+    if ("meta_sha256" in meta and _meta_digest(meta) != meta["meta_sha256"]) \
+            or meta.get("generation") != _generation_of(meta_path):
+        raise CheckpointError(f"{meta_path.name}: checksum mismatch")
     if hashlib.sha256(payload).hexdigest() != meta.get("sha256"):
         raise CheckpointError(f"{meta_path.with_suffix('.npz').name}: checksum mismatch")
     try:
@@ -351,6 +358,19 @@ def read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
     except (KeyError, TypeError, ValueError, OSError) as error:
         raise CheckpointError(f"{meta_path.name}: incomplete ({error})") from None
     return state, meta["config"]
+
+
+def _meta_digest(meta: dict) -> str:
+    """sha256 of a checkpoint's JSON fields but this one, in a canonical form (sorted keys;
+    Python writes a float as the text that reads back as it)."""
+    fields = {key: value for key, value in meta.items() if key != "meta_sha256"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _generation_of(meta_path: Path) -> int | None:
+    """The generation a checkpoint's file name says (``ckpt-00000015.json``: 15)."""
+    digits = meta_path.stem.removeprefix("ckpt-")
+    return int(digits) if digits.isdigit() else None
 
 
 def _optional(value: Any, kind: Callable[[Any], Any]) -> Any:

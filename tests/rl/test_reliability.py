@@ -95,18 +95,27 @@ def test_resume_warns_that_a_hand_edit_of_config_toml_is_not_what_it_trains_with
     assert tomllib.loads(config.read_text())["es"]["sigma"] == sigma
 
 
-def test_a_tampered_checkpoint_falls_back_to_the_previous_one(tmp_path):
+@pytest.mark.parametrize(("tampered", "edit"), [
+    ("npz", "a flipped byte"),
+    # Only the npz was hashed: a JSON still valid after an edit resumed without a word, with
+    # other steps and progress rows.
+    ("json", {"generation": 3}), ("json", {"timesteps": 1})])
+def test_a_tampered_checkpoint_falls_back_to_the_previous_one(tmp_path, tampered, edit):
     run_dir = tmp_path / "t"
     assert run_cli(["es-train", *PENDULUM, "--set", "run.generations=4", "--run-dir",
                     str(run_dir)]).returncode == 0
-    newest = run_dir / "checkpoints/ckpt-00000004.npz"
-    data = bytearray(newest.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    newest.write_bytes(bytes(data))
+    newest = run_dir / f"checkpoints/ckpt-00000004.{tampered}"
+    if tampered == "npz":
+        data = bytearray(newest.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        newest.write_bytes(bytes(data))
+    else:
+        newest.write_text(json.dumps(json.loads(newest.read_text()) | edit))
     resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=5",
                        "--quiet"])
     assert resumed.returncode == 0, resumed.stderr
-    assert "warning: skipping bad checkpoint ckpt-00000004.npz: checksum mismatch" in resumed.stderr
+    assert f"warning: skipping bad checkpoint ckpt-00000004.{tampered}: checksum mismatch" \
+        in resumed.stderr
     assert [int(r["generation"]) for r in read_progress(run_dir)] == [1, 2, 3, 4, 5]
     # Every checkpoint bad: a one-line error, exit code 2.
     for path in (run_dir / "checkpoints").glob("*.npz"):
