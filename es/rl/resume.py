@@ -16,7 +16,7 @@ from es.rl.checkpoint import (
     load_latest_checkpoint,
 )
 from es.rl.metrics import STOPS_FILE
-from es.rl.runs import claim_run_dir, trained_by
+from es.rl.runs import claim_run_dir, remove_unfinished_writes, trained_by
 
 #: What a resumed run may change (all in [run]): its budgets and how it is watched.
 RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds",
@@ -38,6 +38,7 @@ def claim(run_dir: str | Path) -> None:
         error = claim_run_dir(run_dir)
         if error:
             raise ConfigError(error)
+        remove_unfinished_writes(run_dir)  # a killed session's, now that none writes here
 
 
 def load_resume(run_dir: str, budgets: dict[str, Any], label: str = "--resume"

@@ -147,9 +147,8 @@ def start_run_dir(run_dir: str, config: Config, program: str = "es-train") -> st
 
     run_files = ("config.toml", "progress.csv", "policy.npz", "policy_best.npz", STOPS_FILE,
                  TRAINED_BY)
-    # What a run writes in its folders (and their atomic writes' temp files): a user's own
-    # file there stays, as it does beside them.
-    run_folders = {"checkpoints": ("ckpt-*.npz", "ckpt-*.json", ".ckpt-*"),
+    # What a run writes in its folders: a user's own file there stays, as it does beside them.
+    run_folders = {"checkpoints": ("ckpt-*.npz", "ckpt-*.json"),
                    TB_FOLDER: ("events.out.tfevents.*",)}
 
     folder = Path(run_dir)
@@ -159,6 +158,7 @@ def start_run_dir(run_dir: str, config: Config, program: str = "es-train") -> st
     if claimed:
         return claimed
     try:
+        remove_unfinished_writes(folder)
         for stale in run_files:
             (folder / stale).unlink(missing_ok=True)
         for name, patterns in run_folders.items():
@@ -173,6 +173,21 @@ def start_run_dir(run_dir: str, config: Config, program: str = "es-train") -> st
     except OSError as error:
         return f"run folder {run_dir!r}: {error.strerror}"
     return None
+
+
+#: The temp files of a run's atomic writes (``write_atomically``: ``.{name}.XXXXXXXX``) that
+#: a killed process leaves behind, in the run folder and in ``checkpoints/``.
+UNFINISHED_WRITES = ((".", (".config.toml.*", ".policy.npz.*", ".policy_best.npz.*")),
+                     ("checkpoints", (".ckpt-*",)))
+
+
+def remove_unfinished_writes(run_dir: str | Path) -> None:
+    """Delete what a process killed while writing left (a policy's worth each, a CNN's
+    megabytes): only the folder's own process, which holds its lock, may."""
+    for name, patterns in UNFINISHED_WRITES:
+        for leftover in [path for pattern in patterns
+                         for path in (Path(run_dir) / name).glob(pattern)]:
+            leftover.unlink(missing_ok=True)
 
 
 def trained_by(run_dir: str | Path) -> str:

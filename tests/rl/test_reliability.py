@@ -125,6 +125,22 @@ def test_a_tampered_checkpoint_falls_back_to_the_previous_one(tmp_path, tampered
     assert len(broken.stderr.strip().splitlines()) == 1
 
 
+def test_a_resume_removes_the_writes_a_killed_session_left_unfinished(tmp_path):
+    """kill -9 during an atomic write leaves its temp file: a policy's worth each, never
+    removed, not even by --force (it keeps what it does not know)."""
+    run_dir = tmp_path / "k"
+    assert run_cli(["es-train", *PENDULUM, "--set", "run.generations=2", "--run-dir",
+                    str(run_dir)]).returncode == 0
+    left = [run_dir / ".policy.npz.wrsq0c3c", run_dir / "checkpoints/.ckpt-00000003.npz.x1y2"]
+    mine = run_dir / ".notes"  # a user's own file
+    for path in [*left, mine]:
+        path.write_bytes(b"partial")
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=3",
+                       "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert not any(path.exists() for path in left) and mine.read_bytes() == b"partial"
+
+
 def start(args, ranks=None):
     command = [tool("es-train"), *args]
     if ranks:
