@@ -60,8 +60,11 @@ Curve = tuple[np.ndarray, np.ndarray, np.ndarray]  # x, y, y's own std
 
 def read_curve(run_dir: Path, x: str, y: str) -> Curve:
     """(x, y, y std) of one run; rows where ``y`` is empty (no evaluation) are skipped."""
-    with (run_dir / "progress.csv").open() as handle:
-        rows = [row for row in csv.DictReader(handle) if row.get(y)]
+    try:
+        with (run_dir / "progress.csv").open(encoding="utf-8") as handle:
+            rows = [row for row in csv.DictReader(handle) if row.get(y)]
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise ValueError(f"{run_dir / 'progress.csv'}: not readable ({error})") from None
     if not rows:
         raise ValueError(f"{run_dir}: no rows with {y!r} in progress.csv")
     spread = [float(r["eval_std"]) if y == "eval_return" and r.get("eval_std") else 0.0

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import csv
+import logging
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from es.rl.tensorboard_log import TB_FOLDER, TensorBoardLog
+
+log = logging.getLogger("es.rl.metrics")
 
 COLUMNS = (
     "generation",
@@ -79,8 +83,7 @@ class ProgressLog:
         #: The best evaluation of the rows kept: a resumed run's progress lines go on from it.
         self.best_eval: float | None = None
         if keep_through is not None and path.exists():
-            with path.open(newline="") as handle:
-                kept = [r for r in csv.DictReader(handle) if _complete(r, keep_through)]
+            kept = _rows_kept(path, keep_through)
             with path.open("w", newline="") as handle:
                 writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
                 writer.writeheader()
@@ -122,6 +125,30 @@ def evaluation_columns(returns: np.ndarray | None) -> dict[str, float | int | No
     return {"eval_return": float(finished.mean()) if finished.size else None,
             "eval_std": float(finished.std()) if finished.size else None,
             "eval_failed": int(returns.size - finished.size)}
+
+
+def _rows_kept(path: Path, keep_through: int) -> list[dict[str, str | None]]:
+    """A resumed run's rows of ``progress.csv`` through generation ``keep_through``. Rows it
+    cannot read (damage, not the line a kill cut short) are not kept: a warning says which,
+    and the file as it was stays beside it as ``progress.csv.damaged``, where they were lost
+    without a word (and bytes not UTF-8 were a traceback naming no file)."""
+    why = ""
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    except (UnicodeDecodeError, csv.Error) as error:
+        rows, why = [], f" ({error})"
+    kept = [row for row in rows if _complete(row, keep_through)]
+    seen = {int(str(row["generation"])) for row in kept}
+    lost = [generation for generation in range(1, keep_through + 1) if generation not in seen]
+    if lost or why:
+        backup = path.with_name(path.name + ".damaged")
+        shutil.copyfile(path, backup)
+        what = (f"the rows of {len(lost)} generation{'s' * (len(lost) != 1)} "
+                f"({lost[0]}{'' if len(lost) == 1 else f'-{lost[-1]}'})" if lost else "rows")
+        log.warning(f"{path}: {what} could not be read{why} and are not in it from now on; "
+                    f"the file as it was is kept as {backup.name}")
+    return kept
 
 
 def _complete(row: dict[str, str | None], keep_through: int) -> bool:

@@ -141,6 +141,28 @@ def test_a_resume_removes_the_writes_a_killed_session_left_unfinished(tmp_path):
     assert not any(path.exists() for path in left) and mine.read_bytes() == b"partial"
 
 
+def test_a_damaged_progress_file_is_named_and_kept_not_lost_in_silence(tmp_path):
+    """A resume dropped the rows it could not read without a word (bytes not UTF-8 were a
+    traceback naming no file), and es-plot named no file either."""
+    run_dir = tmp_path / "p"
+    assert run_cli(["es-train", *PENDULUM, "--set", "run.generations=4", "--set",
+                    "run.checkpoint_every=1", "--run-dir", str(run_dir)]).returncode == 0
+    progress = run_dir / "progress.csv"
+    progress.write_text(progress.read_text().replace("\n3,", "\nx3,"))
+    damaged = progress.read_text()
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=5",
+                       "--quiet"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert (f"{progress}: the rows of 1 generation (3) could not be read and are not in it "
+            "from now on; the file as it was is kept as progress.csv.damaged") in resumed.stderr
+    assert (run_dir / "progress.csv.damaged").read_text() == damaged
+    assert [int(r["generation"]) for r in read_progress(run_dir)] == [1, 2, 4, 5]
+    progress.write_bytes(b"generation\x00\xff\n")
+    plotted = run_cli(["es-plot", str(run_dir), "-o", str(tmp_path / "p.png")])
+    assert plotted.returncode == 2 and plotted.stderr.startswith(
+        f"es-plot: error: {progress}: not readable ('utf-8' codec"), plotted.stderr
+
+
 def start(args, ranks=None):
     command = [tool("es-train"), *args]
     if ranks:
