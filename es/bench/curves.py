@@ -240,7 +240,10 @@ def draw(groups: list[Group], path: Path, x: str, y: str, title: str | None,
             fewer = "" if full.all() else ", dotted where fewer"
             label += f" ({len(group.runs)} seeds{fewer})"
         labels.append(label)
-        (line,) = axes.plot(grid, np.where(full, mean, np.nan), label=label)
+        # A run with one evaluation is one point, which a line alone does not draw.
+        alone = np.count_nonzero(full & ~np.isnan(mean)) <= 1
+        (line,) = axes.plot(grid, np.where(full, mean, np.nan), label=label,
+                            marker="o" if alone else None)
         if not full.all():
             axes.plot(*_partial_segments(grid, mean, full), ":", color=line.get_color())
         axes.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)

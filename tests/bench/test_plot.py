@@ -1,6 +1,8 @@
 """es.bench.curves, which es-plot and es-compare draw with: grouping the seeds of one config,
 their labels and the mean ± std arithmetic; and es-plot's command line."""
 
+import re
+
 import numpy as np
 import pytest
 import tomli_w
@@ -203,3 +205,15 @@ def test_es_plot_on_real_runs_of_two_sigmas(tmp_path):
     assert shown.stdout.splitlines()[1:] == [
         "  CartPole-v1 · cartpole · es.sigma=0.1 (2 seeds, dotted where fewer)",
         "  CartPole-v1 · cartpole · es.sigma=0.5"]
+
+
+def test_a_run_with_one_evaluation_is_drawn_as_a_point(tmp_path):
+    """A line through one point draws nothing: such runs were in the legend but not on the
+    plot. In SVG a marker is a path defined once: a circle's starts at (0, radius), a tick
+    mark's at (0, 0)."""
+    alone = fake_run(tmp_path / "alone", "short", 0, [5.0])
+    longer = fake_run(tmp_path / "longer", "long", 0, [5.0, 6.0])
+    for run, drawn in ((alone, True), (longer, False)):
+        out = tmp_path / f"{run.name}.svg"
+        assert main([str(run), "-o", str(out)]) == 0
+        assert bool(re.search(r'<path id="m\w+" d="M 0 [1-9]', out.read_text())) is drawn
