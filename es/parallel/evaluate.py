@@ -47,8 +47,8 @@ class WorkerStartError(RuntimeError):
 
 
 class WorkerDiedError(RuntimeError):
-    """A spawned worker died while evaluating (a crash in ``fun``'s C code, ``os._exit``, the
-    kernel's OOM killer): the generation's values are lost, the calling process is not."""
+    """A spawned worker died while evaluating (a crash in ``fun``'s C code, ``os._exit``, a
+    kill): the generation's values are lost, the calling process is not."""
 
 
 def one_value(value: Any) -> float:

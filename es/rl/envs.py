@@ -57,12 +57,36 @@ def check_env_id(env_id: str) -> None:
         except Exception as error:  # the user's module may fail in any way while it loads
             raise EnvIdError(f"env.id {env_id!r}: cannot import module {module!r} "
                              f"({type(error).__name__}: {error})") from None
+        name = class_env_id(module, name) or name
     try:
         gym.spec(name)
     except gym.error.Error as error:
-        close = similar_env_ids(name)
+        # An id the user's module registered is only found through it (es-eval, --resume).
+        close = [f"{module}:{found}" if module and _registered_by(found, module) else found
+                 for found in similar_env_ids(name)]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise EnvIdError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
+
+
+def class_env_id(module: str, name: str) -> str | None:
+    """For ``module:MyEnv``, a class (or a function) of the user's module rather than an id it
+    registers: the id it is registered under here (``module/MyEnv``, namespaced apart from
+    the module's own ids, such as ``MyEnv-v0``), so that it needs no ``gymnasium.register`` of
+    its own (no time limit then: ``env.max_episode_steps`` sets one). None for an id."""
+    made = getattr(sys.modules[module], name, None)
+    if not ((inspect.isclass(made) and issubclass(made, gym.Env)) or inspect.isfunction(made)):
+        return None
+    env_id = f"{module}/{name}"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=made)
+    return env_id
+
+
+def _registered_by(env_id: str, module: str) -> bool:
+    """Whether ``env_id``'s entry point lives in ``module``."""
+    entry = gym.spec(env_id).entry_point
+    where = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return where == module
 
 
 def similar_env_ids(env_id: str, count: int = 3) -> list[str]:
@@ -124,9 +148,11 @@ def _make(
     render_mode: str | None,
 ) -> gym.Env:
     _register_on_demand(env_id)
-    module, _, _ = env_id.rpartition(":")
+    module, _, name = env_id.rpartition(":")
+    made = env_id  # what Gymnasium makes; messages name the id the user gave
     if module:  # Gymnasium imports it too, but not from the current folder
         import_user_module(module)
+        made = class_env_id(module, name) or env_id
     if is_atari(env_id):
         from es.rl.atari import make_atari_env  # loads ale_py only when needed
 
@@ -134,7 +160,7 @@ def _make(
         return make_atari_env(env_id, atari.obs, atari.frame_skip, atari.frame_stack,
                               atari.noop_max, atari.sticky_actions, max_episode_steps,
                               render_mode, **kwargs)
-    spec = gym.registry.get(env_id.rpartition(":")[2])
+    spec = gym.registry.get(made.rpartition(":")[2])
     _check_kwarg_types(env_id, spec, kwargs)
     options: dict[str, Any] = dict(kwargs)
     if max_episode_steps is not None:
@@ -143,7 +169,7 @@ def _make(
         options["render_mode"] = render_mode
     if spec is not None and "mujoco" in str(spec.entry_point):
         _quiet_model_deprecations()
-    return adapted_actions(gym.make(env_id, disable_env_checker=True, **options))
+    return adapted_actions(gym.make(made, disable_env_checker=True, **options))
 
 
 class _ShiftedActions(gym.ActionWrapper):

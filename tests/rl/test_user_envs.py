@@ -203,3 +203,21 @@ def test_the_builtin_policies_act_in_discrete_spaces_that_start_elsewhere_and_in
     played = run_cli(["es-eval", str(run_dir), "--episodes", "2"],
                      extra_env={"PYTHONPATH": str(tmp_path)})
     assert played.returncode == 0 and "failed" not in played.stdout, played.stdout
+
+
+def test_an_env_class_of_ones_own_module_needs_no_registration(tmp_path):
+    """env.id = "module:Class" was "not a registered Gymnasium id", suggesting the id the
+    module registered without the module, which es-eval and --resume cannot find."""
+    (tmp_path / "sloppy.py").write_text(SLOPPY)
+    on_path = {"PYTHONPATH": str(tmp_path)}
+    run_dir = tmp_path / "run"
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=sloppy:Shifted",
+                    "--set", "env.max_episode_steps=20", "--set", "policy.kind=linear",
+                    *SHORT, "--run-dir", str(run_dir)], extra_env=on_path)
+    assert done.returncode == 0, done.stderr
+    played = run_cli(["es-eval", str(run_dir), "--episodes", "2"], extra_env=on_path)
+    assert played.returncode == 0 and "mean length 20.0" in played.stdout, played.stdout
+    one_line(run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=sloppy:Shiftd-v0",
+                      "--run-dir", str(tmp_path / "typo")], extra_env=on_path), "es-train",
+             "env.id 'sloppy:Shiftd-v0': not a registered Gymnasium id (did you mean "
+             "sloppy:Shifted-v0?)")
