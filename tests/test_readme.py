@@ -49,7 +49,7 @@ CHECKS = {
         "es-train configs/pendulum.toml --set run.generations=5 --run-dir runs/pendulum",
     "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=60 --run-dir "
     "runs/hopper --tensorboard":
-        "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=5 --run-dir "
+        "mpiexec -n 2 es-train configs/hopper_ars.toml --set run.max_seconds=3 --run-dir "
         "runs/hopper --tensorboard",
     "tensorboard --logdir runs/hopper/tb": "server",
     "es-eval runs/hopper --episodes 10": "as written",
@@ -59,7 +59,7 @@ CHECKS = {
     "es-eval runs/hopper --episodes 1 --video hopper.mp4":
         "es-eval runs/hopper --episodes 1 --video hopper.mp4 --video-steps 25",
     "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=90":
-        "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=9",
+        "mpiexec -n 3 es-train --resume runs/hopper --set run.max_seconds=5",
     # Under the real Slurm of tests/parallel/test_slurm.py where it can run, the same program
     # with mpiexec where it cannot; tiny either way.
     "srun --mpi=pmi2 -n 64 es-train configs/humanoid.toml": (
@@ -86,7 +86,7 @@ CHECKS = {
         "mpiexec -n 2 es-train configs/cartpole.toml --set policy.kind=examples.torch_policies:mlp "
         "--run-dir runs/torch --set run.generations=8",
     "es-eval runs/torch --episodes 1 --video torch.mp4":
-        "es-eval runs/torch --episodes 1 --video torch.mp4 --video-steps 100",
+        "es-eval runs/torch --episodes 1 --video torch.mp4 --video-steps 25",
 }
 
 
