@@ -21,8 +21,6 @@ from conftest import BIN, ONE_WORKER, REPO
 from es.parallel.fake_cluster import ClusterError
 from es.parallel.slurm_cluster import check_can_run as check_slurm
 
-pytestmark = ONE_WORKER  # builds clusters: one test after another on one worker
-
 README = (REPO / "README.md").read_text()
 CI_RUN = (REPO / ".ci/run").read_text()
 
@@ -171,20 +169,23 @@ def _serve(command: str, cwd: Path) -> None:
         server.wait(timeout=30)
 
 
-def test_readme_commands_and_python_example_run(tmp_path):
+def scratch(tmp_path: Path) -> Path:
+    """The reader's folder: ``configs/`` and ``examples/`` linked in."""
     (tmp_path / "configs").symlink_to(REPO / "configs")
     (tmp_path / "examples").symlink_to(REPO / "examples")
+    return tmp_path
+
+
+def test_readme_commands_and_python_example_run(tmp_path):
+    """Every command but the Slurm ones (the next test's), in order: later ones use the runs
+    of earlier ones."""
+    scratch(tmp_path)
     for command in readme_commands():
         how = CHECKS[command]
-        if how == "ci":
+        if how in ("ci", "server") or isinstance(how, tuple):
+            if how == "server":
+                _serve(command, tmp_path)
             continue
-        if how == "server":
-            _serve(command, tmp_path)
-            continue
-        if isinstance(how, tuple):  # (under a real Slurm, without one: None to leave out)
-            how = how[0] if SLURM else how[1]
-            if how is None:
-                continue
         done = _run(command if how == "as written" else how, tmp_path)
         assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
     assert (tmp_path / "hopper.mp4").stat().st_size > 0
@@ -195,6 +196,22 @@ def test_readme_commands_and_python_example_run(tmp_path):
                              capture_output=True, text=True, timeout=600)
     assert example.returncode == 0, example.stderr[-2000:]
     assert (tmp_path / "runs/notebook/policy.npz").is_file()
+
+
+@ONE_WORKER  # under a real Slurm it builds a cluster: one after another with the others
+def test_readme_slurm_commands_run(tmp_path):
+    """The Slurm commands, which use no run of the others: under the real Slurm of
+    tests/parallel/test_slurm.py where it can run, the same program under mpiexec where it
+    cannot (or left to test_slurm.py: None)."""
+    scratch(tmp_path)
+    pairs = [(command, how) for command in readme_commands()
+             if isinstance(how := CHECKS[command], tuple)]
+    assert pairs
+    for command, (under_slurm, without) in pairs:
+        how = under_slurm if SLURM else without
+        if how is not None:
+            done = _run(how, tmp_path)
+            assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
 
 
 def test_config_reference_matches_the_code():

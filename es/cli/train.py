@@ -15,6 +15,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import es.cli.threads  # noqa: F401  (one BLAS thread per process, before NumPy loads)
 from es.cli.args import (
@@ -35,6 +36,9 @@ from es.rl.runs import (
     default_run_dir,
     start_run_dir,
 )
+
+if TYPE_CHECKING:
+    from es.config import Config
 
 LAUNCHED_AT = time.time()
 #: ``--elastic``'s defaults: launch on any one node, relaunch at most this often.
@@ -161,14 +165,14 @@ def _load_resume(run_dir: str, overrides: list[str]):
     return load_resume(run_dir, budgets)
 
 
-def sweep_folder(parent: str, config) -> Path:
+def sweep_folder(parent: str, config: Config) -> Path:
     """A sweep's run folder: ``{parent}/{env}__{name}__{seed}``, as ``prepare`` makes it (a
     stamp, to the second, would not part the runs)."""
     return Path(parent) / default_run_dir("", config.env.id, config.run.name, config.run.seed,
                                           stamped=False)
 
 
-def refuse_other_config(run_dir: str, held, wanted) -> None:
+def refuse_other_config(run_dir: str, held: Config, wanted: Config) -> None:
     """ConfigError when the folder's run (``held``) differs from ``wanted`` in more than
     what a resume may change: ``--resume-or-start`` would otherwise train another config on."""
     from es.config import ConfigError, from_dict
@@ -189,7 +193,7 @@ RESUME_OR_START_ALONE = (
     "--resume)")
 
 
-def _resume_or_start(run_dir: str, wanted):
+def _resume_or_start(run_dir: str, wanted: Config):
     """(config, state, warnings, run folder to resume or None to start) for
     ``--resume-or-start`` of the ``wanted`` config; rank 0 only. Raises ConfigError when the
     folder holds another config's run."""
