@@ -210,7 +210,9 @@ def test_the_batch_script_loses_a_node_and_finishes_on_the_others_bit_identical(
                             r"(\d+) on (.*?) \(", output)
     assert [(lost, how, where) for lost, how, _, where in relaunches] == [
         ("node2", "Slurm found the node not responding", "node0, node1")], output
-    assert 0 <= trained - int(relaunches[0][2]) <= 1  # checkpoint_every = 1
+    # checkpoint_every = 1; an evaluated generation's row is written after the next
+    # generation's episodes, so the last row read at the loss may be one before the checkpoint.
+    assert -1 <= trained - int(relaunches[0][2]) <= 1
     assert "es-train: 2 nodes (node0: ranks 0-1, node1: ranks 2-3)" in output
     assert [int(row["generation"]) for row in read_progress(run_dir)] == list(range(1, 26))
     assert np.array_equal(load_params(run_dir), reference(tmp_path, REQUEUED_BY_HAND))
