@@ -200,6 +200,19 @@ LONG = ["configs/pendulum.toml", "--set", "run.generations=100000", "--set",
         "run.checkpoint_every=1000", "--quiet"]
 
 
+def paced(seconds: float, ranks: int = 1) -> list[str]:
+    """A run whose generations take about ``seconds`` of wall time on ``ranks`` and almost no
+    CPU (es/Sleep-v0: 16 members of 100 sleeping steps), checkpointed at each: a signal can be
+    timed into a generation without two busy ranks slowing the tests beside it. Evaluated only
+    at the end, on one episode, and no kept policy to confirm: a resume's last generation
+    costs no more than the others."""
+    step_ms = 1000 * seconds * ranks / (16 * 100)
+    return ["configs/cartpole.toml", "--set", "env.id=es/Sleep-v0", "--set",
+            f"env.kwargs.step_ms={step_ms:g}", "--set", "run.generations=100000", "--set",
+            "run.eval_every=1000", "--set", "run.eval_episodes=1", "--set", "run.best_episodes=0",
+            "--set", "run.checkpoint_every=1", "--quiet"]
+
+
 @pytest.mark.parametrize(("signum", "code", "ranks"),
                          [(signal.SIGTERM, 75, 2), (signal.SIGUSR1, 75, None),
                           (signal.SIGUSR2, 75, 2), (signal.SIGINT, 130, None)])
@@ -239,7 +252,7 @@ def test_a_signal_that_reaches_the_ranks_twice_is_one_stop_with_its_checkpoint(t
     (75, checkpointed), not the second one that stops at once (130, no checkpoint)."""
     run_dir = tmp_path / "twice"
     # Generations of about a second: the second copy lands before the stop, as scancel's do.
-    process = start([*LONG, "--set", "es.population=400", "--run-dir", str(run_dir)], ranks=2)
+    process = start([*paced(1.0, ranks=2), "--run-dir", str(run_dir)], ranks=2)
     wait_for_rows(run_dir, 2)
     pids = rank_pids(run_dir)
     os.kill(process.pid, signal.SIGTERM)  # mpiexec: Hydra forwards it to both ranks
@@ -257,9 +270,8 @@ def test_a_second_signal_stops_at_once_and_names_the_checkpoint_to_resume_from(t
     """The user asking again stops mid-generation (130): it said only 'interrupted', though
     the run's newest checkpoint was intact and resumable."""
     run_dir = tmp_path / "again"
-    # Generations of several seconds: the second signal lands inside the one after the first.
-    process = start([*LONG, "--set", "es.population=600", "--set", "run.checkpoint_every=1",
-                     "--run-dir", str(run_dir)])
+    # Generations of 4 s: the second signal lands inside the one after the first.
+    process = start([*paced(4.0), "--run-dir", str(run_dir)])
     wait_for_rows(run_dir, 1)
     process.send_signal(signal.SIGTERM)
     time.sleep(StopFlag.REPEAT_WINDOW_S + 0.5)
@@ -268,7 +280,7 @@ def test_a_second_signal_stops_at_once_and_names_the_checkpoint_to_resume_from(t
     assert process.returncode == 130, stderr
     assert (f"es-train: interrupted on rank 0; the newest checkpoint is intact: resume with: "
             f"es-train --resume {run_dir}") in stderr
-    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=3",
+    resumed = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=2",
                        "--quiet"])
     assert resumed.returncode == 0, resumed.stderr
 
@@ -280,9 +292,8 @@ def test_a_second_signal_on_some_ranks_stops_every_rank_at_once(tmp_path, schedu
     the next exchange. Either way the job hung until the heartbeat's deadline and ended
     with exit 76, blaming the rank that was asked to stop."""
     run_dir = tmp_path / "again"
-    process = start([*LONG, "--set", "es.population=2000", "--set", "run.checkpoint_every=1",
-                     "--set", f"run.schedule={schedule}", "--set", "run.peer_timeout_s=600",
-                     "--run-dir", str(run_dir)], ranks=2)
+    process = start([*paced(7.0, ranks=2), "--set", f"run.schedule={schedule}", "--set",
+                     "run.peer_timeout_s=600", "--run-dir", str(run_dir)], ranks=2)
     try:
         wait_for_rows(run_dir, 1)
         ranks = rank_pids(run_dir)
@@ -295,7 +306,7 @@ def test_a_second_signal_on_some_ranks_stops_every_rank_at_once(tmp_path, schedu
         for pid in [*rank_pids(run_dir), process.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    # Generations of about 10 s on 2 cores: both signals land inside the one after the first.
+    # Generations of 7 s: both rounds of signals land inside the one after the first.
     assert process.returncode == 130, stderr
     assert "interrupted on rank" in stderr and "peer lost" not in stderr
 
@@ -481,7 +492,8 @@ def test_time_a_run_stood_stopped_is_left_out_of_its_clock_and_budget(tmp_path):
     stopped seconds go to ``paused_s``, not to ``time_s`` or ``run.max_seconds``, and a resume
     carries them on."""
     run_dir, stopped_s = tmp_path / "paused", 4.0
-    process = start([*LONG, "--set", "run.max_seconds=5", "--run-dir", str(run_dir)], 2)
+    process = start([*paced(0.5, ranks=2), "--set", "run.max_seconds=5", "--run-dir",
+                     str(run_dir)], 2)
     wait_for_rows(run_dir, 2)
     pids = rank_pids(run_dir)
     assert len(pids) == 2
