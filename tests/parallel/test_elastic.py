@@ -207,7 +207,7 @@ def test_a_supervisor_killed_outright_takes_its_launch_with_it(tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost:2\n")
     run_dir = tmp_path / "run"
-    slow = ["--set", "env.kwargs.step_ms=5"]  # the 30 generations would outlast the test
+    slow = ["--set", "env.kwargs.step_ms=2"]  # the 30 generations would outlast the test
     job = Supervised([tool("es-train"), *RUN, *slow, "--resume-or-start", str(run_dir),
                       "--elastic", "--hostfile", str(hostfile)])
     job.wait_for_checkpoint(run_dir, 3)

@@ -45,13 +45,14 @@ def args(variant: str, *extra: str, policy: str = "linear") -> list[str]:
 @pytest.mark.parametrize(("strategy", "policy"), CASES)
 def test_parameters_are_bit_identical_for_any_rank_count_schedule_and_resume(tmp_path, strategy,
                                                                            policy):
-    """One plain process against MPI on 1 (not for torch), 2 (dynamic schedule) and 3 ranks,
+    """One plain process against MPI on 1 and 3 ranks (not for torch), 2 (dynamic schedule),
     and against a run of 2 ranks resumed on 3 halfway."""
     params = {}
-    # One rank under MPI is one process under another communicator: the strategies' case;
-    # the torch case's cost is its module in every rank, tested on 2 and 3.
+    # One rank under MPI is one process under another communicator: the strategies' case.
+    # The torch case's cost is its module (2.5 s of import) in every rank: its 3 ranks are
+    # those of the resumed half.
     runs = (((None, "static"), (1, "static"), (2, "dynamic"), (3, "static")) if policy != "torch"
-            else ((None, "static"), (2, "dynamic"), (3, "static")))
+            else ((None, "static"), (2, "dynamic")))
     for ranks, schedule in runs:
         run_dir = tmp_path / f"{ranks}{schedule}"
         done = run_cli(args(strategy, "--set", "run.generations=4", "--set",
