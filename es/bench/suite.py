@@ -512,21 +512,12 @@ def began_on(run_dir: Path) -> int | None:
     return _yardstick(run_dir).get("ranks")
 
 
-def read_stops(run_dir: Path) -> list[dict[str, str]]:
-    """The run's stops (``stops.csv``), oldest first; none for a run never stopped."""
-    from es.rl.metrics import STOPS_FILE
-
-    path = run_dir / STOPS_FILE
-    if not path.is_file():
-        return []
-    with path.open() as handle:
-        return list(csv.DictReader(handle))
-
-
 def trained_to_its_budget(run_dir: Path) -> bool:
     """Whether the run's last stop was its budget's end (``run.max_seconds = ...``), not a
     signal's: it needs only its scoring, and a resume would play the stop's confirmations
     again (counted twice in its costs)."""
+    from es.rl.metrics import read_stops
+
     stops = read_stops(run_dir)
     return bool(stops) and stops[-1]["ended_by"].startswith("run.")
 
@@ -534,6 +525,8 @@ def trained_to_its_budget(run_dir: Path) -> bool:
 def stop_confirmations(run_dir: Path) -> tuple[int, float]:
     """The episodes and rank 0's seconds confirming nominations at the run's stops
     (``stops.csv``): after the last progress row, so in none of its columns."""
+    from es.rl.metrics import read_stops
+
     stops = read_stops(run_dir)
     return (sum(int(stop["confirm_episodes"]) for stop in stops),
             sum(float(stop["confirm_s"]) for stop in stops))

@@ -54,20 +54,50 @@ COUNT_COLUMNS = frozenset({"generation", "timesteps", "eval_failed", "episodes",
 
 #: ``stops.csv``: one row per stop of a run (its end, a signal, the callback; a resumed run
 #: adds its own), with what confirming the waiting nominations cost at that stop, which
-#: happens after the last progress row and so is in none of them.
+#: happens after the last progress row and so is in none of them, and the kept policy it
+#: left (empty: none), which a run resumed with nothing left to do reports without a race.
 STOPS_FILE = "stops.csv"
-STOP_COLUMNS = ("generation", "timesteps", "ended_by", "confirm_episodes", "confirm_s")
+STOP_COLUMNS = ("generation", "timesteps", "ended_by", "confirm_episodes", "confirm_s",
+                "kept_return", "kept_generation")
+
+
+def read_stops(run_dir: Path) -> list[dict[str, str]]:
+    """The run's stops, oldest first (none for a run never stopped)."""
+    path = run_dir / STOPS_FILE
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
 
 
 def append_stop(run_dir: Path, row: dict[str, Any]) -> None:
-    """Add a stop's row to the run folder's ``stops.csv`` (written with a header if new)."""
+    """Add a stop's row to the run folder's ``stops.csv`` (written with a header if new; one
+    written before a column was added is rewritten with it, its old rows' cells empty)."""
     path = run_dir / STOPS_FILE
     new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with path.open(newline="") as handle:
+            header = next(csv.reader(handle), None)
+        if header is not None and tuple(header) != STOP_COLUMNS:
+            earlier = read_stops(run_dir)
+            with path.open("w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=STOP_COLUMNS, extrasaction="ignore")
+                writer.writeheader()
+                writer.writerows(earlier)
     with path.open("a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=STOP_COLUMNS)
         if new:
             writer.writeheader()
         writer.writerow(row)
+
+
+def last_evaluation(path: Path) -> float | None:
+    """The newest ``eval_return`` in a ``progress.csv`` (None: none evaluated yet)."""
+    if not path.is_file():
+        return None
+    with path.open(newline="") as handle:
+        returns = [row["eval_return"] for row in csv.DictReader(handle) if row.get("eval_return")]
+    return float(returns[-1]) if returns else None
 
 
 class ProgressLog:

@@ -18,6 +18,7 @@ import resource
 import signal
 import threading
 import time
+import tomllib
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -58,7 +59,9 @@ from es.rl.metrics import (
     ProgressLog,
     append_stop,
     evaluation_columns,
+    last_evaluation,
     progress_line,
+    read_stops,
 )
 from es.rl.policies import ObsNorm, with_action_noise
 from es.rl.policy import UserPolicy, make_policy
@@ -218,6 +221,16 @@ def make_strategy(config: Config, theta0: np.ndarray, noise: NoiseSource) -> Str
 
 #: What the waiting nominations' parameters may take (``run.best_pool``).
 POOL_BYTES = 64 * 2**20
+
+
+def _target_score(config_toml: Path) -> float | None:
+    """The ``run.target_score`` a run folder's config.toml holds (its last session's); None
+    when it cannot be read."""
+    try:
+        return float(tomllib.loads(config_toml.read_text())["run"]["target_score"])
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError,
+            ValueError):
+        return None
 
 
 def checksum(array: np.ndarray) -> int:
@@ -803,7 +816,38 @@ class Trainer:
                 "pgpe": "pgpe.center_lr", "sepcma": "es.sigma",
                 "cma": "es.sigma"}[self.config.es.strategy]
 
+    def _ended_already(self) -> TrainResult | None:
+        """A resumed run whose budget was spent at its last stop, at this very generation and
+        with the same ``run.target_score``: that stop's race left its kept policy, and
+        running the stop again would replay the race episode for episode (the state is as
+        the stop left it) and add a second stop row, whose seconds ``es-bench suite`` would
+        count twice. So a requeued sweep's finished runs cost nothing when resumed again.
+        Decided on rank 0, which holds the run folder; None when anything is to do."""
+        ended_by = self._spent_budget() if self.resumed_at is not None else None
+        found = None
+        if ended_by is not None and self.comm.rank == 0 and self.run_dir is not None:
+            stops = read_stops(self.run_dir)
+            last = stops[-1] if stops else {}
+            before = _target_score(self.run_dir / "config.toml")
+            if last.get("generation") == str(self.strategy.generation) \
+                    and last.get("ended_by") == ended_by and "kept_return" in last \
+                    and before == self.config.run.target_score:
+                kept = (float(last["kept_return"]), int(last["kept_generation"])) \
+                    if last["kept_return"] else (None, None)
+                found = (*kept, last_evaluation(self.run_dir / "progress.csv"))
+        if ended_by is None or (found := self.comm.broadcast(found)) is None:
+            return None
+        best_return, best_generation, eval_return = found
+        if self.comm.rank == 0:
+            log.info(f"ended already at generation {self.strategy.generation} ({ended_by}), "
+                     "its kept policy confirmed then: nothing to train or confirm (a larger "
+                     "budget goes on)")
+        return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,
+                           eval_return, best_return, best_generation, ended_by)
+
     def _train(self, callback: Callback | None) -> TrainResult:
+        if (ended := self._ended_already()) is not None:
+            return ended
         writer = self.comm.rank == 0 and self.run_dir is not None
         progress = None
         if writer:
@@ -913,7 +957,9 @@ class Trainer:
                 "ended_by": ended_by or (signal.Signals(stop.signum).name if stop is not None
                                          else "the callback"),
                 "confirm_episodes": self.stop_confirm_episodes,
-                "confirm_s": round(self.stop_confirm_s, 6)})
+                "confirm_s": round(self.stop_confirm_s, 6),
+                "kept_return": "" if best_return is None else best_return,
+                "kept_generation": "" if best_generation is None else best_generation})
         if stop is not None:
             raise stop
         return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,

@@ -20,6 +20,7 @@ from conftest import REPO, load_params, read_progress, run_cli
 
 from es.core.seeding import TAG_BEST, episode_seeds
 from es.rl.checkpoint import load_latest_checkpoint, load_policy
+from es.rl.metrics import read_stops
 
 LUCKY = {"PYTHONPATH": str(REPO / "tests")}
 BASE = ["configs/pendulum.toml", "--set", "env.id=fault_envs:Lucky-v0", "--set",
@@ -211,6 +212,62 @@ def test_each_stop_keeps_what_its_confirmations_played_in_stops_csv(tmp_path):
                      r"the stop;", resumed.stdout), resumed.stdout
 
 
+def folder_bytes(run_dir) -> dict[str, bytes]:
+    return {str(path.relative_to(run_dir)): path.read_bytes()
+            for path in sorted(run_dir.rglob("*")) if path.is_file() and path.name != "es.lock"}
+
+
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_a_run_resumed_after_its_end_plays_nothing_and_adds_no_stop(tmp_path, ranks):
+    """A requeued sweep resumes its finished runs too: each replayed its stop's race (the
+    same episodes again, on HalfCheetah seconds each) and added a second stop row, whose
+    seconds es-bench suite counts. Now nothing is played or written, and the last line is
+    the first session's; another run.target_score (which the race reads) replays it."""
+    run_dir = tmp_path / "run"
+    first = train(run_dir, "--set", "run.generations=6", "--set", "run.best_share=0",
+                  "--set", "run.best_episodes=20", ranks=ranks)
+    before = folder_bytes(run_dir)
+    with (run_dir / "stops.csv").open() as handle:
+        (stop,) = list(csv.DictReader(handle))
+    assert int(stop["kept_generation"]) == load_policy(run_dir / "policy_best.npz").generation
+    assert float(stop["kept_return"]) == pytest.approx(final_kept(first), abs=0.005)
+    again = run_cli(["es-train", "--resume", str(run_dir)], ranks=ranks, extra_env=LUCKY)
+    assert again.returncode == 0, again.stderr
+    assert ("ended already at generation 6 (run.generations = 6), its kept policy confirmed "
+            "then: nothing to train or confirm") in again.stderr + again.stdout
+    assert "confirming" not in again.stderr + again.stdout
+    assert folder_bytes(run_dir) == before
+    assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1].replace(
+        re.search(r", \d+ episodes in [\d.]+ s confirming at the stop", first.stdout).group(0),
+        "")
+    # The race reads run.target_score: with another, the stop is played again.
+    other = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.target_score=1e9",
+                     "--quiet"], ranks=ranks, extra_env=LUCKY)
+    assert other.returncode == 0, other.stderr
+    assert "confirming at the stop" in other.stdout
+    assert len(read_stops(run_dir)) == 2
+
+
+def test_a_stops_csv_without_the_kept_columns_gains_them(tmp_path):
+    """A run folder from before stops.csv kept the kept policy: its resumed stop is played
+    again (nothing says what it kept), and the file gains the columns, the old rows' cells
+    empty."""
+    run_dir = tmp_path / "run"
+    train(run_dir, "--set", "run.generations=3", "--set", "run.best_episodes=20")
+    path = run_dir / "stops.csv"
+    (old,) = read_stops(run_dir)
+    old_columns = ["generation", "timesteps", "ended_by", "confirm_episodes", "confirm_s"]
+    path.write_text(",".join(old_columns) + "\n" + ",".join(old[c] for c in old_columns) + "\n")
+    again = run_cli(["es-train", "--resume", str(run_dir), "--quiet"], extra_env=LUCKY)
+    assert again.returncode == 0, again.stderr
+    assert "confirming at the stop" in again.stdout
+    earlier, replayed = read_stops(run_dir)
+    assert earlier == {**{c: old[c] for c in old_columns}, "kept_return": "",
+                       "kept_generation": ""}
+    del replayed["confirm_s"], old["confirm_s"]
+    assert replayed == old  # the same race, decided the same
+
+
 def test_a_later_better_nomination_is_kept_although_earlier_ones_spent_the_share(tmp_path):
     """The starvation case of a capped share, without luck: every evaluation is exact, so
     the kept policy must be the best-evaluated one. Improving evaluations nominate at almost
@@ -325,9 +382,11 @@ def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path, rec
         assert f"the last policy (generation {last}) does not hold run.target_score = " \
             f"{target:g}: worst of 10 confirmation episodes" in done.stdout + done.stderr
         assert load_policy(tmp_path / "worst" / "policy_best.npz").generation == best
-    # A stop resumed decides the same.
+    # A stop resumed decides the same (played again: its stops.csv gone, nothing says what
+    # it kept).
     resumed = tmp_path / "resumed"
     shutil.copytree(tmp_path / "targetNone", resumed)
+    (resumed / "stops.csv").unlink()
     again = run_cli(["es-train", "--resume", str(resumed)], extra_env=LUCKY)
     assert again.returncode == 0, again.stderr
     assert np.array_equal(load_params(resumed), load_params(tmp_path / "targetNone"))
