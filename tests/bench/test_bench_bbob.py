@@ -208,7 +208,8 @@ def test_an_interrupted_pool_ends_its_workers_in_one_line(tmp_path, stop):
 
     process = start_terminal_job(
         [tool("es-bench"), "highdim", "--dims", "1000", "--jobs", "2", "--seeds", "1-10",
-         "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+         "--evals-per-dim", "10", "--out", str(tmp_path)],  # a run in under a second: 89 queued
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     err = interrupt_job(process, stop, timeout=30,  # once the pool is at work
                         ready=lambda: " ms/generation" in process.stdout.readline())
     assert process.returncode == 130
