@@ -7,6 +7,7 @@ are ``es-baseline``'s too.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import shlex
@@ -568,9 +569,9 @@ def _train(args: argparse.Namespace, comm) -> int:
         print(f"es-train: {args.label}{node_summary(nodes, ranks, config.es.noise)}",
               file=sys.stderr, flush=True)
     try:
+        then = functools.partial(after_lost, run_dir, resume_command(args, run_dir))
         with comm.heartbeat(ranks, config.run.peer_timeout_s,
-                            lambda line: peer_lost(line, comm, lambda: after_lost(run_dir),
-                                                   "es-train"),
+                            lambda line: peer_lost(line, comm, then, "es-train"),
                             lambda: f"generation {trainer.strategy.generation + 1}"), trainer:
             result = trainer.run()
     except Stopped as stop:

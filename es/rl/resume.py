@@ -24,9 +24,10 @@ RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds",
                     "run.peer_timeout_s")
 
 
-def after_lost(run_dir: str | Path) -> str:
-    """What a run that lost a peer rank can do next (``es.parallel.heartbeat.peer_lost``)."""
-    return ("the newest checkpoint is intact: resume on the ranks that are left"
+def after_lost(run_dir: str | Path, resume: str) -> str:
+    """What a run that lost a peer rank can do next (``es.parallel.heartbeat.peer_lost``):
+    ``resume``, the command that continues it, or a start again."""
+    return (f"the newest checkpoint is intact: resume on the ranks that are left: {resume}"
             if has_checkpoint(run_dir) else
             "no checkpoint was written yet: start the run again on the ranks that are left")
 

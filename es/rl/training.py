@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
+import functools
 import os
 import shlex
 import signal
@@ -322,9 +323,10 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
                     _warn_if_rebuilt_apart(trainer, policy)
             # Under mpiexec, a rank that stops answering ends the job as in es-train, where
             # the others would wait for it in the next exchange for good.
+            then = functools.partial(after_lost, folder, f"es.resume({folder!r}) or es-train "
+                                     f"--resume {shlex.quote(folder)}")
             with comm.heartbeat(ranks, config.run.peer_timeout_s,
-                                lambda line: peer_lost(line, comm, lambda: after_lost(folder),
-                                                       "es.train"),
+                                lambda line: peer_lost(line, comm, then, "es.train"),
                                 lambda: f"generation {trainer.strategy.generation + 1}"):
                 result = trainer.run(callback)
     except Stopped as stop:  # after the generation in progress, checkpointed, as es-train

@@ -255,7 +255,7 @@ def test_a_stopped_rank_ends_the_job_within_the_deadline_naming_it_and_the_run_r
                            "(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or "
                            "cut off) while rank 0 was in generation ")
     assert line.rstrip().endswith("the newest checkpoint is intact: resume on the ranks that "
-                                  "are left (exit code 76)")
+                                  f"are left: es-train --resume {run_dir} (exit code 76)")
     resumed = run_cli(["es-train", "--resume", str(run_dir), "--quiet"], ranks=2)
     assert resumed.returncode == 0, resumed.stderr
     assert np.array_equal(load_params(run_dir), reference)

@@ -135,7 +135,9 @@ def test_es_train_under_mpiexec_ends_a_job_with_a_stopped_rank_and_es_resume_goe
     assert re.fullmatch(rf"es.train: peer lost: rank 1 \(pid {pids[1]} on \S+\) silent for 3 "
                         r"s \(no heartbeat within run.peer_timeout_s = 3 s: stopped, hung or cut "
                         r"off\) while rank 0 was in generation \d+; the newest checkpoint is "
-                        r"intact: resume on the ranks that are left \(exit code 76\)", line), line
+                        r"intact: resume on the ranks that are left: " + re.escape(
+                            f"es.resume('{run_dir}') or es-train --resume {run_dir} (exit code "
+                            "76)"), line), line
     deadline = time.monotonic() + 30  # rank 0, aborted, lets go of the folder as it ends
     while Path(f"/proc/{pids[0]}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
