@@ -7,6 +7,7 @@ are ``es-baseline``'s too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
 import os
@@ -15,6 +16,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -271,9 +273,13 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
     if args.requeue_on_signal and not args.resume_or_start:
         raise ValueError("--requeue-on-signal needs --resume-or-start RUN_DIR: the requeued "
                          "job runs the same command again, which must resume the run")
-    if args.resume or (len(args.configs) <= 1 and not args.seeds):
+    sweep = len(args.configs) > 1 or bool(args.seeds)
+    if args.resume_or_start and not args.resume:
+        _check_folder_kind(Path(args.resume_or_start), sweep)
+    if args.resume or not sweep:
         return [argparse.Namespace(**vars(args), config=(args.configs or [None])[0],
-                                   sweep_parent=None, label="")]
+                                   sweep_parent=None, label="", watched_by_sweep=False,
+                                   started_at=LAUNCHED_AT)]
     if not args.configs:
         raise ValueError("a config file is needed, e.g. es-train configs/cartpole.toml")
     if args.seeds and any(text.replace(" ", "").startswith("run.seed=")
@@ -290,8 +296,27 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
             runs.append(argparse.Namespace(**{**vars(args), "overrides": overrides},
                                            config=config,
                                            sweep_parent=args.resume_or_start or args.run_dir,
-                                           label=f"[{label}] "))
+                                           label=f"[{label}] ", watched_by_sweep=True,
+                                           started_at=LAUNCHED_AT))
     return runs
+
+
+def _check_folder_kind(folder: Path, sweep: bool) -> None:
+    """``--resume-or-start``: a sweep's folder holds its runs' folders, a run's folder its
+    files. Given the other kind, a run started beside a sweep's runs (and es-plot refused the
+    folder), or a sweep's runs went inside a run's folder."""
+    if not folder.is_dir():
+        return
+    if sweep and (folder / "config.toml").is_file():
+        raise ValueError(f"--resume-or-start {str(folder)!r} holds one run, not a sweep's: "
+                         "resume it without --seeds (and with its one config file), or give "
+                         "the sweep another folder")
+    runs = sorted(child.name for child in folder.iterdir() if (child / "config.toml").is_file())
+    if not sweep and runs and not (folder / "config.toml").is_file():
+        shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+        raise ValueError(f"--resume-or-start {str(folder)!r} holds a sweep's runs ({shown}), "
+                         "not a run: give the sweep's --seeds (and config files) as it was "
+                         "started, or another folder")
 
 
 def start_commands(runs: list[argparse.Namespace]) -> list[str]:
@@ -311,15 +336,18 @@ def start_commands(runs: list[argparse.Namespace]) -> list[str]:
     return commands
 
 
-def _check_sweep(runs: list[argparse.Namespace]) -> None:
+def _check_sweep(runs: list[argparse.Namespace]) -> float:
     """Every config and override of a sweep is checked before its first run starts: a typo
-    must not wait for the runs before it to train, nor be reported once per seed."""
+    must not wait for the runs before it to train, nor be reported once per seed. Returns the
+    runs' longest ``run.peer_timeout_s``, the sweep's deadline for a silent rank."""
     from es.config import ConfigError, load_config
     from es.rl.envs import check_env_id
 
     folders: dict[Path, str] = {}
+    timeout_s = 0.0
     for run in runs:
         config = load_config(run.config, run.overrides)
+        timeout_s = max(timeout_s, config.run.peer_timeout_s)
         check_env_id(config.env.id)
         folder = sweep_folder(run.sweep_parent or config.run.runs_dir, config)
         named = f"{run.label.strip()[1:-1]} ({run.config})"  # "cp seed 0 (a/cp.toml)"
@@ -334,6 +362,7 @@ def _check_sweep(runs: list[argparse.Namespace]) -> None:
             except ConfigError:
                 continue
             refuse_other_config(str(folder), held, config)
+    return timeout_s
 
 
 #: Stop signals that came before the run's own handler: a Ctrl-C during start-up raised
@@ -368,8 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                                 world.rank)
     try:
         runs = planned_runs(args)
-        if len(runs) > 1:
-            _check_sweep(runs)
+        timeout_s = _check_sweep(runs) if len(runs) > 1 else 0.0
     except ValueError as error:
         return fail_on_rank("es-train", str(error), world.rank)
     configure_logging(world.rank == 0 and not args.quiet, program="es-train")
@@ -380,26 +408,54 @@ def main(argv: list[str] | None = None) -> int:
     comm = world.split(color)
     codes = []
     mine = runs[color::groups]
-    for index, run in enumerate(mine):
-        # Each group's leader prints its own run's progress, labelled.
-        configure_logging(comm.rank == 0 and not args.quiet, run.label, "es-train")
-        codes.append(_train_one(run, comm))
-        if codes[-1] in (130, CHECKPOINTED) and index + 1 < len(mine):
-            # A signal stopped this run at its checkpoint: it was for the sweep.
-            if comm.rank == 0:
-                later = mine[index + 1:]
-                then = ("the same command resumes it and starts them" if args.resume_or_start
-                        else f"they start with: {' ; '.join(start_commands(later))}")
-                print(f"es-train: {run.label}stopped; not started: "
-                      f"{', '.join(run.label.strip() for run in later)}; {then}",
-                      file=sys.stderr, flush=True)
-            break
-    world.barrier()
+    with _sweep_heartbeat(world, args, timeout_s) as doing:
+        for index, run in enumerate(mine):
+            doing[0] = run.label.strip()
+            # Each group's leader prints its own run's progress, labelled. A run after the
+            # first counts its time from its own start, not the process's.
+            configure_logging(comm.rank == 0 and not args.quiet, run.label, "es-train")
+            run.started_at = LAUNCHED_AT if index == 0 else time.time()
+            codes.append(_train_one(run, comm))
+            if codes[-1] in (130, CHECKPOINTED) and index + 1 < len(mine):
+                # A signal stopped this run at its checkpoint: it was for the sweep.
+                if comm.rank == 0:
+                    later = mine[index + 1:]
+                    then = ("the same command resumes it and starts them"
+                            if args.resume_or_start
+                            else f"they start with: {' ; '.join(start_commands(later))}")
+                    print(f"es-train: {run.label}stopped; not started: "
+                          f"{', '.join(run.label.strip() for run in later)}; {then}",
+                          file=sys.stderr, flush=True)
+                break
+        doing[0] = "the sweep's end"
+        world.barrier()
     # Once for the whole job, by one rank, after every group has checkpointed.
     if args.requeue_on_signal and any(world.allgather_objects(CHECKPOINTED in codes)) \
             and world.rank == 0:
         requeue_slurm_job()
     return max(codes)
+
+
+@contextlib.contextmanager
+def _sweep_heartbeat(world, args: argparse.Namespace, timeout_s: float) -> Iterator[list[str]]:
+    """A sweep's heartbeats, between every rank of the job for all of it (the runs' own are
+    left out): a group's heartbeats did not see another group's silent rank, so with groups
+    of one rank the others trained on and then waited for it at the sweep's end for good.
+    Yields the run this rank trains (its item 0), named in a report."""
+    from es.parallel.heartbeat import peer_lost
+
+    names = world.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
+    if world.size > 1 and world.rank == 0:
+        listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(names))
+        print(f"es-train: {world.size} ranks: {listed}", file=sys.stderr, flush=True)
+    then = ("each run's newest checkpoint is intact: on the ranks that are left, "
+            + ("the same command resumes the sweep" if args.resume_or_start else
+               "resume the runs stopped with es-train --resume RUN_DIR and start the others"))
+    doing = ["the sweep's start"]
+    with world.heartbeat(names, timeout_s, lambda line: peer_lost(line, world, lambda: then,
+                                                                  "es-train"),
+                         lambda: f"run {doing[0]}"):
+        yield doing
 
 
 def supervise_elastic(args: argparse.Namespace) -> int:
@@ -542,7 +598,7 @@ def _train(args: argparse.Namespace, comm) -> int:
     if EARLY_SIGNALS:
         stop_flag.signum, stop_flag.first_at = EARLY_SIGNALS[0], stop_flag.clock()
     try:
-        trainer = Trainer(config, comm, Path(run_dir), LAUNCHED_AT, stop_flag)
+        trainer = Trainer(config, comm, Path(run_dir), args.started_at, stop_flag)
         if state is not None:
             trainer.restore(state)
     except (ValueError, DependencyNotInstalled) as error:  # a config the environment or the
@@ -570,9 +626,10 @@ def _train(args: argparse.Namespace, comm) -> int:
               file=sys.stderr, flush=True)
     try:
         then = functools.partial(after_lost, run_dir, resume_command(args, run_dir))
-        with comm.heartbeat(ranks, config.run.peer_timeout_s,
-                            lambda line: peer_lost(line, comm, then, "es-train"),
-                            lambda: f"generation {trainer.strategy.generation + 1}"), trainer:
+        watched = contextlib.nullcontext() if args.watched_by_sweep else comm.heartbeat(
+            ranks, config.run.peer_timeout_s, lambda line: peer_lost(line, comm, then, "es-train"),
+            lambda: f"generation {trainer.strategy.generation + 1}")
+        with watched, trainer:
             result = trainer.run()
     except Stopped as stop:
         # The checkpoint is written: a late copy of the signal (the launcher's forwarded

@@ -481,7 +481,10 @@ class MPIComm:
         # at once: on a busy machine Hydra lost both ranks' "interrupted on rank" lines in 4
         # of 80 aborts, none of 40 with this pause.
         time.sleep(ABORT_GRACE_S)
-        self.world.Abort(code)
+        # The whole job's communicator, whatever this one is: aborting a sweep's group ended
+        # the job as well, but mpiexec then reported the other ranks' SIGKILL (9), not
+        # ``code``.
+        self._mpi.COMM_WORLD.Abort(code)
 
 
 class _UnitServer:

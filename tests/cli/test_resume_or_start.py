@@ -99,6 +99,29 @@ def test_flags_that_do_not_go_together_are_one_line_errors(tmp_path, extra, mess
     assert done.stderr.count("\n") == 1
 
 
+def test_a_sweeps_folder_and_a_runs_folder_are_not_taken_for_each_other(tmp_path):
+    """Without --seeds, the line started a run beside a sweep's runs (es-plot then refused
+    the folder); with them, a sweep's runs went inside a run's folder. Both are refused, the
+    folders left as they were."""
+    sweep, single = tmp_path / "sweep", tmp_path / "single"
+    assert run_cli(["es-train", *CARTPOLE, "--seeds", "0,1", "--set", "run.generations=1",
+                    "--resume-or-start", str(sweep)]).returncode == 0
+    assert run_cli(["es-train", *CARTPOLE, "--set", "run.generations=1", "--resume-or-start",
+                    str(single)]).returncode == 0
+    before = {path: path.stat().st_mtime_ns for path in tmp_path.rglob("*")}
+    alone = run_cli(["es-train", *CARTPOLE, "--resume-or-start", str(sweep)])
+    assert alone.returncode == 2 and alone.stderr == (
+        f"es-train: error: --resume-or-start {str(sweep)!r} holds a sweep's runs "
+        "(CartPole-v1__cartpole__0, CartPole-v1__cartpole__1), not a run: give the sweep's "
+        "--seeds (and config files) as it was started, or another folder\n")
+    swept = run_cli(["es-train", *CARTPOLE, "--seeds", "0,1", "--resume-or-start", str(single)])
+    assert swept.returncode == 2 and swept.stderr == (
+        f"es-train: error: --resume-or-start {str(single)!r} holds one run, not a sweep's: "
+        "resume it without --seeds (and with its one config file), or give the sweep another "
+        "folder\n")
+    assert {path: path.stat().st_mtime_ns for path in tmp_path.rglob("*")} == before
+
+
 def test_a_requeue_needs_a_line_that_resumes(tmp_path):
     done = run_cli(["es-train", *CARTPOLE, "--run-dir", str(tmp_path / "r"),
                     "--requeue-on-signal"], extra_env={"SLURM_JOB_ID": "7"})

@@ -1,5 +1,8 @@
 """Sweeps in one job: --seeds and several configs split the ranks into groups, one run each."""
 
+import contextlib
+import os
+
 import numpy as np
 import pytest
 from conftest import load_params, read_progress, run_cli
@@ -89,3 +92,52 @@ def test_a_group_training_runs_in_turn_frees_each_noise_table(tmp_path):
     assert len(list((tmp_path / "three").iterdir())) == 3
     assert one > 160  # the table is resident while it trains
     assert three < one + 40, f"3 runs in turn peaked at {three:.0f} MB, one run at {one:.0f} MB"
+
+
+def test_a_sweeps_later_runs_count_their_time_from_their_own_start(tmp_path):
+    """Runs in turn in one process: the second counted its time_s, and run.max_seconds, from
+    the process's launch, so it began with its budget spent and trained one generation."""
+    done = run_cli(["es-train", "configs/pendulum.toml", "--seeds", "0-1", "--run-dir",
+                    str(tmp_path), "--set", "run.max_seconds=2", "--set", "es.population=8",
+                    "--quiet"])
+    assert done.returncode == 0, done.stderr
+    for seed in (0, 1):
+        rows = read_progress(tmp_path / f"Pendulum-v1__pendulum__{seed}")
+        times = [float(row["time_s"]) for row in rows]
+        assert times[0] < 2 <= times[-1] < 2 + 1.5 and len(rows) >= 3, (seed, times)
+
+
+def test_a_silent_rank_ends_a_sweep_of_one_rank_groups(tmp_path):
+    """Each group's heartbeats watched its own ranks only: with one rank a group, a stopped
+    rank was seen by no one, the other runs trained on and then waited for it at the sweep's
+    end for good (and a lost rank in a group of two ended the job with 9, not 76). The
+    sweep's heartbeats are between every rank of the job."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import REPO, tool
+
+    process = subprocess.Popen(
+        [tool("mpiexec"), "-n", "2", tool("es-train"), "configs/cartpole.toml", "--seeds",
+         "0-1", "--set", "env.id=es/Sleep-v0", "--set", "env.kwargs.step_ms=0.5", "--set",
+         "run.generations=100000", "--set", "run.checkpoint_every=1", "--set",
+         "run.peer_timeout_s=3", "--resume-or-start", str(tmp_path), "--quiet"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        seed1 = tmp_path / "es_Sleep-v0__cartpole__1" / "checkpoints"
+        deadline = time.monotonic() + 60
+        while not (seed1.is_dir() and any(seed1.iterdir())):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        listed = process.stderr.readline()  # the job's ranks, before any run's lines
+        pid = int(listed.split("rank 1 = pid ")[1].split("@")[0])
+        os.kill(pid, signal.SIGSTOP)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 76, stderr
+    assert f"peer lost: rank 1 (pid {pid} on " in stderr
+    assert ("each run's newest checkpoint is intact: on the ranks that are left, the same "
+            "command resumes the sweep (exit code 76)") in stderr
