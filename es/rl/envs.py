@@ -65,6 +65,14 @@ def check_env_id(env_id: str) -> None:
         close = [f"{module}:{found}" if module and _registered_by(found, module) else found
                  for found in similar_env_ids(name)]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        if module and name.isidentifier() and not hasattr(sys.modules[module], name):
+            makers = [found for found in dir(sys.modules[module]) if _is_env_maker(
+                getattr(sys.modules[module], found))]
+            if close := difflib.get_close_matches(name, makers, n=3):
+                hint = f" (did you mean {', '.join(f'{module}:{found}' for found in close)}?)"
+            raise EnvIdError(f"env.id {env_id!r}: module {module!r} has no {name!r} (an "
+                             "environment class or function) and registers no such "
+                             f"Gymnasium id{hint}") from error
         raise EnvIdError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
 
 
@@ -74,12 +82,17 @@ def class_env_id(module: str, name: str) -> str | None:
     the module's own ids, such as ``MyEnv-v0``), so that it needs no ``gymnasium.register`` of
     its own (no time limit then: ``env.max_episode_steps`` sets one). None for an id."""
     made = getattr(sys.modules[module], name, None)
-    if not ((inspect.isclass(made) and issubclass(made, gym.Env)) or inspect.isfunction(made)):
+    if not _is_env_maker(made):
         return None
     env_id = f"{module}/{name}"
     if env_id not in gym.registry:
         gym.register(env_id, entry_point=made)
     return env_id
+
+
+def _is_env_maker(made: object) -> bool:
+    """An environment class, or a function (that makes one)."""
+    return (inspect.isclass(made) and issubclass(made, gym.Env)) or inspect.isfunction(made)
 
 
 def _registered_by(env_id: str, module: str) -> bool:
@@ -122,7 +135,15 @@ def make_env(
     a misspelt keyword or a value of the wrong type surfaces there, as whatever exception the
     environment's constructor happens to raise."""
     if not kwargs and render_mode is None:
-        return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
+        try:
+            return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
+        except TypeError as error:  # a constructor with arguments of its own, none given
+            message = str(error).split(" was raised from the environment creator")[0]
+            if not re.search(r"missing \d+ required (positional|keyword-only) argument",
+                             message):
+                raise
+            raise ConfigError(f"{env_id} cannot be made without arguments ({message}): give "
+                              "them in env.kwargs (--set env.kwargs.NAME=VALUE)") from None
     try:
         return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
     except ConfigError:  # one of ours, already naming the keyword

@@ -839,9 +839,11 @@ class Trainer:
             return None
         best_return, best_generation, eval_return = found
         if self.comm.rank == 0:
+            goes_on = ("a higher run.target_score" if ended_by.startswith("run.target_score")
+                       else "a larger budget")
             log.info(f"ended already at generation {self.strategy.generation} ({ended_by}), "
-                     "its kept policy confirmed then: nothing to train or confirm (a larger "
-                     "budget goes on)")
+                     f"its kept policy confirmed then: nothing to train or confirm ({goes_on} "
+                     "goes on)")
         return TrainResult(self.strategy.mean.copy(), self.strategy.generation, self.timesteps,
                            eval_return, best_return, best_generation, ended_by)
 

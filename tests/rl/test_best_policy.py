@@ -374,7 +374,8 @@ def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path, rec
             f"{evals[last - 1]:.2f}" in done.stdout + done.stderr
         with (run_dir / "stops.csv").open() as handle:
             stop = list(csv.DictReader(handle))[-1]
-        assert stop["ended_by"] == f"run.target_score = {target:g}"
+        ended_by = f"run.target_score = {target:g}"
+        assert stop["ended_by"] == ended_by
         assert int(stop["confirm_episodes"]) >= 20
     if not holds:  # judged by the worst episode, its first round below the target ends it
         done = train(tmp_path / "worst", *exact, "--set", "run.generations=30", "--set",
@@ -382,6 +383,12 @@ def test_a_run_stops_once_its_kept_policy_reaches_run_target_score(tmp_path, rec
         assert f"the last policy (generation {last}) does not hold run.target_score = " \
             f"{target:g}: worst of 10 confirmation episodes" in done.stdout + done.stderr
         assert load_policy(tmp_path / "worst" / "policy_best.npz").generation == best
+    # Resumed as it is, it has ended: a larger budget would not go on, a higher target would.
+    ended = run_cli(["es-train", "--resume", str(tmp_path / "target3"), "--set",
+                     "run.generations=60"], extra_env=LUCKY)
+    assert ended.returncode == 0, ended.stderr
+    assert f"({ended_by}), its kept policy confirmed then: nothing to train or confirm (a " \
+        "higher run.target_score goes on)" in ended.stderr + ended.stdout
     # A stop resumed decides the same (played again: its stops.csv gone, nothing says what
     # it kept).
     resumed = tmp_path / "resumed"

@@ -221,3 +221,43 @@ def test_an_env_class_of_ones_own_module_needs_no_registration(tmp_path):
                       "--run-dir", str(tmp_path / "typo")], extra_env=on_path), "es-train",
              "env.id 'sloppy:Shiftd-v0': not a registered Gymnasium id (did you mean "
              "sloppy:Shifted-v0?)")
+    # A class name the module does not have: said so, not "not a registered id".
+    one_line(run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=sloppy:Shifed",
+                      "--run-dir", str(tmp_path / "typo")], extra_env=on_path), "es-train",
+             "env.id 'sloppy:Shifed': module 'sloppy' has no 'Shifed' (an environment class or "
+             "function) and registers no such Gymnasium id (did you mean sloppy:Shifted?)")
+
+
+NEEDS_ARGUMENTS = '''
+import gymnasium as gym
+import numpy as np
+
+
+class Sized(gym.Env):
+    def __init__(self, size):
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (size,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(self.observation_space.shape, np.float32), 1.0, True, False, {}
+'''
+
+
+def test_an_env_class_that_needs_arguments_says_to_give_them_in_env_kwargs(tmp_path):
+    """Its TypeError ended the run as an internal error on rank 0 (exit 1)."""
+    (tmp_path / "sized.py").write_text(NEEDS_ARGUMENTS)
+    on_path = {"PYTHONPATH": str(tmp_path)}
+    one_line(run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=sized:Sized",
+                      "--run-dir", str(tmp_path / "run")], extra_env=on_path), "es-train",
+             "sized:Sized cannot be made without arguments (Sized.__init__() missing 1 "
+             "required positional argument: 'size'): give them in env.kwargs (--set "
+             "env.kwargs.NAME=VALUE)")
+    assert not (tmp_path / "run").exists()
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=sized:Sized", "--set",
+                    "env.kwargs.size=3", "--set", "run.generations=1", "--run-dir",
+                    str(tmp_path / "run"), "--quiet"], extra_env=on_path)
+    assert done.returncode == 0, done.stderr
