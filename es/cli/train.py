@@ -638,8 +638,8 @@ def _train(args: argparse.Namespace, comm) -> int:
             signal.signal(signum, signal.SIG_IGN)
         code = 128 + stop.signum if stop.signum == signal.SIGINT else CHECKPOINTED
         if comm.rank == 0:
-            print(f"es-train: {stop}; checkpoint saved (exit code {code}). Resume with: "
-                  f"{resume_command(args, run_dir)}", file=sys.stderr, flush=True)
+            print(f"es-train: {args.label}{stop}; checkpoint saved (exit code {code}). Resume "
+                  f"with: {resume_command(args, run_dir)}", file=sys.stderr, flush=True)
             if args.requeue_on_signal and code == CHECKPOINTED and args.sweep_parent is None:
                 requeue_slurm_job()  # a sweep's after all its groups have stopped
         return code
@@ -669,7 +669,8 @@ def _train(args: argparse.Namespace, comm) -> int:
             kept += (f", {result.stop_confirm_episodes} episodes in "
                      f"{result.stop_confirm_s:.1f} s confirming at the stop")
         print(
-            f"{args.label}done: {result.generations} generations, {result.timesteps} steps "
+            f"{args.label}done: {result.generations} generation{'s' * (result.generations != 1)}"
+            f", {result.timesteps} steps "
             f"(ended by {result.ended_by}), eval return {final}{kept}; run folder {run_dir}",
             flush=True,
         )

@@ -123,6 +123,7 @@ def test_ctrl_c_stops_a_sweep_after_the_runs_it_stopped(tmp_path, folder_flag):
     # Every line of a sweep names its run; the runs not started get the line that starts them.
     assert "es-train: [pendulum seed 0] SIGINT: stopping after the generation in progress" \
         in stderr
+    assert "es-train: [pendulum seed 0] stopped by SIGINT after generation " in stderr
     stopped = "es-train: [pendulum seed 0] stopped; not started: [pendulum seed 1], [pendulum " \
               "seed 2]; "
     assert sorted(path.name for path in tmp_path.iterdir()) == [first.name]
