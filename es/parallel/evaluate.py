@@ -19,10 +19,11 @@ import signal
 import socket
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -81,14 +82,33 @@ class RaisedInWorker(Exception):
     again, so ``except MyError`` catches it there."""
 
 
+class RemoteTraceback(Exception):
+    """Where a worker's exception was raised: its traceback as the worker printed it, the
+    cause of the exception raised again here (whose own traceback ends in this module), as
+    ``concurrent.futures`` shows a process pool's."""
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.args[0]}"""'
+
+
 def pickled_error(error: BaseException) -> bytes:
-    """``error`` cloudpickled, or a RuntimeError saying what it was if it does not pickle."""
+    """``error`` and its formatted traceback, cloudpickled; a RuntimeError saying what it was
+    in its place if it does not pickle."""
     import cloudpickle
 
+    text = "".join(traceback.format_exception(error))
     try:
-        return cloudpickle.dumps(error)
+        return cloudpickle.dumps((error, text))
     except Exception:
-        return cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
+        return cloudpickle.dumps((RuntimeError(f"{type(error).__name__}: {error}"), text))
+
+
+def raise_pickled(payload: bytes) -> NoReturn:
+    """Raise the exception of ``pickled_error``, caused by its worker's traceback."""
+    import cloudpickle
+
+    error, text = cloudpickle.loads(payload)
+    raise error from RemoteTraceback(text)
 
 
 def evaluate_rows(blob: bytes, rows: np.ndarray, vectorized: bool) -> list[float]:
@@ -216,9 +236,7 @@ class _Broker:
                 "generation's values are lost, this process is unharmed; run fun with "
                 "workers=1 to see where it crashes") from None
         if what == "raised":
-            import cloudpickle
-
-            raise cloudpickle.loads(payload)
+            raise_pickled(payload)
         return payload
 
     def close(self) -> None:

@@ -137,8 +137,13 @@ def test_funs_own_exception_comes_back_from_the_workers_as_itself():
             raise OutOfRange(f"x[0] = {x[0]:.2f}")
         return float(np.sum(x ** 2))
 
-    with pytest.raises(OutOfRange, match=r"x\[0\] = "):
+    with pytest.raises(OutOfRange, match=r"x\[0\] = ") as raised:
         es.minimize(checked, np.zeros(3), 1.0, seed=0, max_evals=200, workers=2)
+    # Its traceback ended in es's own module, naming no line of fun: the worker's comes
+    # with it, as its cause (as concurrent.futures' process pools do).
+    remote = str(raised.value.__cause__)
+    assert type(raised.value.__cause__).__name__ == "RemoteTraceback"
+    assert ", in checked\n" in remote and "OutOfRange: x[0] = " in remote
 
 
 def blas_threads() -> float:
