@@ -206,6 +206,9 @@ class _Broker:
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)
             self.conn = Connection(os.dup(mine.fileno()))
+        #: Up and waiting for the next generation: ended by asking, where killing it (a
+        #: generation under way) leaves its MPI job's shared memory in /dev/shm.
+        self.idle = False
 
     def start(self) -> None:
         """Workers up within ``SPAWN_TIMEOUT_S``, or ``WorkerStartError``."""
@@ -218,6 +221,7 @@ class _Broker:
                 f"{LAUNCHER} -n N")
         try:
             self.conn.recv()
+            self.idle = True
         except (EOFError, OSError):
             code = self.kill()
             raise WorkerStartError(f"the {self.workers} MPI workers could not start: their "
@@ -226,8 +230,10 @@ class _Broker:
 
     def evaluate(self, blob: bytes, rows: np.ndarray, vectorized: bool) -> np.ndarray:
         try:
+            self.idle = False
             self.conn.send((blob, rows, vectorized))
             what, payload = self.conn.recv()
+            self.idle = True
         except (EOFError, OSError):
             code = self.kill()
             raise WorkerDiedError(
@@ -297,7 +303,10 @@ def make_evaluator(fun: Callable[[np.ndarray], Any], workers: int = 1,
     try:
         broker.start()
         yield lambda rows: broker.evaluate(blob, rows, vectorized)
-    except BaseException:  # Ctrl-C, fun's error: the generation under way is not waited for
-        broker.kill()
+    except BaseException:  # Ctrl-C, fun's error: a generation under way is not waited for
+        if broker.idle:  # fun's error, returned; the caller's own between generations
+            broker.close()
+        else:
+            broker.kill()
         raise
     broker.close()

@@ -146,6 +146,24 @@ def test_funs_own_exception_comes_back_from_the_workers_as_itself():
     assert ", in checked\n" in remote and "OutOfRange: x[0] = " in remote
 
 
+def test_funs_error_ends_the_workers_by_asking_them(monkeypatch):
+    """The workers were killed after fun's error, though idle: their MPI job left its
+    shared memory in /dev/shm (two segments each time, RAM held until removed by hand)."""
+    from es.parallel import evaluate
+
+    brokers = []
+
+    class Recorded(evaluate._Broker):
+        def __init__(self, workers: int) -> None:
+            super().__init__(workers)
+            brokers.append(self)
+
+    monkeypatch.setattr(evaluate, "_Broker", Recorded)
+    with pytest.raises(ZeroDivisionError):
+        es.minimize(lambda x: 1 / 0, np.zeros(2), 1.0, seed=0, max_evals=20, workers=2)
+    assert [broker.process.returncode for broker in brokers] == [0]  # not -9: SIGKILL
+
+
 def blas_threads() -> float:
     """The number of threads BLAS uses in this process."""
     from threadpoolctl import threadpool_info
