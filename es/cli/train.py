@@ -296,7 +296,7 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
             runs.append(argparse.Namespace(**{**vars(args), "overrides": overrides},
                                            config=config,
                                            sweep_parent=args.resume_or_start or args.run_dir,
-                                           label=f"[{label}] ", watched_by_sweep=True,
+                                           label=f"[{label}] ", watched_by_sweep=False,
                                            started_at=LAUNCHED_AT))
     return runs
 
@@ -400,9 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s = _check_sweep(runs) if len(runs) > 1 else 0.0
     except ValueError as error:
         return fail_on_rank("es-train", str(error), world.rank)
-    configure_logging(world.rank == 0 and not args.quiet, program="es-train")
-    if len(runs) == 1:
+    if len(runs) == 1:  # a sweep of one seed too: its lines labelled, its own heartbeats
+        configure_logging(world.rank == 0 and not args.quiet, runs[0].label, "es-train")
         return _train_one(runs[0], world)
+    configure_logging(world.rank == 0 and not args.quiet, program="es-train")
     groups = min(world.size, len(runs))
     color = world.rank * groups // world.size  # contiguous blocks of ranks, node-friendly
     comm = world.split(color)
@@ -415,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             # first counts its time from its own start, not the process's.
             configure_logging(comm.rank == 0 and not args.quiet, run.label, "es-train")
             run.started_at = LAUNCHED_AT if index == 0 else time.time()
+            run.watched_by_sweep = True  # by the sweep's heartbeats, not the run's own
             codes.append(_train_one(run, comm))
             if codes[-1] in (130, CHECKPOINTED) and index + 1 < len(mine):
                 # A signal stopped this run at its checkpoint: it was for the sweep.

@@ -107,11 +107,17 @@ def test_a_sweeps_later_runs_count_their_time_from_their_own_start(tmp_path):
         assert times[0] < 2 <= times[-1] < 2 + 1.5 and len(rows) >= 3, (seed, times)
 
 
-def test_a_silent_rank_ends_a_sweep_of_one_rank_groups(tmp_path):
+@pytest.mark.parametrize(("seeds", "then"), [
+    ("0-1", "each run's newest checkpoint is intact: on the ranks that are left, the same "
+            "command resumes the sweep (exit code 76)"),
+    ("0", "the newest checkpoint is intact: resume on the ranks that are left: the same "
+          "command (exit code 76)")], ids=["two seeds", "one seed"])
+def test_a_silent_rank_ends_a_sweep_of_one_rank_groups(tmp_path, seeds, then):
     """Each group's heartbeats watched its own ranks only: with one rank a group, a stopped
     rank was seen by no one, the other runs trained on and then waited for it at the sweep's
     end for good (and a lost rank in a group of two ended the job with 9, not 76). The
-    sweep's heartbeats are between every rank of the job."""
+    sweep's heartbeats are between every rank of the job; a sweep of one seed is one run,
+    with its own."""
     import signal
     import subprocess
     import time
@@ -120,17 +126,18 @@ def test_a_silent_rank_ends_a_sweep_of_one_rank_groups(tmp_path):
 
     process = subprocess.Popen(
         [tool("mpiexec"), "-n", "2", tool("es-train"), "configs/cartpole.toml", "--seeds",
-         "0-1", "--set", "env.id=es/Sleep-v0", "--set", "env.kwargs.step_ms=0.5", "--set",
+         seeds, "--set", "env.id=es/Sleep-v0", "--set", "env.kwargs.step_ms=0.5", "--set",
          "run.generations=100000", "--set", "run.checkpoint_every=1", "--set",
          "run.peer_timeout_s=3", "--resume-or-start", str(tmp_path), "--quiet"], cwd=REPO,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        seed1 = tmp_path / "es_Sleep-v0__cartpole__1" / "checkpoints"
+        last = tmp_path / f"es_Sleep-v0__cartpole__{seeds[-1]}" / "checkpoints"
         deadline = time.monotonic() + 60
-        while not (seed1.is_dir() and any(seed1.iterdir())):
+        while not (last.is_dir() and any(last.iterdir())):
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
         listed = process.stderr.readline()  # the job's ranks, before any run's lines
+        assert " 2 ranks: rank 0 = pid " in listed, listed
         pid = int(listed.split("rank 1 = pid ")[1].split("@")[0])
         os.kill(pid, signal.SIGSTOP)
         _, stderr = process.communicate(timeout=60)
@@ -139,5 +146,4 @@ def test_a_silent_rank_ends_a_sweep_of_one_rank_groups(tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 76, stderr
     assert f"peer lost: rank 1 (pid {pid} on " in stderr
-    assert ("each run's newest checkpoint is intact: on the ranks that are left, the same "
-            "command resumes the sweep (exit code 76)") in stderr
+    assert then in stderr
