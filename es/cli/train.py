@@ -37,6 +37,8 @@ from es.rl.runs import (
     check_run_dir,
     configure_logging,
     default_run_dir,
+    first_few,
+    run_folders_in,
     start_run_dir,
 )
 
@@ -311,12 +313,11 @@ def _check_folder_kind(folder: Path, sweep: bool) -> None:
         raise ValueError(f"--resume-or-start {str(folder)!r} holds one run, not a sweep's: "
                          "resume it without --seeds (and with its one config file), or give "
                          "the sweep another folder")
-    runs = sorted(child.name for child in folder.iterdir() if (child / "config.toml").is_file())
-    if not sweep and runs and not (folder / "config.toml").is_file():
-        shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
-        raise ValueError(f"--resume-or-start {str(folder)!r} holds a sweep's runs ({shown}), "
-                         "not a run: give the sweep's --seeds (and config files) as it was "
-                         "started, or another folder")
+    if not sweep and (runs := run_folders_in(folder)) \
+            and not (folder / "config.toml").is_file():
+        raise ValueError(f"--resume-or-start {str(folder)!r} holds a sweep's runs "
+                         f"({first_few(runs)}), not a run: give the sweep's --seeds (and config "
+                         "files) as it was started, or another folder")
 
 
 def start_commands(runs: list[argparse.Namespace]) -> list[str]:
@@ -438,6 +439,16 @@ def main(argv: list[str] | None = None) -> int:
     return max(codes)
 
 
+def _listed_ranks(comm, label: str = "") -> list[str]:
+    """Each rank's "pid@host", and rank 0's line of them: MPI launchers report a dead process
+    by pid and host, and this line maps them to ranks."""
+    names = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
+    if comm.size > 1 and comm.rank == 0:
+        listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(names))
+        print(f"es-train: {label}{comm.size} ranks: {listed}", file=sys.stderr, flush=True)
+    return names
+
+
 @contextlib.contextmanager
 def _sweep_heartbeat(world, args: argparse.Namespace, timeout_s: float) -> Iterator[list[str]]:
     """A sweep's heartbeats, between every rank of the job for all of it (the runs' own are
@@ -446,10 +457,7 @@ def _sweep_heartbeat(world, args: argparse.Namespace, timeout_s: float) -> Itera
     Yields the run this rank trains (its item 0), named in a report."""
     from es.parallel.heartbeat import peer_lost
 
-    names = world.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
-    if world.size > 1 and world.rank == 0:
-        listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(names))
-        print(f"es-train: {world.size} ranks: {listed}", file=sys.stderr, flush=True)
+    names = _listed_ranks(world)
     then = ("each run's newest checkpoint is intact: on the ranks that are left, "
             + ("the same command resumes the sweep" if args.resume_or_start else
                "resume the runs stopped with es-train --resume RUN_DIR and start the others"))
@@ -579,11 +587,7 @@ def _train(args: argparse.Namespace, comm) -> int:
         return fail_on_rank("es-train", error, comm.rank)
     for warning in warnings if comm.rank == 0 else ():
         print(f"es-train: {args.label}warning: {warning}", file=sys.stderr, flush=True)
-    # MPI launchers report a dead process by pid and host: this line maps them to ranks.
-    ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
-    if comm.size > 1 and comm.rank == 0:
-        listed = ", ".join(f"rank {rank} = pid {where}" for rank, where in enumerate(ranks))
-        print(f"es-train: {args.label}{comm.size} ranks: {listed}", file=sys.stderr, flush=True)
+    ranks = _listed_ranks(comm, args.label)
 
     from gymnasium.error import DependencyNotInstalled
 

@@ -77,9 +77,9 @@ def append_stop(run_dir: Path, row: dict[str, Any]) -> None:
     new = not path.exists() or path.stat().st_size == 0
     if not new:
         with path.open(newline="") as handle:
-            header = next(csv.reader(handle), None)
+            reader = csv.DictReader(handle)
+            header, earlier = reader.fieldnames, list(reader)
         if header is not None and tuple(header) != STOP_COLUMNS:
-            earlier = read_stops(run_dir)
             with path.open("w", newline="") as handle:
                 writer = csv.DictWriter(handle, fieldnames=STOP_COLUMNS, extrasaction="ignore")
                 writer.writeheader()

@@ -16,7 +16,13 @@ from es.rl.checkpoint import (
     load_latest_checkpoint,
 )
 from es.rl.metrics import STOPS_FILE
-from es.rl.runs import claim_run_dir, remove_unfinished_writes, trained_by
+from es.rl.runs import (
+    claim_run_dir,
+    first_few,
+    remove_unfinished_writes,
+    run_folders_in,
+    trained_by,
+)
 
 #: What a resumed run may change (all in [run]): its budgets and how it is watched.
 RESUME_OVERRIDES = ("run.generations", "run.max_timesteps", "run.max_seconds",
@@ -63,12 +69,11 @@ def load_resume(run_dir: str, budgets: dict[str, Any], label: str = "--resume"
                           "baseline run cannot be resumed; start it again (its command with "
                           "--force)")
     if not has_checkpoint(run_dir):
-        if runs := sorted(folder.name for folder in Path(run_dir).iterdir()
-                          if (folder / "config.toml").is_file()):
+        if runs := run_folders_in(run_dir):
             # A sweep's folder: starting it again with --force, as below, deleted its runs.
-            shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
             raise ConfigError(
-                f"{head}: holds {len(runs)} run folder{'s' * (len(runs) > 1)} ({shown}), not a "
+                f"{head}: holds {len(runs)} run folder{'s' * (len(runs) > 1)} "
+                f"({first_few(runs)}), not a "
                 f"run: resume one of them (e.g. {str(Path(run_dir) / runs[0])!r}), or continue "
                 f"a sweep's runs with its command, --resume-or-start {run_dir} in place of "
                 "--run-dir")
@@ -121,8 +126,8 @@ def _edited_config_toml(run_dir: Path, config_dict: dict) -> list[str]:
               and key not in RESUME_OVERRIDES]  # budgets move between sittings
     if not edited:
         return []
-    shown = ", ".join(f"{key} = {written[key]!r} (the checkpoint's: {saved[key]!r})"
-                      for key in edited[:3]) + (", ..." if len(edited) > 3 else "")
+    shown = first_few([f"{key} = {written[key]!r} (the checkpoint's: {saved[key]!r})"
+                       for key in edited])
     return [f"{run_dir / 'config.toml'} was edited: {shown}; a resumed run trains with its "
             f"checkpoint's config and writes it back (only its budgets change: "
             f"{', '.join(RESUME_OVERRIDES)})"]

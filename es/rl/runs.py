@@ -190,6 +190,17 @@ def remove_unfinished_writes(run_dir: str | Path) -> None:
             leftover.unlink(missing_ok=True)
 
 
+def run_folders_in(folder: str | Path) -> list[str]:
+    """The names of ``folder``'s subfolders that hold a run (a config.toml): a sweep's runs."""
+    return sorted(child.name for child in Path(folder).iterdir()
+                  if (child / "config.toml").is_file())
+
+
+def first_few(items: list[str], count: int = 3) -> str:
+    """``items`` joined, the first ``count`` of them and "..." for the rest."""
+    return ", ".join(items[:count]) + (", ..." if len(items) > count else "")
+
+
 def trained_by(run_dir: str | Path) -> str:
     """The program that trained the run (``TRAINED_BY``); es-train's for runs from before the
     file was written."""

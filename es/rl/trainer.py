@@ -18,7 +18,6 @@ import resource
 import signal
 import threading
 import time
-import tomllib
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 import tomli_w
 
-from es.config import Config
+from es.config import Config, ConfigError, read_toml
 from es.core.noise import NoiseSource, NoiseTable, SeedNoise, fill_table
 from es.core.optim import make_optimizer
 from es.core.pauses import PauseClock
@@ -227,9 +226,8 @@ def _target_score(config_toml: Path) -> float | None:
     """The ``run.target_score`` a run folder's config.toml holds (its last session's); None
     when it cannot be read."""
     try:
-        return float(tomllib.loads(config_toml.read_text())["run"]["target_score"])
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError,
-            ValueError):
+        return float(read_toml(config_toml)["run"]["target_score"])
+    except (ConfigError, KeyError, TypeError, ValueError):
         return None
 
 

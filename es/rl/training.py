@@ -304,6 +304,7 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
     # programs set would be too late.
     # The trainer is closed after the run: its shared noise table is an MPI window.
     ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
+    resume = f"es.resume({folder!r}) or es-train --resume {shlex.quote(folder)}"
     stop_flag = StopFlag()
     handlers = stop_flag.install_over_defaults()
     try:
@@ -323,18 +324,16 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
                     _warn_if_rebuilt_apart(trainer, policy)
             # Under mpiexec, a rank that stops answering ends the job as in es-train, where
             # the others would wait for it in the next exchange for good.
-            then = functools.partial(after_lost, folder, f"es.resume({folder!r}) or es-train "
-                                     f"--resume {shlex.quote(folder)}")
+            then = functools.partial(after_lost, folder, resume)
             with comm.heartbeat(ranks, config.run.peer_timeout_s,
                                 lambda line: peer_lost(line, comm, then, "es.train"),
                                 lambda: f"generation {trainer.strategy.generation + 1}"):
                 result = trainer.run(callback)
     except Stopped as stop:  # after the generation in progress, checkpointed, as es-train
-        resume = (f"{stop}; its checkpoint is saved: es.resume({folder!r}) or es-train "
-                  f"--resume {shlex.quote(folder)} continues the run")
+        said = f"{stop}; its checkpoint is saved: {resume} continues the run"
         if stop.signum == signal.SIGINT:  # Ctrl-C, a notebook's interrupt: as Python's own
-            raise KeyboardInterrupt(resume) from None
-        raise Stopped(stop.signum, stop.generation, resume) from None
+            raise KeyboardInterrupt(said) from None
+        raise Stopped(stop.signum, stop.generation, said) from None
     finally:
         StopFlag.restore(handlers)
         release_run_dir(folder)  # held since start_run_dir: the next es.train may use it
