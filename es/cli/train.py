@@ -44,6 +44,7 @@ from es.rl.runs import (
 
 if TYPE_CHECKING:
     from es.config import Config
+    from es.parallel.comm import MPIComm
 
 LAUNCHED_AT = time.time()
 #: ``--elastic``'s defaults: launch on any one node, relaunch at most this often.
@@ -396,6 +397,10 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:  # without --elastic nothing relaunches: it would do nothing
             return fail_on_rank("es-train", f"{flag} {value}: only with --elastic",
                                 world.rank)
+    from es.parallel.comm import MPIComm
+
+    if isinstance(world, MPIComm):
+        remove_dead_shared_memory(world)
     try:
         runs = planned_runs(args)
         timeout_s = _check_sweep(runs) if len(runs) > 1 else 0.0
@@ -549,6 +554,21 @@ def _supervise_elastic(args: argparse.Namespace) -> int:
 def _this_program() -> str:
     beside = Path(sys.executable).parent / "es-train"
     return str(beside) if beside.exists() else sys.argv[0]
+
+
+def remove_dead_shared_memory(comm: MPIComm) -> None:
+    """On each node's first rank: remove the MPICH segments that killed jobs left in
+    ``/dev/shm`` (``es.parallel.shm``: they hold RAM, and a full ``/dev/shm`` stops new
+    jobs), and say so in one line."""
+    from es.parallel.shm import SHM_FOLDER, remove_dead_segments
+
+    if comm.rank not in [members[0] for members in comm.node_ranks()]:
+        return
+    removed, freed = remove_dead_segments()
+    if removed:
+        print(f"es-train: removed {removed} MPICH shared-memory segment{'s' * (removed != 1)} "
+              f"({freed / 1e6:.1f} MB) that killed MPI jobs had left in {SHM_FOLDER} on "
+              f"{socket.gethostname()}", file=sys.stderr, flush=True)
 
 
 def node_summary(nodes: list[list[int]], ranks: list[str], noise: str) -> str:

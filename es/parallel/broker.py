@@ -30,7 +30,10 @@ def serve(conn: Connection) -> None:
     """Spawn the workers, then evaluate each generation the caller sends until ``None``."""
     from mpi4py.futures import MPIPoolExecutor
 
+    from es.parallel.shm import remove_dead_segments
+
     workers, options = conn.recv()
+    remove_dead_segments()  # what killed jobs left: the workers' job needs room in /dev/shm
     with MPIPoolExecutor(max_workers=workers, **options) as pool:
         pool.submit(os.getpid).result()  # the workers are up
         conn.send(("ready", None))
