@@ -12,6 +12,7 @@ that dies must not take the caller with it: a broker process spawns and holds th
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import hashlib
 import os
 import shutil
@@ -112,11 +113,14 @@ def raise_pickled(payload: bytes) -> NoReturn:
 
 
 def evaluate_rows(blob: bytes, rows: np.ndarray, vectorized: bool) -> list[float]:
-    """Worker side: unpickle the function once (cloudpickle), evaluate the rows."""
+    """Worker side: unpickle the function once (cloudpickle), evaluate the rows. A crash
+    in ``fun``'s C code prints the worker's Python traceback (``faulthandler``) before the
+    worker dies: the caller's ``WorkerDiedError`` cannot say where."""
     import cloudpickle
 
     key = hashlib.sha256(blob).digest()
     if key not in _LOADED:
+        faulthandler.enable()
         _LOADED[key] = cloudpickle.loads(blob)
     try:
         return values_of(_LOADED[key], rows, vectorized).tolist()
@@ -235,12 +239,12 @@ class _Broker:
             what, payload = self.conn.recv()
             self.idle = True
         except (EOFError, OSError):
-            code = self.kill()
+            self.kill()
             raise WorkerDiedError(
-                f"a worker of workers={self.workers} died while evaluating (MPI ended them "
-                f"all: {_ended(code)}), e.g. a crash in fun's C code or os._exit; this "
-                "generation's values are lost, this process is unharmed; run fun with "
-                "workers=1 to see where it crashes") from None
+                f"a worker of workers={self.workers} died while evaluating, e.g. a crash in "
+                "fun's C code (the worker printed its Python traceback to standard error: "
+                "under Jupyter, the server's log) or os._exit; this generation's values are "
+                "lost, this process is unharmed") from None
         if what == "raised":
             raise_pickled(payload)
         return payload

@@ -6,6 +6,7 @@ all; a worker interpreter that never starts. Each case must finish or fail withi
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -243,5 +244,8 @@ def test_a_worker_that_dies_is_an_exception_not_the_callers_death(tmp_path, cras
     assert done.returncode == 0, done.stderr[-2000:]
     died, again = done.stdout.splitlines()
     assert died.startswith("DIED a worker of workers=2 died while evaluating"), died
-    assert "this process is unharmed" in died and "workers=1" in died
+    assert "this process is unharmed" in died
     assert again == "AGAIN 2"
+    if crash.startswith("ctypes"):  # where in fun: the worker's traceback (faulthandler)
+        assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr[-2000:]
+        assert re.search(r'File "[^"]*", line 8 in crashing', done.stderr), done.stderr[-2000:]
