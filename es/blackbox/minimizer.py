@@ -28,6 +28,7 @@ and return the same bits.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 import time
@@ -481,6 +482,11 @@ def minimize(
     ``restart``, ``time_s``); returning ``False`` stops there with ``stop_reason``
     ``"callback"``. Under ``mpiexec`` rank 0's callback decides for every rank.
     """
+    _check_ranks_agree(x0=x0, sigma0=sigma0, method=method, vectorized=vectorized,
+                       restarts=restarts, bipop=bipop, popsize=popsize, seed=seed,
+                       max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
+                       tolfun=tolfun, tolx=tolx, tolfunhist=tolfunhist, stagnation=stagnation,
+                       flatfitness=flatfitness, maxiter=maxiter, **strategy_options)
     if not callable(fun):
         raise TypeError(f"fun {checks.short(fun)}: must be callable, the function to minimise")
     if callback is not None and not callable(callback):  # else a traceback after a generation
@@ -512,6 +518,40 @@ def minimize(
                           ".result",)
         raise
     return optimizer.result
+
+
+def _check_ranks_agree(**arguments: Any) -> None:
+    """Under ``mpiexec`` every rank must pass the same arguments (``fun`` and ``callback``
+    aside): ranks with another ``x0`` (an unseeded random start), seed or method returned
+    results whose ``fun`` was not the value of their ``x``, and another ``popsize`` hung.
+    Checked before anything else, so that a bad argument raises on every rank alike."""
+    from es.parallel.comm import MPIComm, disagreement, under_mpi_launcher
+
+    if not under_mpi_launcher():
+        return
+    differing = disagreement(MPIComm(), {name: _summary(value)
+                                         for name, value in arguments.items()})
+    if differing:
+        hint = (" (a random x0: draw it from a seeded generator, np.random.default_rng(0))"
+                if "x0 (" in differing else "")
+        raise ValueError(f"es.minimize under mpiexec: the ranks were given different "
+                         f"{differing}; every rank must call it with the same arguments{hint}")
+
+
+def _summary(value: Any) -> str:
+    """A short text that is equal on two ranks when their values are: an array's dtype,
+    shape and hash, or the value's ``repr`` (an object's type, where its repr holds its
+    address)."""
+    if isinstance(value, (np.ndarray, list, tuple)):
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged
+            array = None
+        if array is not None and array.dtype != object:
+            digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+            return f"{array.dtype}{array.shape} {digest}"
+    text = repr(value)
+    return type(value).__qualname__ if " at 0x" in text else text
 
 
 def _run(optimizer: AskTell, fun: Callable[[np.ndarray], float], vectorized: bool,

@@ -540,6 +540,33 @@ class _UnitServer:
                 self._requests[rank] = self._listen(rank)
 
 
+def disagreement(comm: Comm, settings: dict[str, str]) -> str | None:
+    """Under a launcher every rank computes the same run from the same arguments; ranks
+    given different ones (an unseeded random ``x0``, an override that depends on the rank)
+    return different results without a word, or wait for good in an exchange of another
+    size. ``settings``: each argument's name and a short summary of its value (an array's
+    hash). None where every rank has rank 0's; else what differs, e.g. "seed (rank 0: 0,
+    rank 1: 1)". Every rank gets the same answer (a collective: call it on all ranks)."""
+    if comm.size == 1:
+        return None
+    every = comm.allgather_objects(settings)
+    names = sorted({name for mine in every for name in mine})
+    differing = [name for name in names if any(mine.get(name) != every[0].get(name)
+                                                for mine in every)]
+    if not differing:
+        return None
+    parts = []
+    for name in differing:
+        rank = next(rank for rank, mine in enumerate(every)
+                    if mine.get(name) != every[0].get(name))
+        shown = [every[0].get(name), every[rank].get(name)]
+        if all(value is not None and len(value) <= 40 for value in shown):
+            parts.append(f"{name} (rank 0: {shown[0]}, rank {rank}: {shown[1]})")
+        else:
+            parts.append(f"{name} (rank {rank}'s differs from rank 0's)")
+    return ", ".join(parts)
+
+
 def rank_zero_decides(comm: Comm, callback: Callable[[Any], object], row: Any) -> bool:
     """Rank 0 calls ``callback(row)`` (a user's) and every rank gets its answer: False only if
     it returned False (NumPy's ``False`` too: a comparison of NumPy numbers gives one). If it

@@ -29,7 +29,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from es.config import Config, ConfigError, from_dict, ignored_settings, read_toml
-from es.parallel.comm import Comm, make_comm
+from es.parallel.comm import Comm, disagreement, make_comm
 from es.rl.checkpoint import SavedPolicy, load_policy
 from es.rl.policy import is_instance, object_path
 
@@ -190,6 +190,7 @@ def train(
         resolved = resolve_config(config, overrides, policy)
         _check_runnable(resolved)
         comm = comm or make_comm()
+        _check_ranks_agree(comm, resolved)
         configure_logging(comm.rank == 0 and not quiet)
         checked = check_run_dir(None if run_dir is None else str(run_dir), resolved, force,
                                 overwrite="choose another run_dir or pass force=True to "
@@ -200,6 +201,21 @@ def train(
         if error:
             raise ConfigError(error)
         return _train_in(folder, resolved, None, comm, callback, policy)
+
+
+def _check_ranks_agree(comm: Comm, config: Config) -> None:
+    """Under ``mpiexec`` every rank must be given the same config: ranks with an override
+    that depends on the rank (``run.generations``) trained apart and then waited for each
+    other for good, and SIGTERM, which ends a run at its generation's end, could not end
+    it."""
+    settings = {f"{section}.{key}": repr(value)
+                for section, values in config.to_dict().items()
+                for key, value in values.items()}
+    differing = disagreement(comm, settings)
+    if differing:
+        raise ConfigError(f"es.train under mpiexec: the ranks were given different "
+                          f"{differing}; every rank must be given the same config and "
+                          "overrides")
 
 
 def _is_path(value: Any) -> bool:

@@ -1,6 +1,7 @@
 """Invariants under real mpiexec: bit-identical parameters at any rank count, scalars only,
 one noise table per node, and waits that do not burn a core."""
 
+import subprocess
 import sys
 
 import numpy as np
@@ -102,8 +103,6 @@ def test_shared_noise_table_is_one_copy_per_node_and_waits_are_idle():
 
 
 def run_cli_script(name: str, ranks: int):
-    import subprocess
-
     return subprocess.run(
         [tool("mpiexec"), "-n", str(ranks), sys.executable, str(REPO / "tests/mpi_scripts" / name)],
         capture_output=True, text=True, timeout=120,
@@ -170,8 +169,6 @@ def test_dynamic_schedule_between_two_hostfile_hosts_ends_on_a_loaded_machine(tm
     trial). With a receive per rank, it ends, with the parameters of one process. Episodes
     of at most 50 steps keep the requests as many and make them come faster: the old code
     hung 3 of 3 times so, the fixed one ends in seconds."""
-    import subprocess
-
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1:1\nlocalhost:1\n")
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
@@ -220,3 +217,30 @@ def test_evaluations_cost_the_ranks_mean_seconds_not_rank_zeros(tmp_path):
         mine, machine = float(row["eval_s"]), float(row["eval_ranks_s"])
         assert mine >= 2 * episode_s and 1.5 * episode_s <= machine < mine, row
     assert float(last["eval_ranks_s"]) >= max(float(last["eval_s"]), 2 * episode_s)
+
+
+def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
+    """An unseeded random x0 under mpiexec gave each rank its own result (rank 1's ``fun``
+    was not the value of its ``x``), another popsize hung, and an override that depends on
+    the rank had es.train's ranks wait for each other for good."""
+    done = subprocess.run([tool("mpiexec"), "-n", "2", sys.executable,
+                           str(REPO / "tests/mpi_scripts/disagreeing_ranks.py"),
+                           str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    said = {name: [line.split(" ", 2)[2] for line in lines if line.startswith(f"{name} ")]
+            for name in ("x0", "popsize", "seed", "same", "train")}
+    minimize = "ValueError: es.minimize under mpiexec: the ranks were given different "
+    assert said["x0"] == [minimize + "x0 (rank 1's differs from rank 0's); every rank must "
+                          "call it with the same arguments (a random x0: draw it from a "
+                          "seeded generator, np.random.default_rng(0))"] * 2
+    assert said["popsize"] == [minimize + "popsize (rank 0: 8, rank 1: 10); every rank must "
+                               "call it with the same arguments"] * 2
+    assert said["seed"] == [minimize + "seed (rank 0: 0, rank 1: 1); every rank must call it "
+                            "with the same arguments"] * 2
+    assert said["same"][0] == said["same"][1] and said["same"][0].startswith("returned ")
+    assert said["train"] == ["ConfigError: es.train under mpiexec: the ranks were given "
+                             "different run.generations (rank 0: 4, rank 1: 44); every rank "
+                             "must be given the same config and overrides"] * 2
+    assert not (tmp_path / "run").exists()  # refused before anything was written

@@ -1,0 +1,33 @@
+"""Run under mpiexec -n 2: each rank gives es.minimize and es.train an argument of its own
+(an unseeded random x0, a popsize, a seed; an override that depends on the rank), then the
+same ones. Rank 0 prints every rank's outcome, one line per call and rank."""
+
+import sys
+
+import numpy as np
+
+import es
+from es.parallel.comm import MPIComm
+
+comm = MPIComm()
+rank = comm.rank
+sphere = es.functions.sphere
+calls = {
+    "x0": lambda: es.minimize(sphere, np.random.default_rng().normal(size=4), 0.5,
+                              max_evals=200),
+    "popsize": lambda: es.minimize(sphere, np.ones(4), 0.5, popsize=8 + 2 * rank,
+                                   max_evals=200),
+    "seed": lambda: es.minimize(sphere, np.ones(4), 0.5, seed=rank, max_evals=200),
+    "same": lambda: es.minimize(sphere, np.ones(4), 0.5, max_evals=200).fun,
+    "train": lambda: es.train("configs/cartpole.toml", {"run.generations": 4 + 40 * rank},
+                              run_dir=sys.argv[1], force=True),
+}
+lines = []
+for name, call in calls.items():
+    try:
+        lines.append(f"{name} {rank} returned {call()}")
+    except ValueError as error:
+        lines.append(f"{name} {rank} {type(error).__name__}: {error}")
+every = comm.allgather_objects(lines)
+if rank == 0:
+    print("\n".join(line for mine in every for line in mine), flush=True)
