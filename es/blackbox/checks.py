@@ -212,6 +212,10 @@ def check_options(method: str, label: str, options: dict[str, Any], cls: type,
     or conflicting keyword is a one-line error. ``own``: the facade's argument names, offered
     as close matches (``maxevals`` -> ``max_evals``)."""
     own = sorted(own)
+    for key in options:
+        if key in own:  # only es.minimize's arguments reach here: AskTell has no such one
+            raise ValueError(f"{label}: keyword {key!r} is es.minimize's, not es.AskTell's: "
+                             "an ask/tell loop evaluates its candidates itself")
     if method == "cma":
         names = pycma_options()
         checked = {}

@@ -61,6 +61,12 @@ def test_unknown_keywords_name_the_keyword_the_method_and_the_close_or_allowed_o
                    "method 'cma'", "unknown keyword 'lr'", "pycma's options")
     one_line_error(ValueError, lambda: es.AskTell("sepcma", x0, 0.5, pop_size=8),
                    "unknown keyword 'pop_size'", "did you mean 'popsize'")
+    # es.minimize's own arguments, given to AskTell, were "unknown (did you mean 'workers'?)".
+    for method in ("snes", "cma"):
+        for key in ("vectorized", "workers", "callback"):
+            one_line_error(ValueError, lambda m=method, k=key: es.AskTell(m, x0, 0.5, **{k: True}),
+                           f"method '{method}': keyword '{key}' is es.minimize's, not "
+                           "es.AskTell's: an ask/tell loop evaluates its candidates itself")
 
 
 @pytest.mark.usefixtures("nothing_runs")
