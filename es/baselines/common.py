@@ -45,9 +45,8 @@ def check_box_observations(space: gym.Space) -> None:
                           "observations (vectors, or stacked frames for policy.kind = 'cnn')")
 
 
-def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNetSpec:
-    """The network of ``policy.*`` for this env: an MLP (or linear), or for pixels the CNN
-    torso without VBN (``es.baselines.nn`` has no backward pass through VBN)."""
+def check_network(config: Config, program: str) -> None:
+    """A ``policy.*`` the baselines can train (``es-compare`` checks it before any run)."""
     policy = config.policy
     if policy.kind not in BUILT_IN_POLICIES:
         raise ConfigError(f"policy.kind = {policy.kind!r}: {program} trains its own networks "
@@ -55,6 +54,13 @@ def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNet
     if policy.kind == "cnn" and policy.vbn:
         raise ConfigError(f"policy.vbn = true: {program} trains CNNs without virtual batch "
                           "norm; add --set policy.vbn=false")
+
+
+def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNetSpec:
+    """The network of ``policy.*`` for this env: an MLP (or linear), or for pixels the CNN
+    torso without VBN (``es.baselines.nn`` has no backward pass through VBN)."""
+    policy = config.policy
+    check_network(config, program)
     check_box_observations(env.observation_space)
     try:
         return policy_spec_for(env, policy.kind, policy.hidden, policy.activation,

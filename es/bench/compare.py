@@ -188,9 +188,12 @@ def compare(args: argparse.Namespace) -> int:
     """``es-compare`` with its parsed flags: the runs, then ``compare.csv``, ``compare.md`` and
     ``compare.png`` in the output folder. A bad flag value is a one-line ValueError, raised
     before any run starts; exit code 1 when a run failed (the table holds the others)."""
+    from es.baselines.common import check_network
     from es.baselines.ppo import check_ranks
     from es.config import ConfigError, load_config
     from es.rl.envs import check_env_id
+    from es.rl.policies import PolicyError
+    from es.rl.policy import import_object, is_factory
 
     check_env_id(args.env)
     methods = list(args.methods)  # distinct, among METHODS: es.cli.args.name_list
@@ -230,7 +233,11 @@ def compare(args: argparse.Namespace) -> int:
             loaded = load_config(config, run_overrides(method, overrides, 0, args.budget_s))
             if method == "ppo":
                 check_ranks(loaded, ranks)
-        except ConfigError as error:
+            if method != "es":
+                check_network(loaded, f"es-baseline {method}")
+            elif is_factory(loaded.policy.kind):  # a user's policy: its module imports
+                import_object(loaded.policy.kind, "policy.kind")
+        except (ConfigError, PolicyError) as error:
             raise ValueError(f"config {config!r} of {method}: {error}") from None
         for seed in args.seeds:
             run_dir = out / method / f"seed{seed}"

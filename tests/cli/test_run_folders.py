@@ -149,6 +149,22 @@ def test_es_compare_trains_a_given_config_on_the_env_it_compares_on():
                    "--method-config 'es=configs/cartpole.toml': es is not among --methods (pg)")
 
 
+def test_es_compare_checks_every_methods_policy_before_the_first_run(tmp_path):
+    """A policy a method cannot train failed only once the runs before it had spent their
+    budgets: es's from a module that does not import, a baseline's from any module."""
+    config = tmp_path / "user_policy.toml"
+    config.write_text('[policy]\nkind = "nomod:x"\n')
+    out = tmp_path / "out"
+    for method, fragment in [("es", "policy.kind = 'nomod:x': cannot import module 'nomod'"),
+                             ("pg", "policy.kind = 'nomod:x': es-baseline pg trains its own "
+                                    "networks (linear, mlp, cnn), not a user's policy")]:
+        one_line_error(run_cli(["es-compare", "--env", "CartPole-v1", "--budget-s", "6",
+                                "--methods", "pg,es", "--method-config", f"{method}={config}",
+                                "--out", str(out)]),
+                       f"config '{config}' of {method}: {fragment}")
+        assert not out.exists()
+
+
 def test_an_output_folder_that_cannot_be_written_is_refused_and_a_new_one_not_left(tmp_path):
     with pytest.raises(SpecError, match=r"'/proc/x/y': cannot be written"):
         output_folder("/proc/x/y")
