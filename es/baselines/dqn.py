@@ -182,7 +182,8 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
     round_started, update_s = time.perf_counter(), 0.0
     try:
         last = False
-        while not last:  # budgets are checked between rounds
+        round_steps = 0
+        while not last:  # budgets are checked between rounds, and the clock at every step
             action = epsilon_greedy(spec, learner.online, obs, epsilon_at(steps, cfg), rng)
             step = checked_step(env, action, f"step {steps}")
             if step is not None:
@@ -191,6 +192,7 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
                 episode_return += reward
                 obs = next_obs
             steps += 1
+            round_steps += 1
             if step is None or terminated or truncated:
                 if step is None:
                     failed += 1
@@ -205,18 +207,21 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
                 update_s += time.perf_counter() - update_started
             if steps % cfg.target_update_every == 0:
                 learner.sync_target()
-            if steps % cfg.steps_per_round == 0:
+            # A round of pixels takes minutes (a 250-step round of Pong: 19 s): the time
+            # budget ends the round under way rather than overrun it by one.
+            out_of_time = run.out_of_time()
+            if steps % cfg.steps_per_round == 0 or out_of_time:
                 rounds += 1
                 elapsed = time.perf_counter() - round_started
-                last = run.budget_spent(rounds, steps) or run.out_of_time()
+                last = run.budget_spent(rounds, steps) or out_of_time
                 eval_started = time.perf_counter()
                 evals = (run.evaluate(learner.online, rounds)
                          if run.due_for_eval(rounds, last) else None)
-                row = progress_row(rounds, steps, finished, failed, cfg.steps_per_round,
+                row = progress_row(rounds, steps, finished, failed, round_steps,
                                    elapsed, eval_started, rollout_s=elapsed - update_s,
                                    update_s=update_s, grad_norm=grad_norm)
                 run.record(row, learner.online, evals)
-                finished, failed, update_s = [], 0, 0.0
+                finished, failed, update_s, round_steps = [], 0, 0.0, 0
                 round_started = time.perf_counter()
     finally:
         run.close()

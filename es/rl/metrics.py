@@ -212,9 +212,11 @@ def _clock(seconds: float) -> str:
 
 def progress_line(row: dict[str, Any], best_eval: float | None = None,
                   eta_s: float | None = None) -> str:
+    ended = not math.isnan(row["return_mean"])  # a baseline's round may end none
     line = (
         f"gen {row['generation']:>5} | steps {_si(row['timesteps']):>7} | "
-        f"return mean {row['return_mean']:9.2f} max {row['return_max']:9.2f}"
+        + (f"return mean {row['return_mean']:9.2f} max {row['return_max']:9.2f}" if ended
+           else f"{'no episode ended':<35}")
     )
     if row.get("failed_episodes"):
         line += f" ({row['failed_episodes']} failed)"

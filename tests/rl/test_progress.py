@@ -21,6 +21,11 @@ def test_progress_line_shows_best_eval_and_eta():
     assert "| eval      8.00 (best 9.50)" in line and line.endswith("| ETA 1:02:05")
     assert "ETA" not in progress_line(ROW)
     assert "best" not in progress_line(ROW, best_eval=9.5)  # shown beside an evaluation only
+    # A baseline's round in which no episode ended said "return mean nan max nan".
+    none_ended = progress_line({**ROW, "return_mean": float("nan"),
+                                "return_max": float("nan")})
+    assert none_ended.startswith("gen    12 | steps   34.5k | no episode ended")
+    assert none_ended.index("| 2.5k steps/s") == progress_line(ROW).index("| 2.5k steps/s")
 
 
 def test_status_line_rewrites_in_place_and_keeps_evaluations_and_every_other_line():
