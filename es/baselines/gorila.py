@@ -133,7 +133,7 @@ class Learner:
         ratio = cfg.gradient_steps / cfg.train_every
         rounds, grad_norm, last = 0, None, False
         round_started, update_s = time.perf_counter(), 0.0
-        bytes_before = received_before = 0
+        bytes_before = received_before = received_steps = 0
         try:
             while not last:
                 self.poll()
@@ -150,10 +150,12 @@ class Learner:
                         self.learner.sync_target()
                 else:
                     time.sleep(POLL_S)
-                if self.received < (rounds + 1) * cfg.steps_per_round:
+                # The clock ends the round under way, as DQN's (a round of pixels: minutes).
+                out_of_time = run_log.out_of_time()
+                if self.received < (rounds + 1) * cfg.steps_per_round and not out_of_time:
                     continue
                 rounds += 1
-                last = run_log.budget_spent(rounds, self.received) or run_log.out_of_time()
+                last = run_log.budget_spent(rounds, self.received) or out_of_time
                 elapsed = time.perf_counter() - round_started
                 sent = self.comm.bytes_sent - bytes_before
                 received = self.received_bytes - received_before
@@ -161,7 +163,7 @@ class Learner:
                 evals = (run_log.evaluate(self.learner.online, rounds)
                          if run_log.due_for_eval(rounds, last) else None)
                 row = progress_row(rounds, self.received, self.episode_returns, self.failed,
-                                   cfg.steps_per_round, elapsed, eval_started,
+                                   self.received - received_steps, elapsed, eval_started,
                                    bytes_sent=sent + received, update_s=update_s,
                                    grad_norm=grad_norm)
                 log.info("round %d: %d B of parameters to %d actors, %d B of transitions in",
@@ -169,7 +171,7 @@ class Learner:
                 run_log.record(row, self.learner.online, evals)
                 self.episode_returns, self.failed, update_s = [], 0, 0.0
                 round_started, bytes_before = time.perf_counter(), self.comm.bytes_sent
-                received_before = self.received_bytes
+                received_before, received_steps = self.received_bytes, self.received
             self.stop_actors()
         finally:
             run_log.close()

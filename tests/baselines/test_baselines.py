@@ -469,15 +469,16 @@ def test_a_baseline_run_stood_stopped_keeps_its_budget_as_es_train_does(tmp_path
     assert 4.0 <= times[-1] < 4.0 + stopped_s - 1.5
 
 
-def test_dqn_time_budget_ends_the_round_under_way(tmp_path):
+@pytest.mark.parametrize(("algorithm", "ranks"), [("dqn", None), ("gorila", 2)])
+def test_dqn_time_budget_ends_the_round_under_way(tmp_path, algorithm, ranks):
     """The budget was checked between rounds only: a round of pixels (a 250-step round of
     Pong took 19 s) ran past ``run.max_seconds`` by minutes. Here a round longer than any
     budget: the clock ends it."""
-    run_dir = tmp_path / "dqn"
-    done = run_cli(["es-baseline", "dqn", "configs/baselines/cartpole_dqn.toml", "--run-dir",
-                    str(run_dir), "--set", "dqn.steps_per_round=100000000", "--set",
-                    "run.max_seconds=2", "--set", "run.eval_episodes=1", "--quiet"],
-                   timeout=120)
+    run_dir = tmp_path / algorithm
+    done = run_cli(["es-baseline", algorithm, "configs/baselines/cartpole_dqn.toml",
+                    "--run-dir", str(run_dir), "--set", "dqn.steps_per_round=100000000",
+                    "--set", "run.max_seconds=2", "--set", "run.eval_episodes=1", "--quiet"],
+                   ranks=ranks, timeout=120)
     assert done.returncode == 0, done.stderr
     (row,) = read_progress(run_dir)
     assert 0 < int(row["timesteps"]) < 100_000_000 and row["eval_return"]
