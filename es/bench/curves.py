@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from es.config import Config
-from es.rl.runs import trained_by
+from es.rl.runs import run_folders_in, trained_by
 
 X_COLUMNS = ("timesteps", "time_s", "generation")
 Y_COLUMNS = ("eval_return", "return_mean", "return_max")
@@ -58,6 +58,33 @@ UNSET = "(unset)"  # a key that one run's config.toml has and another's lacks
 Curve = tuple[np.ndarray, np.ndarray, np.ndarray]  # x, y, y's own std
 
 
+class NoRows(ValueError):
+    """A run with no row of the column drawn: one that has not been evaluated yet."""
+
+
+def runs_to_draw(run_dirs: list[Path], y: str) -> tuple[list[Path], list[str]]:
+    """The run folders to draw, and why others are left out. A sweep's folder (``es-train
+    --seeds``: run folders inside) stands for its runs; a run with no row of ``y`` yet (a
+    sweep's run before its first evaluation) is left out where others have rows. Any other
+    problem is left for ``plot`` to raise."""
+    folders: list[Path] = []
+    for folder in run_dirs:
+        is_run = (folder / "config.toml").is_file() or (folder / "progress.csv").is_file()
+        inside = run_folders_in(folder) if folder.is_dir() and not is_run else []
+        folders += [folder / name for name in inside] or [folder]
+    drawable, left_out = [], []
+    for folder in folders:
+        try:
+            read_curve(folder, y, y)
+        except NoRows as error:
+            left_out.append(f"{error}: left out")
+            continue
+        except (ValueError, OSError, KeyError):  # plot says it
+            pass
+        drawable.append(folder)
+    return (drawable, left_out) if drawable else (folders, [])
+
+
 def read_curve(run_dir: Path, x: str, y: str) -> Curve:
     """(x, y, y std) of one run; rows where ``y`` is empty (no evaluation) are skipped."""
     try:
@@ -66,7 +93,7 @@ def read_curve(run_dir: Path, x: str, y: str) -> Curve:
     except (UnicodeDecodeError, csv.Error) as error:
         raise ValueError(f"{run_dir / 'progress.csv'}: not readable ({error})") from None
     if not rows:
-        raise ValueError(f"{run_dir}: no rows with {y!r} in progress.csv")
+        raise NoRows(f"{run_dir}: no rows with {y!r} in progress.csv")
     spread = [float(r["eval_std"]) if y == "eval_return" and r.get("eval_std") else 0.0
               for r in rows]
     return (np.array([float(r[x]) for r in rows]), np.array([float(r[y]) for r in rows]),
@@ -104,8 +131,11 @@ class Group:
 
 def read_run(folder: Path) -> Run:
     config_path = folder / "config.toml"
-    if not (folder / "progress.csv").is_file() or not config_path.is_file():
-        raise ValueError(f"{folder}: not a run folder (no progress.csv or config.toml)")
+    missing = [name for name in ("progress.csv", "config.toml") if not (folder / name).is_file()]
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such folder")
+    if missing:
+        raise ValueError(f"{folder}: not a run folder (no {' and no '.join(missing)})")
     try:
         with config_path.open("rb") as handle:
             table = tomllib.load(handle)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from es.bench.curves import X_COLUMNS, Y_COLUMNS, plot
+from es.bench.curves import X_COLUMNS, Y_COLUMNS, plot, runs_to_draw
 from es.cli.args import (
     ArgumentParser,
     fail,
@@ -33,7 +33,8 @@ def parser() -> ArgumentParser:
                   "es-plot runs/hc__* -o hc.pdf --log-x --title HalfCheetah"])
     parse.add_argument(
         "run_dirs", nargs="+", type=Path,
-        help="run folders written by es-train or es-baseline. Runs whose config.toml differ "
+        help="run folders written by es-train or es-baseline, or a sweep's folder (its "
+        "runs); a run not yet evaluated is left out, with a line. Runs whose config.toml differ "
         "only in run.seed and in [run] keys that do not change what is trained (budgets such "
         "as run.generations, run.max_timesteps, run.max_seconds; evaluation; bookkeeping) "
         "are the seeds of one config, one curve; a seed given twice is drawn as separate "
@@ -58,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     if problem := output_file_error(str(args.figure), "--figure"):  # before any run is read
         return fail("es-plot", problem)
     try:
-        labels = plot(args.run_dirs, args.figure, args.x, args.y, args.title, args.log_x)
+        run_dirs, left_out = runs_to_draw(args.run_dirs, args.y)
+        for line in left_out:
+            print(f"es-plot: {one_line(line)}", file=sys.stderr)
+        labels = plot(run_dirs, args.figure, args.x, args.y, args.title, args.log_x)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("es-plot", str(error))
     print(f"wrote {one_line(str(args.figure))} ({len(labels)} "

@@ -100,8 +100,34 @@ def test_es_plot_writes_an_image_and_rejects_bad_input(tmp_path, capsys):
     assert main([*map(str, runs), "-o", str(tmp_path / "log.svg"), "--log-x"]) == 0
     assert (tmp_path / "log.svg").read_text().lstrip().startswith("<?xml")
     assert main([str(runs[0]), "-o", str(tmp_path / "curve.jpg")]) == 2
-    assert main([str(tmp_path), "-o", str(out)]) == 2
-    assert "not a run folder" in capsys.readouterr().err
+    assert "allowed suffixes are .png, .svg, .pdf" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty"), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (f"es-plot: error: {tmp_path / 'empty'}: not a run folder "
+                                       "(no progress.csv and no config.toml)\n")
+    (runs[1] / "config.toml").unlink()  # it said "no progress.csv or config.toml" for either
+    assert main([str(runs[1]), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (f"es-plot: error: {runs[1]}: not a run folder (no "
+                                       "config.toml)\n")
+
+
+def test_a_sweeps_folder_is_its_runs_and_a_run_not_yet_evaluated_is_left_out(tmp_path,
+                                                                              capsys):
+    """``es-plot SWEEP`` said "not a run folder"; a sweep with one run not yet evaluated
+    could not be drawn at all."""
+    sweep = tmp_path / "sweep"
+    for seed in (0, 1):
+        fake_run(sweep / f"CartPole-v1__cartpole__{seed}", "cartpole", seed, [1.0, 2.0])
+    late = fake_run(sweep / "CartPole-v1__cartpole__2", "cartpole", 2, [])  # no rows yet
+    out = tmp_path / "sweep.png"
+    assert main([str(sweep), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (f"es-plot: {late}: no rows with 'eval_return' in progress.csv: "
+                            "left out\n")
+    assert "CartPole-v1 · cartpole (2 seeds)" in captured.out and out.is_file()
+    assert main([str(late), "-o", str(out)]) == 2  # nothing else to draw: an error
+    assert capsys.readouterr().err == (f"es-plot: error: {late}: no rows with 'eval_return' "
+                                       "in progress.csv\n")
 
 
 def test_runs_that_differ_in_config_are_groups_labelled_by_the_keys(tmp_path, capsys):
