@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 import zipfile
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from es.rl.envs import EnvIdError, check_env_id, env_from_config, without_time_limit
     from es.rl.policies import PolicyError
     from es.rl.rollout import random_policy, safe_episode
-    from es.rl.runs import trained_by
+    from es.rl.runs import first_few, run_folders_in, trained_by
 
     if args.random and args.policy is not None:
         return fail("es-eval", f"--policy {args.policy} and --random: --random plays a random "
@@ -102,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not run_dir.is_dir():
             return fail("es-eval", f"run folder {args.run_dir!r}: no such folder")
+        if not policy_path.is_file() and (runs := run_folders_in(run_dir)):
+            return fail("es-eval", f"{args.run_dir!r} is a folder of runs (a sweep's): "
+                         f"evaluate one of them, e.g. es-eval {shlex.quote(str(run_dir / runs[0]))}"
+                         f" ({first_few(runs)})")
         if not policy_path.is_file():
             why = "" if args.policy != "best" or not (run_dir / "policy.npz").is_file() else (
                 " (the run kept none: run.best_episodes = 0, or no evaluation yet)"
@@ -124,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         policy = load_policy(policy_path)
         if policy.env_id != config.env.id:
             raise ValueError(f"it is for {policy.env_id!r}, config.toml for {config.env.id!r}")
+        if not np.isfinite(policy.params).all():  # played, it scored as a policy would
+            bad = int(np.count_nonzero(~np.isfinite(policy.params)))
+            raise PolicyError(f"{str(policy_path)!r}: {bad} of its {policy.params.size} "
+                              "parameters are NaN or inf: nothing to play (es-train stops a "
+                              "run before it would save such a policy)")
         env = env_from_config(config)
         policy.act(env)  # a user's policy is rebuilt here: what fails says so in one line
     except (ConfigError, PolicyError, EnvIdError) as error:

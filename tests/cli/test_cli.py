@@ -228,6 +228,10 @@ def test_eval_of_a_broken_policy_file_is_a_one_line_error(tmp_path):
         "other_env": (lambda p: np.savez(p, **{**arrays, "env_id": np.array("Acrobot-v1")}),
                       "'Acrobot-v1'"),
         "folder": (lambda p: p.mkdir(), "no policy.npz"),
+        # Played, it scored as a policy would (9.00 on CartPole), exit code 0.
+        "nan": (lambda p: np.savez(p, **{**arrays, "params": arrays["params"] * np.nan}),
+                f"policy.npz': {arrays['params'].size} of its {arrays['params'].size} "
+                "parameters are NaN or inf: nothing to play"),
     }
     # An env the training script registered (gym.register, then es.train): gone here.
     script_env = tmp_path / "script_env"
@@ -240,6 +244,12 @@ def test_eval_of_a_broken_policy_file_is_a_one_line_error(tmp_path):
                    "'module:ID'")
     for name, (write, fragment) in cases.items():
         one_line_error(run_cli(["es-eval", broken(name, write)]), fragment)
+    sweep = tmp_path / "sweep"  # a folder of runs: "no policy.npz in it"
+    sweep.mkdir()
+    (run_dir).rename(sweep / "CartPole-v1__cartpole__0")
+    one_line_error(run_cli(["es-eval", str(sweep)]), f"{str(sweep)!r} is a folder of runs (a "
+                   f"sweep's): evaluate one of them, e.g. es-eval {sweep}/CartPole-v1__cartpole__0")
+    run_dir = sweep / "CartPole-v1__cartpole__0"
     (run_dir / "config.toml").unlink()
     (run_dir / "config.toml").mkdir()
     one_line_error(run_cli(["es-eval", str(run_dir)]), "config.toml", "is a directory")
