@@ -161,7 +161,11 @@ class SavedPolicy:
                 "factory now builds another network than the one trained (its code or "
                 "defaults changed, or an instance trained with constructor arguments is "
                 "rebuilt with its defaults)")
-        return made.bind(self.params, self.norm)
+        bound = made.bind(self.params, self.norm)
+        space = env.observation_space
+        if isinstance(space, gym.spaces.Box):  # a vector or frames: checked as a built-in's
+            return _checked_observations(bound, int(np.prod(space.shape)))
+        return bound
 
 
 def _checked_observations(act: Callable[[Any], Any], size: int) -> Callable[[Any], Any]:

@@ -180,3 +180,26 @@ def test_run_policy_refuses_an_observation_of_another_size_in_one_line(tmp_path)
         with pytest.raises(ValueError, match=rf"^observation of shape {shape}: the policy takes "
                                              "3 numbers"):
             run.policy(wrong)
+    # A user's policy too, where it said "operands could not be broadcast together" or
+    # "unsupported operand type(s) for -: 'NoneType' and 'float'".
+    with pytest.warns(UserWarning, match="policy.hidden: the built-in MLP's"):
+        mine = es.train(REPO / "configs/pendulum.toml", {**PENDULUM, "run.generations": 1},
+                        run_dir=tmp_path / "mine", policy=Affine)
+    assert mine.policy(np.zeros(3)).shape == (1,)
+    for wrong, shape in ((np.zeros(5), r"\(5,\) \(float64\)"), (None, r"\(\) \(object\)")):
+        with pytest.raises(ValueError, match=rf"^observation of shape {shape}: the policy takes "
+                                             "3 numbers"):
+            mine.policy(wrong)
+
+
+class Affine:
+    """A user's policy of the protocol (``es.rl.policy``): one action from a weighted sum."""
+
+    def __init__(self, observation_space, action_space) -> None:
+        self.num_params = observation_space.shape[0] + 1
+
+    def initial_params(self, rng):
+        return np.zeros(self.num_params, dtype=np.float32)
+
+    def act(self, params, observation, state):
+        return np.array([params[:-1] @ observation + params[-1]]), state
