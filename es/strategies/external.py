@@ -224,6 +224,10 @@ class CMA(External):
         try:
             return cma.CMAEvolutionStrategy(self.x0, self.sigma0,
                                             {**self.options, "randn": CmaRandn(self.seed)})
+        except MemoryError:  # its options are not the cause: the population is
+            raise ValueError(f"popsize {self.options['popsize']}: pycma ran out of memory "
+                             f"starting with a population this large (d = {self.x0.size})"
+                             ) from None
         except Exception as error:  # an option of the wrong kind fails deep inside pycma
             reason = " ".join(f"{type(error).__name__}: {error}".split())
             raise ValueError(f"cma options {self.given_options}: pycma could not start with "

@@ -355,3 +355,19 @@ def test_dir_es_lists_the_lazy_api_without_loading_it():
             "assert 'minimize' in names and 'AskTell' in names, names; "
             "assert 'numpy' not in sys.modules and 'es.blackbox' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_population_pycma_has_no_memory_for_is_named(monkeypatch):
+    """popsize=10**9 (6 GiB of address space) said "cma options {}: pycma could not start
+    with them (MemoryError:)" after 91 s, naming options that were not given. The memory
+    is not exhausted here: pycma's constructor raises as it did."""
+    import cma
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(cma, "CMAEvolutionStrategy", out_of_memory)
+    one_line_error(ValueError, lambda: es.minimize(never_called, np.ones(3), 0.5,
+                                                   popsize=10**9, max_evals=10),
+                   "popsize 1000000000: pycma ran out of memory starting with a population "
+                   "this large (d = 3)")
