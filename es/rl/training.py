@@ -350,6 +350,12 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
         if stop.signum == signal.SIGINT:  # Ctrl-C, a notebook's interrupt: as Python's own
             raise KeyboardInterrupt(said) from None
         raise Stopped(stop.signum, stop.generation, said) from None
+    except KeyboardInterrupt as interrupt:
+        if interrupt.args:  # a callback's own, with its words
+            raise
+        raise KeyboardInterrupt(  # StopFlag's, at a second signal: it said nothing
+            f"es.train stopped at once by a second signal: the generation in progress is "
+            f"lost; {resume} continues the run from its newest checkpoint") from None
     finally:
         StopFlag.restore(handlers)
         release_run_dir(folder)  # held since start_run_dir: the next es.train may use it

@@ -1,9 +1,13 @@
 """Callbacks of es.train and es.minimize: each generation's row, a clean stop on False
 (checkpointed, resumable), rank 0 deciding for every rank under mpiexec."""
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -140,6 +144,42 @@ def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_pat
     # As the message says, from Python:
     resumed = es.resume(run_dir, {"run.generations": stopped + 2})
     assert resumed.generations == stopped + 2 and len(resumed.history) == stopped + 2
+
+
+def test_a_second_ctrl_c_stops_es_train_at_once_saying_what_is_kept(tmp_path):
+    """The second signal raised a KeyboardInterrupt without a word: nothing said what was
+    lost or how to go on."""
+    from conftest import start_terminal_job
+
+    run_dir = tmp_path / "run"
+    # Generations of ~4 s of sleeping steps (es/Sleep-v0: 16 members of 100 steps of 2.5 ms).
+    config = {"env.id": "es/Sleep-v0", "env.kwargs": {"step_ms": 2.5}, "es.population": 16,
+              "run.generations": 10**6, "run.eval_every": 1000, "run.best_episodes": 0,
+              "run.checkpoint_every": 1}
+    script = ("import sys\nimport es\n"
+              "try:\n"
+              f"    es.train({str(REPO / 'configs/cartpole.toml')!r}, {config!r}, "
+              f"run_dir={str(run_dir)!r})\n"
+              "except KeyboardInterrupt as interrupt:\n"
+              "    print(f'INTERRUPTED {interrupt}', file=sys.stderr)\n")
+    job = start_terminal_job([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    try:
+        progress = run_dir / "progress.csv"
+        while not progress.is_file() or len(progress.read_text().splitlines()) < 2:
+            assert job.poll() is None, job.communicate()
+            time.sleep(0.05)
+        os.killpg(job.pid, signal.SIGINT)  # a generation has just begun
+        time.sleep(2.5)  # past StopFlag.REPEAT_WINDOW_S: not a copy of the first
+        os.killpg(job.pid, signal.SIGINT)
+        _, err = job.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    assert (f"INTERRUPTED es.train stopped at once by a second signal: the generation in "
+            f"progress is lost; es.resume('{run_dir}') or es-train --resume {run_dir} "
+            "continues the run from its newest checkpoint") in err, err
+    assert len(progress.read_text().splitlines()) == 2  # the generation under way was not
 
 
 def test_es_train_warns_of_settings_it_will_not_read_as_es_train_says_them(tmp_path):
