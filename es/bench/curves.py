@@ -131,9 +131,9 @@ class Group:
 
 def read_run(folder: Path) -> Run:
     config_path = folder / "config.toml"
-    missing = [name for name in ("progress.csv", "config.toml") if not (folder / name).is_file()]
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such folder")
+    missing = [name for name in ("progress.csv", "config.toml") if not (folder / name).is_file()]
     if missing:
         raise ValueError(f"{folder}: not a run folder (no {' and no '.join(missing)})")
     try:

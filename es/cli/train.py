@@ -558,8 +558,8 @@ def _this_program() -> str:
 
 def remove_dead_shared_memory(comm: MPIComm) -> None:
     """On each node's first rank: remove the MPICH segments that killed jobs left in
-    ``/dev/shm`` (``es.parallel.shm``: they hold RAM, and a full ``/dev/shm`` stops new
-    jobs), and say so in one line."""
+    ``/dev/shm`` (``es.parallel.shm``: they hold RAM until removed), and say so in one
+    line."""
     from es.parallel.shm import SHM_FOLDER, remove_dead_segments
 
     if comm.rank not in [members[0] for members in comm.node_ranks()]:

@@ -21,15 +21,16 @@ import time
 from pathlib import Path
 
 SHM_FOLDER = Path("/dev/shm")
+PROC = Path("/proc")
 PREFIX = "mpich_shm_"
 #: Between a segment's creation and its mapping there are microseconds; this is ample.
 MIN_AGE_S = 10.0
 
 
-def mapped_paths(proc: Path = Path("/proc")) -> set[str]:
+def mapped_paths() -> set[str]:
     """The files that some process this user can see maps (its ``/proc/PID/maps``)."""
     paths: set[str] = set()
-    for entry in proc.iterdir():
+    for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:
@@ -43,14 +44,13 @@ def mapped_paths(proc: Path = Path("/proc")) -> set[str]:
     return paths
 
 
-def remove_dead_segments(folder: Path = SHM_FOLDER, now: float | None = None,
-                         proc: Path = Path("/proc")) -> tuple[int, int]:
+def remove_dead_segments(folder: Path = SHM_FOLDER) -> tuple[int, int]:
     """Remove this user's MPICH segments in ``folder`` that no process maps and that are
     older than ``MIN_AGE_S``; how many, and their bytes. Nothing where there is no
     ``/dev/shm`` or ``/proc`` (not Linux)."""
-    if not folder.is_dir() or not proc.is_dir():
+    if not folder.is_dir() or not PROC.is_dir():
         return 0, 0
-    now = time.time() if now is None else now
+    now = time.time()
     uid = os.getuid()
     candidates = []
     for path in folder.glob(f"{PREFIX}*"):
@@ -62,7 +62,7 @@ def remove_dead_segments(folder: Path = SHM_FOLDER, now: float | None = None,
             candidates.append((path, stat.st_size))
     if not candidates:  # the common case: no scan of every process's maps
         return 0, 0
-    mapped = mapped_paths(proc)
+    mapped = mapped_paths()
     removed = freed = 0
     for path, size in candidates:
         if str(path) in mapped:
