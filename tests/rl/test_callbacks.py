@@ -114,24 +114,32 @@ def test_under_mpiexec_rank_zero_decides_for_every_rank(tmp_path):
     assert resumed0 == resumed1 == f"8 {whole.saved.params.tobytes().hex()}"
 
 
-def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_path):
-    """A notebook's interrupt (SIGINT) ended es.train at once: the generations since the last
-    checkpoint were lost, and no stop confirmed a kept policy. Now it stops after the
-    generation in progress, checkpointed, and raises KeyboardInterrupt saying so."""
-    from conftest import interrupt_job, start_terminal_job
+def start_interruptible_train(config: dict, run_dir) -> subprocess.Popen:
+    """es.train of CartPole's config with ``config`` in a terminal's job of its own, printing
+    ``INTERRUPTED <message>`` to its piped stderr for the KeyboardInterrupt it raises."""
+    from conftest import start_terminal_job
 
-    from es.rl.metrics import STOPS_FILE
-
-    run_dir = tmp_path / "run"
-    config = {"run.generations": 10**6, "run.checkpoint_every": 1000, "es.population": 8}
     script = ("import sys\nimport es\n"
               "try:\n"
               f"    es.train({str(REPO / 'configs/cartpole.toml')!r}, {config!r}, "
               f"run_dir={str(run_dir)!r})\n"
               "except KeyboardInterrupt as interrupt:\n"
               "    print(f'INTERRUPTED {interrupt}', file=sys.stderr)\n")
-    job = start_terminal_job([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+    return start_terminal_job([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+
+
+def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_path):
+    """A notebook's interrupt (SIGINT) ended es.train at once: the generations since the last
+    checkpoint were lost, and no stop confirmed a kept policy. Now it stops after the
+    generation in progress, checkpointed, and raises KeyboardInterrupt saying so."""
+    from conftest import interrupt_job
+
+    from es.rl.metrics import STOPS_FILE
+
+    run_dir = tmp_path / "run"
+    config = {"run.generations": 10**6, "run.checkpoint_every": 1000, "es.population": 8}
+    job = start_interruptible_train(config, run_dir)
     progress = run_dir / "progress.csv"
     err = interrupt_job(job, "ctrl-c", ready=lambda: progress.is_file()
                         and len(progress.read_text().splitlines()) > 3)
@@ -149,21 +157,12 @@ def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_pat
 def test_a_second_ctrl_c_stops_es_train_at_once_saying_what_is_kept(tmp_path):
     """The second signal raised a KeyboardInterrupt without a word: nothing said what was
     lost or how to go on."""
-    from conftest import start_terminal_job
-
     run_dir = tmp_path / "run"
     # Generations of ~4 s of sleeping steps (es/Sleep-v0: 16 members of 100 steps of 2.5 ms).
     config = {"env.id": "es/Sleep-v0", "env.kwargs": {"step_ms": 2.5}, "es.population": 16,
               "run.generations": 10**6, "run.eval_every": 1000, "run.best_episodes": 0,
               "run.checkpoint_every": 1}
-    script = ("import sys\nimport es\n"
-              "try:\n"
-              f"    es.train({str(REPO / 'configs/cartpole.toml')!r}, {config!r}, "
-              f"run_dir={str(run_dir)!r})\n"
-              "except KeyboardInterrupt as interrupt:\n"
-              "    print(f'INTERRUPTED {interrupt}', file=sys.stderr)\n")
-    job = start_terminal_job([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+    job = start_interruptible_train(config, run_dir)
     try:
         progress = run_dir / "progress.csv"
         while not progress.is_file() or len(progress.read_text().splitlines()) < 2:
