@@ -118,6 +118,11 @@ class Stopped(Exception):
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 
+class SecondSignal(KeyboardInterrupt):
+    """A second stop signal: the run ends at once, the generation in progress lost (the
+    caller knows the run folder and says how it continues)."""
+
+
 class StopFlag:
     """Set by a signal handler; read once per generation. A second signal stops at once,
     unless it comes within ``REPEAT_WINDOW_S`` of the first: then it is a copy of it. A batch
@@ -168,7 +173,7 @@ class StopFlag:
                 os.write(2, f"{self.announce.format(signal=signal.Signals(signum).name)}\n"
                          .encode())
         elif now - self.first_at > self.REPEAT_WINDOW_S:
-            raise KeyboardInterrupt
+            raise SecondSignal
 
 
 def make_noise(config: Config, comm: Comm) -> NoiseSource:

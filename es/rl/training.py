@@ -313,7 +313,7 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
     from es.parallel.heartbeat import peer_lost
     from es.rl.resume import after_lost
     from es.rl.runs import release_run_dir, start_run_dir
-    from es.rl.trainer import StopFlag, Stopped, Trainer
+    from es.rl.trainer import SecondSignal, StopFlag, Stopped, Trainer
 
     # One BLAS thread, as es-train pins it: the parallelism is the ranks'. NumPy is loaded
     # already (a notebook), so environment variables such as the es-*
@@ -350,10 +350,8 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
         if stop.signum == signal.SIGINT:  # Ctrl-C, a notebook's interrupt: as Python's own
             raise KeyboardInterrupt(said) from None
         raise Stopped(stop.signum, stop.generation, said) from None
-    except KeyboardInterrupt as interrupt:
-        if interrupt.args:  # a callback's own, with its words
-            raise
-        raise KeyboardInterrupt(  # StopFlag's, at a second signal: it said nothing
+    except SecondSignal:
+        raise KeyboardInterrupt(
             f"es.train stopped at once by a second signal: the generation in progress is "
             f"lost; {resume} continues the run from its newest checkpoint") from None
     finally:
