@@ -61,7 +61,7 @@ def test_the_next_job_removes_what_a_killed_job_left(tmp_path):
     for path in left:  # as if killed a while ago (a just-made segment is spared)
         os.utime(path, (time.time() - 2 * MIN_AGE_S,) * 2)
     done = run_cli(["es-train", "configs/pendulum.toml", "--run-dir", str(tmp_path / "next"),
-                    "--set", "run.generations=1"], ranks=2)
+                    "--set", "run.generations=1"], ranks=2, cleanup_lines=True)
     assert done.returncode == 0, done.stderr
     assert not any(path.exists() for path in left)
     # Another test's job may have removed them first; if this one did, it said so.

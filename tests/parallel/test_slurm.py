@@ -28,6 +28,7 @@ from conftest import (
     run_cli,
     tool,
     wait_for_a_checkpoint,
+    without_cleanup_lines,
 )
 
 from es.cli.slurm_cluster import main
@@ -75,8 +76,10 @@ def reference(tmp_path: Path, args: list[str]) -> np.ndarray:
 
 
 def slurm_run(cluster: SlurmCluster, command: list[str], timeout: float = 180):
-    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=timeout,
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=timeout,
                           env=cluster.environment())
+    done.stderr = without_cleanup_lines(done.stderr)
+    return done
 
 
 def job_state(cluster: SlurmCluster, job: str) -> tuple[str, int]:
