@@ -487,26 +487,37 @@ def minimize(
                        max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
                        tolfun=tolfun, tolx=tolx, tolfunhist=tolfunhist, stagnation=stagnation,
                        flatfitness=flatfitness, maxiter=maxiter, **strategy_options)
-    if not callable(fun):
-        raise TypeError(f"fun {checks.short(fun)}: must be callable, the function to minimise")
-    if callback is not None and not callable(callback):  # else a traceback after a generation
-        raise ValueError(f"callback {callback!r}: must be callable with a history row")
-    checks.check_integer("workers", workers, 1)
-    checks.check_flag("vectorized", vectorized)
-    x0 = checks.as_x0(x0)
-    from es.parallel.comm import make_comm
+    from es.parallel.comm import (
+        LocalComm,
+        MPIComm,
+        make_comm,
+        refused_together,
+        under_mpi_launcher,
+    )
 
-    if max_evals is None and max_generations is None and timeout_s is None:
-        max_evals = 10_000 * x0.size
-    comm = make_comm() if callback is not None or timeout_s is not None else None
-    # Under mpiexec each rank's clock would end the run at its own generation: rank 0's
-    # decides for all, as for the callback.
-    agreed_timeout = timeout_s if comm is not None and comm.size > 1 else None
-    optimizer = AskTell(method, x0, sigma0, popsize, seed, restarts=restarts, bipop=bipop,
-                        max_evals=max_evals, max_generations=max_generations, ftarget=ftarget,
-                        tolfun=tolfun, tolx=tolx, tolfunhist=tolfunhist, stagnation=stagnation,
-                        flatfitness=flatfitness, maxiter=maxiter,
-                        timeout_s=None if agreed_timeout else timeout_s, **strategy_options)
+    # fun, callback and workers are not compared across ranks: a rank that refused one alone
+    # would have left the others waiting in their first exchange.
+    with refused_together(MPIComm() if under_mpi_launcher() else LocalComm(), "es.minimize"):
+        if not callable(fun):
+            raise TypeError(f"fun {checks.short(fun)}: must be callable, the function to "
+                            "minimise")
+        if callback is not None and not callable(callback):  # else a traceback later
+            raise ValueError(f"callback {callback!r}: must be callable with a history row")
+        checks.check_integer("workers", workers, 1)
+        checks.check_flag("vectorized", vectorized)
+        x0 = checks.as_x0(x0)
+        if max_evals is None and max_generations is None and timeout_s is None:
+            max_evals = 10_000 * x0.size
+        comm = make_comm() if callback is not None or timeout_s is not None else None
+        # Under mpiexec each rank's clock would end the run at its own generation: rank 0's
+        # decides for all, as for the callback.
+        agreed_timeout = timeout_s if comm is not None and comm.size > 1 else None
+        optimizer = AskTell(method, x0, sigma0, popsize, seed, restarts=restarts, bipop=bipop,
+                            max_evals=max_evals, max_generations=max_generations,
+                            ftarget=ftarget, tolfun=tolfun, tolx=tolx, tolfunhist=tolfunhist,
+                            stagnation=stagnation, flatfitness=flatfitness, maxiter=maxiter,
+                            timeout_s=None if agreed_timeout else timeout_s,
+                            **strategy_options)
     started = time.perf_counter()
     try:
         _run(optimizer, fun, vectorized, workers, callback, comm, agreed_timeout, started)

@@ -567,6 +567,32 @@ def disagreement(comm: Comm, settings: dict[str, str]) -> str | None:
     return ", ".join(parts)
 
 
+@contextlib.contextmanager
+def refused_together(comm: Comm, caller: str,
+                     error_type: type[Exception] = ValueError) -> Iterator[None]:
+    """Around a call's checks of its arguments: a rank that refused its own (an override or
+    function that depends on the rank) raised alone while the others went on to their first
+    exchange and waited for it for good. Here every rank says whether it refused; the one
+    that did raises its error, the others ``error_type`` naming it, so that no rank goes on.
+    A collective: every rank enters it, and only ``Exception``s are shared (an interrupt is
+    the user's, not an argument's)."""
+    refusal: Exception | None = None
+    try:
+        yield
+    except Exception as error:
+        refusal = error
+    if comm.size > 1:
+        said = comm.allgather_objects(
+            None if refusal is None else f"{type(refusal).__name__}: {refusal}")
+        refused = [(rank, text) for rank, text in enumerate(said) if text is not None]
+        if refusal is None and refused:
+            rank, text = refused[0]
+            raise error_type(f"{caller} under mpiexec: rank {rank} refused its arguments "
+                             f"({text}); every rank must be given the same ones")
+    if refusal is not None:
+        raise refusal
+
+
 def rank_zero_decides(comm: Comm, callback: Callable[[Any], object], row: Any) -> bool:
     """Rank 0 calls ``callback(row)`` (a user's) and every rank gets its answer: False only if
     it returned False (NumPy's ``False`` too: a comparison of NumPy numbers gives one). If it

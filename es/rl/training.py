@@ -29,7 +29,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from es.config import Config, ConfigError, from_dict, ignored_settings, read_toml
-from es.parallel.comm import Comm, disagreement, make_comm
+from es.parallel.comm import Comm, disagreement, make_comm, refused_together
 from es.rl.checkpoint import SavedPolicy, load_policy
 from es.rl.policy import is_instance, object_path
 
@@ -181,15 +181,17 @@ def train(
     ``run.saved.act(env)``."""
     from es.rl.runs import check_run_dir, configure_logging
 
-    _check_callback(callback)
-    if not isinstance(force, bool):  # "no" would be true, and overwrite a run
-        raise ConfigError(f"force {force!r}: must be True or False")
-    if run_dir is not None and not _is_path(run_dir):
-        raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) or None")
     with torch_threads_kept():  # no frame of its own: the warnings' stacklevel holds
-        resolved = resolve_config(config, overrides, policy)
-        _check_runnable(resolved)
         comm = comm or make_comm()
+        with refused_together(comm, "es.train", ConfigError):
+            _check_callback(callback)
+            if not isinstance(force, bool):  # "no" would be true, and overwrite a run
+                raise ConfigError(f"force {force!r}: must be True or False")
+            if run_dir is not None and not _is_path(run_dir):
+                raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) "
+                                  "or None")
+            resolved = resolve_config(config, overrides, policy)
+            _check_runnable(resolved)
         _check_ranks_agree(comm, resolved)
         configure_logging(comm.rank == 0 and not quiet)
         checked = check_run_dir(None if run_dir is None else str(run_dir), resolved, force,
@@ -253,14 +255,23 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
     from es.rl.resume import claim, load_resume
     from es.rl.runs import check_run_dir, configure_logging, release_run_dir
 
-    _check_callback(callback)
-    if not _is_path(run_dir):
-        raise ConfigError(f"run_dir {run_dir!r}: must be a run folder's path (str or Path)")
-    if overrides is not None and not isinstance(overrides, dict):
-        raise ConfigError(f"overrides {overrides!r}: must be a dict of dotted keys, "
-                          "{'run.generations': 400}")
     with torch_threads_kept():  # no frame of its own: the warnings' stacklevel holds
         comm = comm or make_comm()
+        with refused_together(comm, "es.resume", ConfigError):
+            _check_callback(callback)
+            if not _is_path(run_dir):
+                raise ConfigError(f"run_dir {run_dir!r}: must be a run folder's path (str or "
+                                  "Path)")
+            if overrides is not None and not isinstance(overrides, dict):
+                raise ConfigError(f"overrides {overrides!r}: must be a dict of dotted keys, "
+                                  "{'run.generations': 400}")
+        # Rank 0 alone reads the folder with its overrides: the others' must be the same.
+        differing = disagreement(comm, {"run_dir": str(run_dir), **{
+            str(key): repr(value) for key, value in (overrides or {}).items()}})
+        if differing:
+            raise ConfigError(f"es.resume under mpiexec: the ranks were given different "
+                              f"{differing}; every rank must be given the same run_dir and "
+                              "overrides")
         configure_logging(comm.rank == 0 and not quiet)
         prepared: Any = None
         if comm.rank == 0:

@@ -1,6 +1,7 @@
-"""Run under mpiexec -n 2: each rank gives es.minimize and es.train an argument of its own
-(an unseeded random x0, a popsize, a seed; an override that depends on the rank), then the
-same ones. Rank 0 prints every rank's outcome, one line per call and rank."""
+"""Run under mpiexec -n 2: each rank gives es.minimize, es.train and es.resume an argument of
+its own (an unseeded random x0, a popsize, a seed; an override that depends on the rank; one
+that rank 1 alone refuses), then the same ones. Rank 0 prints every rank's outcome, one line
+per call and rank."""
 
 import sys
 
@@ -21,12 +22,17 @@ calls = {
     "same": lambda: es.minimize(sphere, np.ones(4), 0.5, max_evals=200).fun,
     "train": lambda: es.train("configs/cartpole.toml", {"run.generations": 4 + 40 * rank},
                               run_dir=sys.argv[1], force=True),
+    "fun": lambda: es.minimize(None if rank else sphere, np.ones(4), 0.5, max_evals=200),
+    "override": lambda: es.train("configs/cartpole.toml",
+                                 {"run.generations": "many" if rank else 4},
+                                 run_dir=sys.argv[1], force=True),
+    "resume": lambda: es.resume(sys.argv[1], {"run.generations": 10 + rank}),
 }
 lines = []
 for name, call in calls.items():
     try:
         lines.append(f"{name} {rank} returned {call()}")
-    except ValueError as error:
+    except (TypeError, ValueError) as error:
         lines.append(f"{name} {rank} {type(error).__name__}: {error}")
 every = comm.allgather_objects(lines)
 if rank == 0:
