@@ -143,17 +143,23 @@ def load_suite(path: Path) -> Suite:
         raise ValueError(f"suite {str(path)!r}: unknown key {unknown[0]!r} "
                          f"(allowed: {', '.join(sorted(SUITE_KEYS))})")
     tasks: dict[str, Task] = {}
-    for name, entry in (data.get("tasks") or {}).items():
+    if not isinstance(data.get("tasks", {}), dict):
+        raise ValueError(f"suite {str(path)!r}: tasks = {data['tasks']!r}: expected "
+                         "[tasks.NAME] tables")
+    for name, entry in data.get("tasks", {}).items():
         if not isinstance(entry, dict):
             raise ValueError(f"tasks.{name}: expected a table")
-        for label in (name, *(entry.get("strategies") or {})):  # they name run folders
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
-                raise ValueError(f"tasks.{name}: {label!r} names a run folder: letters, "
-                                 "digits, '_', '.' and '-' only")
         unknown = sorted(set(entry) - TASK_KEYS)
         if unknown:
             raise ValueError(f"tasks.{name}.{unknown[0]}: unknown key "
                              f"(allowed: {', '.join(sorted(TASK_KEYS))})")
+        strategies = entry.get("strategies")
+        if not isinstance(strategies, dict) or not strategies:
+            raise ValueError(f"tasks.{name}.strategies: expected {{strategy = \"config.toml\"}}")
+        for label in (name, *strategies):  # they name run folders
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
+                raise ValueError(f"tasks.{name}: {label!r} names a run folder: letters, "
+                                 "digits, '_', '.' and '-' only")
         thresholds = entry.get("thresholds", [])
         if not isinstance(thresholds, list) or not thresholds:
             raise ValueError(f"tasks.{name}.thresholds: expected a non-empty list of numbers")
@@ -162,9 +168,6 @@ def load_suite(path: Path) -> Suite:
                                integer=True)
         if not budget_s and not budget_steps:
             raise ValueError(f"tasks.{name}: give budget_s or budget_steps (or both)")
-        strategies = entry.get("strategies")
-        if not isinstance(strategies, dict) or not strategies:
-            raise ValueError(f"tasks.{name}.strategies: expected {{strategy = \"config.toml\"}}")
         configs = {strategy: parse_entry(f"tasks.{name}.strategies.{strategy}", value)
                    for strategy, value in strategies.items()}
         for strategy, item in configs.items():

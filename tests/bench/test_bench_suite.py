@@ -227,6 +227,9 @@ def test_a_pause_es_train_left_out_itself_is_counted_once():
     ("[tasks.a]\nthresholds = [1]\nbudget_s = 5\nwhat = 1\nstrategies.openai = \"x\"",
      "tasks.a.what: unknown key"),
     ("seeds = 3", "unknown key 'seeds'"),
+    ("tasks = 3", "tasks = 3: expected [tasks.NAME] tables"),
+    ("[tasks.a]\nthresholds = [1]\nbudget_s = 5\nstrategies = 3",
+     "tasks.a.strategies: expected {strategy = \"config.toml\"}"),
 ])
 def test_bad_suite_files_are_one_line_errors(tmp_path, text, message):
     suite = tmp_path / "bad.toml"
