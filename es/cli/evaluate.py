@@ -134,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
             raise PolicyError(f"{str(policy_path)!r}: {bad} of its {policy.params.size} "
                               "parameters are NaN or inf: nothing to play (es-train stops a "
                               "run before it would save such a policy)")
+        mean, std = policy.norm.mean, policy.norm.std
+        if not (np.isfinite(mean).all() and np.isfinite(std).all() and (std > 0).all()):
+            raise PolicyError(f"{str(policy_path)!r}: its observation normalisation holds NaN, "
+                              "inf or a std <= 0 (obs_mean, obs_std): nothing to play "
+                              "(es-train saves a finite mean and a std > 0)")
         env = env_from_config(config)
         policy.act(env)  # a user's policy is rebuilt here: what fails says so in one line
     except (ConfigError, PolicyError, EnvIdError) as error:

@@ -232,6 +232,10 @@ def test_eval_of_a_broken_policy_file_is_a_one_line_error(tmp_path):
         "nan": (lambda p: np.savez(p, **{**arrays, "params": arrays["params"] * np.nan}),
                 f"policy.npz': {arrays['params'].size} of its {arrays['params'].size} "
                 "parameters are NaN or inf: nothing to play"),
+        "std": (lambda p: np.savez(p, **{**arrays, "obs_std": arrays["obs_std"] * 0}),
+                "policy.npz': its observation normalisation holds NaN, inf or a std <= 0"),
+        "mean": (lambda p: np.savez(p, **{**arrays, "obs_mean": arrays["obs_mean"] * np.nan}),
+                 "policy.npz': its observation normalisation holds NaN, inf or a std <= 0"),
     }
     # An env the training script registered (gym.register, then es.train): gone here.
     script_env = tmp_path / "script_env"
