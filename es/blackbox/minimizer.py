@@ -277,6 +277,10 @@ class AskTell:
         checks.check_integer("restarts", restarts, 0)
         if popsize is not None:
             checks.check_integer("popsize", popsize, 2)
+            if max_evals is not None and popsize > max_evals:  # a generation is evaluated whole
+                raise ValueError(f"popsize {popsize}: more than max_evals = {max_evals}, and "
+                                 "each generation evaluates all of its popsize points: lower "
+                                 "popsize or raise max_evals")
         checks.check_ftarget(ftarget)
         for name, value in (("tolfun", tolfun), ("tolx", tolx), ("tolfunhist", tolfunhist)):
             checks.check_tolerance(name, value)

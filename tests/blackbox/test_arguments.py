@@ -190,6 +190,10 @@ def test_a_number_as_x0_is_one_coordinate_as_scipy_takes_it():
     ({"max_evals": "100"}, TypeError, "max_evals '100': must be a number > 0 or None"),
     ({"max_generations": True}, TypeError, "max_generations True"),
     ({"popsize": 7.5}, TypeError, "popsize 7.5: must be an integer >= 2, not float"),
+    # A generation is evaluated whole: 100,000 evaluations for a budget of 100.
+    ({"popsize": 100_000, "max_evals": 100}, ValueError,
+     "popsize 100000: more than max_evals = 100, and each generation evaluates all of its "
+     "popsize points: lower popsize or raise max_evals"),
     ({"restarts": 1.5}, TypeError, "restarts 1.5: must be an integer >= 0, not float"),
     ({"restarts": True}, TypeError, "restarts True: must be an integer >= 0, not bool"),
     ({"workers": 2.0}, TypeError, "workers 2.0: must be an integer >= 1"),
@@ -368,6 +372,6 @@ def test_a_population_pycma_has_no_memory_for_is_named(monkeypatch):
 
     monkeypatch.setattr(cma, "CMAEvolutionStrategy", out_of_memory)
     one_line_error(ValueError, lambda: es.minimize(never_called, np.ones(3), 0.5,
-                                                   popsize=10**9, max_evals=10),
+                                                   popsize=10**9, max_generations=1),
                    "popsize 1000000000: pycma ran out of memory starting with a population "
                    "this large (d = 3)")
