@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import tomllib
 from collections import defaultdict
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from es.config import Config
-from es.rl.runs import run_folders_in, trained_by
+from es.rl.runs import trained_by
 
 X_COLUMNS = ("timesteps", "time_s", "generation")
 Y_COLUMNS = ("eval_return", "return_mean", "return_max")
@@ -62,18 +63,33 @@ class NoRows(ValueError):
     """A run with no row of the column drawn: one that has not been evaluated yet."""
 
 
+def runs_in(folder: Path) -> list[Path]:
+    """The run folders (a config.toml) at or under ``folder``, sorted, none looked for inside a
+    run: a sweep's runs, or a folder of single runs and sweeps side by side (``runs/``)."""
+    found = []
+    for parent, children, _ in os.walk(folder):
+        if (Path(parent) / "config.toml").is_file():
+            found.append(Path(parent))
+            children.clear()
+        children.sort()
+    return sorted(found)
+
+
 def runs_to_draw(run_dirs: list[Path], y: str) -> tuple[list[Path], list[str]]:
-    """The run folders to draw, and why others are left out. A sweep's folder (``es-train
-    --seeds``: run folders inside) stands for its runs; a run with no row of ``y`` yet (a
-    sweep's run before its first evaluation) is left out where others have rows. Any other
-    problem is left for ``plot`` to raise."""
+    """The run folders to draw, and why others are left out. A folder that is not a run stands
+    for the runs under it (``es-train --seeds``'s sweep, or ``runs/`` holding runs and
+    sweeps); a run with no row of ``y`` yet (a sweep's run before its first evaluation, or
+    before its first progress row) is left out where others have rows. Any other problem is
+    left for ``plot`` to raise."""
     folders: list[Path] = []
     for folder in run_dirs:
         is_run = (folder / "config.toml").is_file() or (folder / "progress.csv").is_file()
-        inside = run_folders_in(folder) if folder.is_dir() and not is_run else []
-        folders += [folder / name for name in inside] or [folder]
+        folders += (runs_in(folder) if folder.is_dir() and not is_run else []) or [folder]
     drawable, left_out = [], []
     for folder in folders:
+        if (folder / "config.toml").is_file() and not (folder / "progress.csv").exists():
+            left_out.append(f"{folder}: no progress.csv yet: left out")
+            continue
         try:
             read_curve(folder, y, y)
         except NoRows as error:

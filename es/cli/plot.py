@@ -33,8 +33,9 @@ def parser() -> ArgumentParser:
                   "es-plot runs/hc__* -o hc.pdf --log-x --title HalfCheetah"])
     parse.add_argument(
         "run_dirs", nargs="+", type=Path,
-        help="run folders written by es-train or es-baseline, or a sweep's folder (its "
-        "runs); a run not yet evaluated is left out, with a line. Runs whose config.toml differ "
+        help="run folders written by es-train or es-baseline, or a folder holding runs (a "
+        "sweep's, or runs/: every run under it); a run not yet evaluated is left out, with a "
+        "line. Runs whose config.toml differ "
         "only in run.seed and in [run] keys that do not change what is trained (budgets such "
         "as run.generations, run.max_timesteps, run.max_seconds; evaluation; bookkeeping) "
         "are the seeds of one config, one curve; a seed given twice is drawn as separate "

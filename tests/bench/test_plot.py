@@ -130,6 +130,28 @@ def test_a_sweeps_folder_is_its_runs_and_a_run_not_yet_evaluated_is_left_out(tmp
                                        "in progress.csv\n")
 
 
+def test_a_folder_of_runs_and_sweeps_is_every_run_under_it(tmp_path, capsys):
+    """``es-plot runs`` drew the single runs in runs/ and silently left out the sweeps beside
+    them; a run that had written its config.toml but no progress.csv yet failed the figure."""
+    runs = tmp_path / "runs"
+    fake_run(runs / "CartPole-v1__cartpole__0", "cartpole", 0, [1.0, 2.0])
+    for seed in (1, 2):
+        fake_run(runs / "sweep" / f"CartPole-v1__cartpole__{seed}", "cartpole", seed, [3.0])
+    starting = runs / "sweep" / "CartPole-v1__cartpole__3"
+    starting.mkdir()
+    (starting / "config.toml").write_text('[run]\nname = "cartpole"\nseed = 3\n')
+    (runs / "CartPole-v1__cartpole__0" / "videos").mkdir()  # a run's own folders: not runs
+    out = tmp_path / "all.png"
+    assert main([str(runs), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"es-plot: {starting}: no progress.csv yet: left out\n"
+    assert "CartPole-v1 · cartpole (3 seeds, dotted where fewer)" in captured.out
+    assert out.is_file()
+    assert curves.runs_in(runs) == [runs / "CartPole-v1__cartpole__0",
+                                    *(runs / "sweep" / f"CartPole-v1__cartpole__{seed}"
+                                      for seed in (1, 2, 3))]
+
+
 def test_runs_that_differ_in_config_are_groups_labelled_by_the_keys(tmp_path, capsys):
     """The user's trial: es.sigma 0.1 and 0.5 keep one run name, but are two configs."""
     low = fake_run(tmp_path / "s1", "cartpole", 0, [10.0] * 30, **{"es.sigma": 0.1})
