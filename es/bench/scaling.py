@@ -123,15 +123,24 @@ def run_training(
     ranks: int, overrides: list[str], config: str, launcher: str | None = None
 ) -> list[dict[str, str]]:
     with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:  # seen by all nodes
-        run_mpi(ranks, str(BIN / "es-train"), config, "--run-dir", f"{tmp}/run", "--quiet",
-                 *set_flags(overrides), launcher=launcher)
+        try:
+            run_mpi(ranks, str(BIN / "es-train"), config, "--run-dir", f"{tmp}/run", "--quiet",
+                    *set_flags(overrides), launcher=launcher)
+        except RuntimeError as error:
+            if "(exit 2): es-train: error:" not in str(error):
+                raise
+            raise RuntimeError(  # which of its keys a user can change here, and how
+                f"{error}; es-bench scaling trains {config} as it is but for --env, "
+                "--policy-kind and --table-size: change any other key in a copy of it given "
+                "as --config") from None
         with open(f"{tmp}/run/progress.csv") as handle:
             return list(csv.DictReader(handle))
 
 
 def replaced_values(args: argparse.Namespace) -> list[str]:
     """The config's values that flags replace (``--set`` overrides): its environment, policy
-    kind and noise table size, only where a flag asks for it."""
+    kind (a CNN without observation normalisation, which it refuses) and noise table size,
+    only where a flag asks for it."""
     replaced = []
     if args.synthetic_step_ms is not None:
         replaced += ["env.id=es/Sleep-v0", f"env.kwargs.step_ms={args.synthetic_step_ms}",
@@ -143,6 +152,8 @@ def replaced_values(args: argparse.Namespace) -> list[str]:
         replaced.append(f"env.id={args.env}")
     if args.policy_kind is not None:
         replaced.append(f"policy.kind={args.policy_kind}")
+        if args.policy_kind == "cnn":  # refused beside a CNN, and no flag here could unset it
+            replaced.append("policy.obs_norm=false")
     if args.table_size is not None:
         replaced.append(f"es.noise_table_size={args.table_size}")
     return replaced

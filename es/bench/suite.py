@@ -771,7 +771,7 @@ def suite(args: argparse.Namespace) -> int:
     check_trained_budgets([*runs, *finished_runs(spec, out)], out)
     check_begun_ranks(runs, out, ranks)
     print(f"es-bench suite: {len(runs)} runs ({sum(1 for r in runs if _done(out, r))} done "
-          f"already), {args.jobs} at a time on {ranks} ranks each", flush=True)
+          f"already), {args.jobs} at a time on {ranks} rank{'s' * (ranks != 1)} each", flush=True)
 
     def work(run: Run) -> dict[str, Any]:
         row = execute(run, spec, suite_file, out, ranks, launcher)

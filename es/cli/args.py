@@ -229,6 +229,8 @@ def parse_ranks(spec: str) -> list[int]:
     except ValueError:
         ranks = []
     if not ranks or min(ranks) < 1 or ranks != sorted(set(ranks)):
+        if "," not in spec:  # one count: a program may take no list (``RankCounts``)
+            raise SpecError(f"{spec!r}: expected a rank count >= 1, e.g. 2")
         raise SpecError(f"{spec!r}: expected increasing rank counts >= 1, e.g. 1,2,4")
     return ranks
 

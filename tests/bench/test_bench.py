@@ -66,6 +66,22 @@ def test_scaling_trains_the_config_as_it_is_unless_a_flag_replaces_a_value():
                                       "es.noise_table_size=1000000"]
 
 
+def test_scaling_with_a_cnn_names_the_keys_a_user_can_change_only_in_a_config(tmp_path):
+    """``--policy-kind cnn`` was refused for the config's policy.obs_norm, which no flag of
+    es-bench scaling can unset; a config es-train refuses now says where its keys change."""
+    asked = parser().parse_args(["scaling", "--policy-kind", "cnn"])
+    assert replaced_values(asked) == ["policy.kind=cnn", "policy.obs_norm=false"]
+    done = run_cli(["es-bench", "scaling", "--config", "configs/cartpole.toml", "--policy-kind",
+                    "cnn", "--ranks", "1", "--generations", "5", "--out", str(tmp_path)])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("es-bench scaling: error: mpiexec -n 1 failed (exit 2): "
+                                  "es-train: error: policy.kind = 'cnn' needs stacked image "
+                                  "observations")
+    assert done.stderr.endswith("; es-bench scaling trains configs/cartpole.toml as it is but "
+                                "for --env, --policy-kind and --table-size: change any other "
+                                "key in a copy of it given as --config\n")
+
+
 def test_scaling_says_which_values_its_flags_replace(tmp_path):
     out = tmp_path / "out"
     done = run_cli(["es-bench", "scaling", "--config", "configs/cartpole.toml", "--policy-kind",

@@ -146,7 +146,11 @@ def test_out_is_a_folder_under_bench_results_and_budgets_are_budget_s():
      "--seeds: '-1': expected seeds >= 1 (pycma reads seed 0 as 'from the clock') like 1-5"),
     (["es-bench", "highdim", "--seeds", "1,0"], "es-bench highdim", "expected seeds >= 1"),
     (["es-bench", "scaling", "--ranks", "0"], "es-bench scaling", "--ranks: '0'"),
-    (["es-compare", "--env", "CartPole-v1", "--ranks", "0"], "es-compare", "--ranks: '0'"),
+    # A program that takes one count suggested a list (e.g. 1,2,4), which it then refused.
+    (["es-compare", "--env", "CartPole-v1", "--ranks", "0"], "es-compare",
+     "--ranks: '0': expected a rank count >= 1, e.g. 2 "),
+    (["es-bench", "scaling", "--ranks", "2,0"], "es-bench scaling",
+     "--ranks: '2,0': expected increasing rank counts >= 1, e.g. 1,2,4 "),
     (["es-compare", "--env", "CartPole-v1", "--ranks", "1,2"], "es-compare",
      "one rank count per run"),
     (["es-bench", "suite", "configs/suites/mujoco.toml", "--ranks", "2,4"], "es-bench suite",
