@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     finished = [e for e in episodes if np.isfinite(e.total_return)]
     failed = len(episodes) - len(finished)
     if not finished:
-        print(f"es-eval: error: all {failed} episodes failed (see the warnings above)",
+        print(f"es-eval: error: {'all ' * (failed > 1)}{failed} episode{'s' * (failed > 1)} "
+              "failed (see the warnings above)",
               file=sys.stderr)
         return 1
     returns = np.array([e.total_return for e in finished])
@@ -186,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     who = "random policy" if args.random else f"{kept} policy (generation {policy.generation})"
     print(
         f"{policy.env_id}, {who}: return {returns.mean():.2f} ± {returns.std():.2f} over "
-        f"{len(finished)} episodes (min {returns.min():.2f}, max {returns.max():.2f}, "
-        f"mean length {lengths.mean():.1f})"
+        f"{len(finished)} episode{'s' * (len(finished) != 1)} (min {returns.min():.2f}, "
+        f"max {returns.max():.2f}, mean length {lengths.mean():.1f})"
         + (f"; {failed} of {args.episodes} episodes failed and are not in these figures"
            if failed else "")
     )

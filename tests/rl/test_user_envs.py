@@ -84,6 +84,7 @@ def test_an_env_with_no_time_limit_is_named_at_the_start(tmp_path):
                                        "es-eval playing (Ctrl-C stops it); "
                                        "env.max_episode_steps in the run's config.toml caps "
                                        "them") in played.stderr, played.stderr
+    assert " over 1 episode (min " in played.stdout, played.stdout  # not "1 episodes"
     capped = run_cli([*command, "--set", "env.max_episode_steps=30", "--run-dir",
                       str(tmp_path / "capped")], extra_env=paths)
     assert capped.returncode == 0 and "time limit" not in capped.stderr, capped.stderr
