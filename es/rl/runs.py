@@ -27,6 +27,17 @@ def default_run_dir(runs_dir: str, env_id: str, name: str, seed: int,
     return Path(runs_dir) / f"{env_id.replace('/', '_')}__{name}__{seed}{stamp}"
 
 
+def unused(folder: Path) -> Path:
+    """``folder``, or ``folder-2``, ``-3``, ... where it exists: the default folders of runs
+    started in the same second (a loop over overrides) were one, and ``force`` overwrote the
+    earlier run."""
+    candidate, number = folder, 1
+    while candidate.exists():
+        number += 1
+        candidate = folder.with_name(f"{folder.name}-{number}")
+    return candidate
+
+
 #: The file in a run folder that the process training there holds a lock on.
 LOCK_FILE = "es.lock"
 #: The file in a run folder that names the program that trained it ("es-train", "es-baseline
@@ -116,9 +127,8 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
     caller's user starts over in a folder that holds a run (a flag, or an argument), and
     ``resume`` how they continue an es-train run there, said first: a user who ran the same
     command again after a kill was told only of ``--force``, which deletes the run."""
-    run_dir = Path(requested) if requested else default_run_dir(
-        config.run.runs_dir, config.env.id, config.run.name, config.run.seed
-    )
+    run_dir = Path(requested) if requested else unused(default_run_dir(
+        config.run.runs_dir, config.env.id, config.run.name, config.run.seed))
     if run_dir.exists() and not run_dir.is_dir():
         return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
     if run_dir.is_dir() and any(path.name != LOCK_FILE for path in run_dir.iterdir()) \

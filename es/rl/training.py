@@ -67,6 +67,9 @@ class TrainingRun:
 def _with_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """``{"es.sigma": 0.05}`` into the nested config tables."""
     for dotted, value in overrides.items():
+        if not isinstance(dotted, str):
+            raise ConfigError(f"override key {dotted!r}: must be a dotted 'section.key' "
+                              "string, e.g. 'es.sigma'")
         *sections, key = dotted.split(".")
         if not sections:
             raise ConfigError(f"override {dotted!r}: expected section.key, e.g. 'es.sigma'")
@@ -87,7 +90,7 @@ def resolve_config(config: str | Path | Config | dict[str, Any],
     if isinstance(config, Config):
         data = config.to_dict()
     elif isinstance(config, dict):
-        data = copy.deepcopy(config)
+        data = plain(copy.deepcopy(config))
     elif isinstance(config, str | Path):
         data = read_toml(config)
         data.setdefault("run", {}).setdefault("name", Path(config).stem)
@@ -111,8 +114,10 @@ def resolve_config(config: str | Path | Config | dict[str, Any],
 
 
 def plain(value: Any) -> Any:
-    """NumPy numbers (``np.int64(2)``, from ``np.arange`` in a sweep) as the Python ones a
-    config file gives, in lists too."""
+    """NumPy numbers (``np.int64(2)``, from ``np.arange`` in a sweep) and paths as the
+    Python numbers and strings a config file gives, in lists and tables too."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
@@ -192,7 +197,7 @@ def train(
                                   "or None")
             resolved = resolve_config(config, overrides, policy)
             _check_runnable(resolved)
-        _check_ranks_agree(comm, resolved)
+        _check_ranks_agree(comm, resolved, run_dir, force)
         configure_logging(comm.rank == 0 and not quiet)
         checked = check_run_dir(None if run_dir is None else str(run_dir), resolved, force,
                                 overwrite="choose another run_dir or pass force=True to "
@@ -205,19 +210,19 @@ def train(
         return _train_in(folder, resolved, None, comm, callback, policy)
 
 
-def _check_ranks_agree(comm: Comm, config: Config) -> None:
+def _check_ranks_agree(comm: Comm, config: Config, run_dir: Any, force: bool) -> None:
     """Under ``mpiexec`` every rank must be given the same config: ranks with an override
     that depends on the rank (``run.generations``) trained apart and then waited for each
     other for good, and SIGTERM, which ends a run at its generation's end, could not end
-    it."""
+    it. And the same ``run_dir`` and ``force``, which rank 0's replaced unsaid."""
     settings = {f"{section}.{key}": repr(value)
                 for section, values in config.to_dict().items()
                 for key, value in values.items()}
-    differing = disagreement(comm, settings)
+    differing = disagreement(comm, settings | {"run_dir": str(run_dir), "force": str(force)})
     if differing:
         raise ConfigError(f"es.train under mpiexec: the ranks were given different "
-                          f"{differing}; every rank must be given the same config and "
-                          "overrides")
+                          f"{differing}; every rank must be given the same config, "
+                          "overrides, run_dir and force")
 
 
 def _is_path(value: Any) -> bool:

@@ -9,6 +9,7 @@ import pickle
 import re
 import subprocess
 import sys
+import tomllib
 import warnings
 
 import cma
@@ -756,6 +757,8 @@ def test_train_from_python_solves_cartpole_and_returns_a_callable_policy(tmp_pat
     ({"run_dir": 5}, "run_dir 5: must be a folder's path"),
     ({"run_dir": ""}, "run_dir '': must be a folder's path"),  # was a new folder in runs/
     ({"policy": "mlp"}, "policy 'mlp': a name is policy.kind's value, overrides={'policy.kind'"),
+    # An AttributeError from inside: 'int' object has no attribute 'split'.
+    ({"overrides": {1: 3}}, "override key 1: must be a dotted 'section.key' string"),
 ])
 def test_train_arguments_of_the_wrong_kind_are_one_line_errors(tmp_path, arguments, fragment):
     call = {"config": REPO / "configs/cartpole.toml", "run_dir": tmp_path / "run", **arguments}
@@ -776,6 +779,35 @@ def test_train_takes_numpy_numbers_and_a_dict_config_as_a_file_would_give_them(t
     table = es.train({"env": {"id": "Pendulum-v1"}, "run": {"generations": 2}},
                      run_dir=tmp_path / "table")
     assert table.generations == 2
+    # In a dict config they were refused: "run.generations = np.int64(2): must be an integer".
+    numpy_table = es.train({"env": {"id": "Pendulum-v1"}, "run": {
+        "generations": np.int64(2), "runs_dir": tmp_path / "elsewhere"},
+        "policy": {"kind": "mlp", "hidden": np.array([8])}}, run_dir=tmp_path / "numpy_table")
+    assert numpy_table.generations == 2
+
+
+def test_runs_started_in_one_second_without_a_run_dir_get_folders_of_their_own(tmp_path,
+                                                                                 monkeypatch):
+    """A loop over overrides without run_dir put its runs in one stamped folder: the second
+    was refused as "already holds a run", and with force=True it replaced the first."""
+    import es.rl.runs
+
+    class Frozen:  # every run starts in the same second
+        @staticmethod
+        def now():
+            from datetime import datetime
+            return datetime(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(es.rl.runs, "datetime", Frozen)
+    config = {"env": {"id": "CartPole-v1"}, "run": {"name": "loop", "generations": 1,
+                                                    "runs_dir": str(tmp_path)}}
+    folders = [es.train(config, {"es.sigma": sigma}, force=force).run_dir
+               for sigma, force in ((0.05, True), (0.1, True), (0.2, False))]
+    stamped = tmp_path / "CartPole-v1__loop__0__20260102-030405"
+    assert folders == [stamped, stamped.with_name(stamped.name + "-2"),
+                       stamped.with_name(stamped.name + "-3")]
+    assert [tomllib.loads((folder / "config.toml").read_text())["es"]["sigma"]
+            for folder in folders] == [0.05, 0.1, 0.2]
 
 
 def test_train_runs_blas_on_one_thread_and_restores_it(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """Run under mpiexec -n 2: each rank gives es.minimize, es.train and es.resume an argument of
-its own (an unseeded random x0, a popsize, a seed; an override that depends on the rank; one
-that rank 1 alone refuses), then the same ones. Rank 0 prints every rank's outcome, one line
-per call and rank."""
+its own (an unseeded random x0, a popsize, a seed; an override or a run folder that depends on
+the rank; one that rank 1 alone refuses), then the same ones. Rank 0 prints every rank's
+outcome, one line per call and rank."""
 
 import sys
 
@@ -26,6 +26,8 @@ calls = {
     "override": lambda: es.train("configs/cartpole.toml",
                                  {"run.generations": "many" if rank else 4},
                                  run_dir=sys.argv[1], force=True),
+    "run_dir": lambda: es.train("configs/cartpole.toml", {"run.generations": 4},
+                                run_dir=f"{sys.argv[1]}_{rank}", force=True),
     "resume": lambda: es.resume(sys.argv[1], {"run.generations": 10 + rank}),
 }
 lines = []

@@ -230,7 +230,8 @@ def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     said = {name: [line.split(" ", 2)[2] for line in lines if line.startswith(f"{name} ")]
-            for name in ("x0", "popsize", "seed", "same", "train", "fun", "override", "resume")}
+            for name in ("x0", "popsize", "seed", "same", "train", "fun", "override", "run_dir",
+                         "resume")}
     minimize = "ValueError: es.minimize under mpiexec: the ranks were given different "
     assert said["x0"] == [minimize + "x0 (rank 1's differs from rank 0's); every rank must "
                           "call it with the same arguments (a random x0: draw it from a "
@@ -242,7 +243,7 @@ def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
     assert said["same"][0] == said["same"][1] and said["same"][0].startswith("returned ")
     assert said["train"] == ["ConfigError: es.train under mpiexec: the ranks were given "
                              "different run.generations (rank 0: 4, rank 1: 44); every rank "
-                             "must be given the same config and overrides"] * 2
+                             "must be given the same config, overrides, run_dir and force"] * 2
     # An argument that rank 1 alone refused: it raised alone, and rank 0 waited for good.
     assert said["fun"] == [
         "ValueError: es.minimize under mpiexec: rank 1 refused its arguments (TypeError: fun "
@@ -253,8 +254,13 @@ def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
     assert said["override"][0] == ("ConfigError: es.train under mpiexec: rank 1 refused its "
                                    f"arguments ({refused}); every rank must be given the same "
                                    "ones")
+    # Rank 0 alone chooses the run folder: rank 1's was dropped unsaid.
+    assert said["run_dir"] == ["ConfigError: es.train under mpiexec: the ranks were given "
+                               "different run_dir (rank 1's differs from rank 0's); every "
+                               "rank must be given the same config, overrides, run_dir and "
+                               "force"] * 2
     # Rank 0 alone reads the run folder with its overrides: rank 1's were dropped unsaid.
     assert said["resume"] == ["ConfigError: es.resume under mpiexec: the ranks were given "
                               "different run.generations (rank 0: 10, rank 1: 11); every rank "
                               "must be given the same run_dir and overrides"] * 2
-    assert not (tmp_path / "run").exists()  # refused before anything was written
+    assert not list(tmp_path.iterdir())  # refused before anything was written
