@@ -173,7 +173,14 @@ def _checked_observations(act: Callable[[Any], Any], size: int) -> Callable[[Any
     (a user calling ``run.policy`` by hand), where numpy's broadcasting error named
     neither; training binds its policies without this."""
     def checked(observation: Any) -> Any:
-        array = np.asarray(observation)
+        if isinstance(observation, tuple) and len(observation) == 2 \
+                and isinstance(observation[1], dict):
+            raise ValueError("observation is a pair (observation, info), as env.reset() "
+                             "returns it: pass its first item, observation, _ = env.reset()")
+        try:
+            array = np.asarray(observation)
+        except ValueError:  # ragged: numpy's "inhomogeneous shape" named neither
+            array = np.asarray(observation, dtype=object)
         if array.size != size or not np.issubdtype(array.dtype, np.number):
             raise ValueError(f"observation of shape {array.shape} ({array.dtype}): the policy "
                              f"takes {size} numbers, as the env it was trained on gives them")

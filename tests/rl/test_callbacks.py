@@ -215,10 +215,15 @@ def test_run_policy_refuses_an_observation_of_another_size_in_one_line(tmp_path)
     run = es.train(REPO / "configs/pendulum.toml", {**PENDULUM, "run.generations": 1},
                    run_dir=tmp_path / "r")
     assert run.policy(np.zeros(3)).shape == (1,)
-    for wrong, shape in ((np.zeros(5), r"\(5,\) \(float64\)"), ("abc", r"\(\) \(<U3\)")):
+    for wrong, shape in ((np.zeros(5), r"\(5,\) \(float64\)"), ("abc", r"\(\) \(<U3\)"),
+                         ([np.zeros(3), [1.0]], r"\(2,\) \(object\)")):  # ragged
         with pytest.raises(ValueError, match=rf"^observation of shape {shape}: the policy takes "
                                              "3 numbers"):
             run.policy(wrong)
+    # env.reset()'s pair: numpy's "setting an array element with a sequence".
+    with pytest.raises(ValueError, match=r"^observation is a pair \(observation, info\), as "
+                                         r"env.reset\(\) returns it: pass its first item"):
+        run.policy((np.zeros(3), {}))
     # A user's policy too, where it said "operands could not be broadcast together" or
     # "unsupported operand type(s) for -: 'NoneType' and 'float'".
     with pytest.warns(UserWarning, match="policy.hidden: the built-in MLP's"):
