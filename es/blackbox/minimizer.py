@@ -301,7 +301,13 @@ class AskTell:
             options["bounds"] = self.bounds
         factory = make_factory(self.method, dim, options)
         mirrored = bool(options.get("mirrored", self.method not in UNMIRRORED))
-        popsize = default_popsize(dim, mirrored) if popsize is None else popsize
+        if popsize is None:
+            popsize = default_popsize(dim, mirrored)
+            if max_evals is not None and int(popsize) > max_evals:  # as for a popsize given
+                raise ValueError(f"max_evals {max_evals}: less than one generation, whose "
+                                 f"{int(popsize)} points (the default popsize at d = {dim}) "
+                                 f"are evaluated whole: raise max_evals or give "
+                                 f"popsize <= {max_evals}")
         if mirrored and popsize % 2:
             raise ValueError(f"popsize {popsize}: {self.method!r} samples mirrored pairs, so "
                              f"it must be even ({popsize - 1} or {popsize + 1}; or "

@@ -194,6 +194,9 @@ def test_a_number_as_x0_is_one_coordinate_as_scipy_takes_it():
     ({"popsize": 100_000, "max_evals": 100}, ValueError,
      "popsize 100000: more than max_evals = 100, and each generation evaluates all of its "
      "popsize points: lower popsize or raise max_evals"),
+    # The default popsize likewise: 7 evaluations, stop_reason 'max_evals', for a budget of 3.
+    ({"max_evals": 3}, ValueError, "max_evals 3: less than one generation, whose 7 points "
+     "(the default popsize at d = 3) are evaluated whole: raise max_evals or give popsize <= 3"),
     ({"restarts": 1.5}, TypeError, "restarts 1.5: must be an integer >= 0, not float"),
     ({"restarts": True}, TypeError, "restarts True: must be an integer >= 0, not bool"),
     ({"workers": 2.0}, TypeError, "workers 2.0: must be an integer >= 1"),
