@@ -16,7 +16,11 @@ import numpy as np
 
 
 def _rows(x: np.ndarray) -> np.ndarray:
-    return np.atleast_2d(np.asarray(x, dtype=np.float64))
+    rows = np.asarray(x, dtype=np.float64)
+    if rows.ndim > 2:  # sphere summed the wrong axis, others failed to broadcast
+        raise ValueError(f"x of shape {rows.shape}: the test functions take one point, "
+                         "shape (d,), or a row per point, (n, d)")
+    return np.atleast_2d(rows)
 
 
 def _out(x: np.ndarray, values: np.ndarray) -> np.ndarray | float:
@@ -54,9 +58,10 @@ def ackley(x: np.ndarray) -> np.ndarray | float:
     """-20 exp(-0.2 sqrt(mean x^2)) - exp(mean cos(2 pi x)) + 20 + e: flat outside, a deep hole
     at the origin."""
     rows = _rows(x)
-    first = -20.0 * np.exp(-0.2 * np.sqrt(np.square(rows).mean(axis=1)))
-    second = -np.exp(np.cos(2 * np.pi * rows).mean(axis=1))
-    return _out(x, np.maximum(first + second + 20.0 + np.e, 0.0))
+    # Each term is 0 at the origin: summed in another order, they left 4.4e-16 there.
+    first = 20.0 - 20.0 * np.exp(-0.2 * np.sqrt(np.square(rows).mean(axis=1)))
+    second = np.e - np.exp(np.cos(2 * np.pi * rows).mean(axis=1))
+    return _out(x, np.maximum(first + second, 0.0))
 
 
 FUNCTIONS = {f.__name__: f for f in (sphere, ellipsoid, rosenbrock, rastrigin, ackley)}

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from es.blackbox import checks
+from es.core.messages import callback_error
 from es.strategies.restarts import LocalStop, Restarts, search_scale
 
 #: ``method="auto"`` uses full CMA-ES up to this dimension (its O(d^2) memory and time per
@@ -511,8 +512,8 @@ def minimize(
         if not callable(fun):
             raise TypeError(f"fun {checks.short(fun)}: must be callable, the function to "
                             "minimise")
-        if callback is not None and not callable(callback):  # else a traceback later
-            raise ValueError(f"callback {callback!r}: must be callable with a history row")
+        if problem := callback_error(callback, "a history row"):  # else a traceback later
+            raise ValueError(problem)
         checks.check_integer("workers", workers, 1)
         checks.check_flag("vectorized", vectorized)
         x0 = checks.as_x0(x0)

@@ -29,6 +29,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from es.config import Config, ConfigError, from_dict, ignored_settings, read_toml
+from es.core.messages import callback_error
 from es.parallel.comm import Comm, disagreement, make_comm, refused_together
 from es.rl.checkpoint import SavedPolicy, load_policy
 from es.rl.policy import is_instance, object_path
@@ -192,6 +193,7 @@ def train(
             _check_callback(callback)
             if not isinstance(force, bool):  # "no" would be true, and overwrite a run
                 raise ConfigError(f"force {force!r}: must be True or False")
+            _check_quiet(quiet)
             if run_dir is not None and not _is_path(run_dir):
                 raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) "
                                   "or None")
@@ -264,6 +266,7 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
         comm = comm or make_comm()
         with refused_together(comm, "es.resume", ConfigError):
             _check_callback(callback)
+            _check_quiet(quiet)
             if not _is_path(run_dir):
                 raise ConfigError(f"run_dir {run_dir!r}: must be a run folder's path (str or "
                                   "Path)")
@@ -307,8 +310,13 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
 
 
 def _check_callback(callback: object) -> None:
-    if callback is not None and not callable(callback):  # else a traceback after generation 1
-        raise ValueError(f"callback {callback!r}: must be callable with a progress row")
+    if problem := callback_error(callback, "a progress row"):  # else after generation 1
+        raise ValueError(problem)
+
+
+def _check_quiet(quiet: object) -> None:
+    if not isinstance(quiet, bool):  # "no" was taken as true, and the run printed nothing
+        raise ConfigError(f"quiet {quiet!r}: must be True or False")
 
 
 def _check_runnable(config: Config) -> None:

@@ -228,6 +228,8 @@ def test_a_number_as_x0_is_one_coordinate_as_scipy_takes_it():
      "fitness_shaping 'ranks': must be a function of the fitness array"),
     ({"method": "pgpe", "optimizer": "sgd"}, ValueError, "optimizer 'sgd': allowed are"),
     ({"fun": 3}, TypeError, "fun 3: must be callable"),
+    ({"callback": lambda: None}, ValueError,  # a TypeError after the first generation
+     "callback <lambda>(): must take one argument, a history row"),
 ])
 def test_bad_arguments_are_one_line_errors_naming_them(kwargs, error, fragment):
     call = {"fun": never_called, "x0": np.zeros(3), "sigma0": 0.5, **kwargs}

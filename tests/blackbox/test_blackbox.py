@@ -705,6 +705,11 @@ def test_test_functions_are_zero_at_their_minimum_and_vectorised():
         rows = np.random.default_rng(0).standard_normal((5, 7))
         assert np.allclose(fun(rows), [fun(row) for row in rows])
         assert np.all(fun(rows) > 0)
+        # Summing (n, d) rows over the wrong axis, or a broadcasting error from inside.
+        with pytest.raises(ValueError, match=r"^x of shape \(2, 2, 3\): the test functions "
+                                             r"take one point, shape \(d,\), or a row per"):
+            fun(np.ones((2, 2, 3)))
+    assert es.functions.ackley(np.zeros(3)) == 0.0  # 4.4e-16, which ftarget=0 never reached
 
 
 def test_es_functions_is_the_public_path_of_every_test_function():
@@ -754,6 +759,9 @@ def test_train_from_python_solves_cartpole_and_returns_a_callable_policy(tmp_pat
     ({"overrides": ["es.sigma=0.1"]}, "overrides ['es.sigma=0.1']: must be a dict of dotted "
                                       "keys"),
     ({"force": "no"}, "force 'no': must be True or False"),
+    ({"quiet": "no"}, "quiet 'no': must be True or False"),  # taken as true
+    # Its TypeError came after generation 1 had trained.
+    ({"callback": lambda: True}, "callback <lambda>(): must take one argument, a progress row"),
     ({"run_dir": 5}, "run_dir 5: must be a folder's path"),
     ({"run_dir": ""}, "run_dir '': must be a folder's path"),  # was a new folder in runs/
     ({"policy": "mlp"}, "policy 'mlp': a name is policy.kind's value, overrides={'policy.kind'"),

@@ -60,6 +60,8 @@ def test_only_budgets_change_and_a_refusal_names_what_it_refused(tmp_path):
         es.resume(run_dir, policy=lambda spaces, action: None)
     with pytest.raises(ConfigError, match=r"^overrides \['run.generations'\]: must be a dict"):
         es.resume(run_dir, ["run.generations"])
+    with pytest.raises(ConfigError, match=r"^quiet 'no': must be True or False$"):
+        es.resume(run_dir, quiet="no")
     # Each refusal let go of the folder: the run continues.
     assert es.resume(run_dir).generations == 8
 
