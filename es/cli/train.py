@@ -59,11 +59,14 @@ def fail_on_rank(program: str, message: str, rank: int = 0) -> int:
 def world_comm(program: str):
     """The job's communicator, or None after a one-line error when a launcher started
     separate copies (printed once, by the launcher's process 0)."""
-    from es.parallel.comm import LaunchError, make_comm
+    from es.parallel.comm import LaunchError, make_comm, stop_signals_end_mpi_init
     from es.parallel.launcher import launcher_rank
 
     try:
-        return make_comm()
+        with stop_signals_end_mpi_init() as starting_mpi:
+            if starting_mpi and EARLY_SIGNALS:  # held before MPI_Init: nothing ran yet
+                raise KeyboardInterrupt  # rather than wait there for ranks it ended
+            return make_comm()
     except LaunchError as error:
         if launcher_rank() == 0:
             fail(program, str(error))

@@ -647,6 +647,31 @@ def launcher_copies() -> int:
     return 0
 
 
+@contextlib.contextmanager
+def stop_signals_end_mpi_init() -> Iterator[bool]:
+    """Around a program's first ``make_comm``; yields whether MPI is still to start here.
+    MPI_Init (mpi4py's import) waits in C for every rank, and a Python signal handler runs
+    only once it returns. A rank that a Ctrl-C ended while it was still loading never comes
+    (MPICH's Hydra waits for every process), and the ranks already waiting sat in MPI_Init
+    for good, burning a core, their SIGINT and SIGTERM held by handlers that could not run.
+    During the wait the two signals keep their default action: they end the process, which
+    has run nothing yet."""
+    import signal
+    import threading
+
+    if ("mpi4py.MPI" in sys.modules or not under_mpi_launcher()
+            or threading.current_thread() is not threading.main_thread()):
+        yield False
+        return
+    saved = {signum: signal.signal(signum, signal.SIG_DFL)
+             for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield True
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
 def make_comm() -> Comm:
     """MPI when started by ``mpiexec``/``srun`` (or ``ES_COMM=mpi``), else one process.
     Raises LaunchError for processes that a launcher started as copies, each alone

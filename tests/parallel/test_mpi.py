@@ -1,8 +1,11 @@
 """Invariants under real mpiexec: bit-identical parameters at any rank count, scalars only,
 one noise table per node, and waits that do not burn a core."""
 
+import contextlib
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -264,3 +267,54 @@ def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
                               "different run.generations (rank 0: 10, rank 1: 11); every rank "
                               "must be given the same run_dir and overrides"] * 2
     assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_a_stop_signal_while_mpi_starts_ends_a_rank_its_peer_will_never_join(tmp_path):
+    """A Ctrl-C ended one rank while it still loaded; the other, already in MPI_Init (which
+    waits in C for every rank, where no Python handler runs), held the signal and waited
+    there for good, burning a core, and Hydra with it. Here rank 1 is a process that never
+    starts MPI at all, as that rank never did."""
+    import signal
+    import time
+
+    job = subprocess.Popen(
+        [tool("mpiexec"), "-n", "1", tool("es-train"), "configs/cartpole.toml", "--run-dir",
+         str(tmp_path / "run"), ":", "-n", "1", sys.executable, "-c", "pass"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        rank0 = None
+        deadline = time.monotonic() + 60
+        while rank0 is None and time.monotonic() < deadline:  # es-train inside MPI_Init
+            for pid in subprocess.run(["pgrep", "-f", str(tmp_path / "run")], text=True,
+                                      capture_output=True).stdout.split():
+                with contextlib.suppress(OSError):
+                    process = Path(f"/proc/{pid}")
+                    if "es-train" in (process / "cmdline").read_text() \
+                            and "libmpi" in (process / "maps").read_text():
+                        rank0 = int(pid)
+            time.sleep(0.1)
+        assert rank0 is not None, "es-train never loaded MPI"
+        time.sleep(1.0)  # well inside MPI_Init, waiting for rank 1
+        os.kill(rank0, signal.SIGINT)
+        job.communicate(timeout=30)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+            pytest.fail("the rank waiting in MPI_Init outlived the stop signal")
+    assert not (tmp_path / "run").exists()  # nothing ran
+
+
+def test_a_stop_signal_held_before_mpi_starts_ends_the_rank_before_it():
+    """Held (es-train's start-up), it took the rank into MPI_Init, to wait there for ranks
+    that the same signal had ended while they loaded."""
+    script = ("import signal, sys\n"
+              "from es.cli import train\n"
+              "train.EARLY_SIGNALS.append(signal.SIGTERM)\n"
+              "try:\n"
+              "    train.world_comm('es-train')\n"
+              "except KeyboardInterrupt:\n"
+              "    print('interrupted', 'mpi4py.MPI' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=REPO, env={**os.environ, "ES_COMM": "mpi"})
+    assert done.stdout == "interrupted False\n", done.stderr
