@@ -25,6 +25,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -184,6 +185,23 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
     return "\n".join(lines) + "\n"
 
 
+def check_policy_fits_env(method: str, config: Any) -> None:
+    """The policy of ``method``'s config built for its env, as its run builds them first: a
+    CNN for a vector observation failed every run of the method, each after its start."""
+    from es.baselines.common import network_spec
+    from es.rl.envs import env_from_config
+    from es.rl.policy import make_policy
+
+    env = env_from_config(config)
+    try:
+        if method == "es":
+            make_policy(config, env)
+        else:
+            network_spec(config, env, f"es-baseline {method}")
+    finally:
+        env.close()
+
+
 def compare(args: argparse.Namespace) -> int:
     """``es-compare`` with its parsed flags: the runs, then ``compare.csv``, ``compare.md`` and
     ``compare.png`` in the output folder. A bad flag value is a one-line ValueError, raised
@@ -237,7 +255,8 @@ def compare(args: argparse.Namespace) -> int:
                 check_network(loaded, f"es-baseline {method}")
             elif is_factory(loaded.policy.kind):  # a user's policy: its module imports
                 import_object(loaded.policy.kind, "policy.kind")
-        except (ConfigError, PolicyError) as error:
+            check_policy_fits_env(method, loaded)
+        except (ConfigError, PolicyError, ValueError) as error:
             raise ValueError(f"config {config!r} of {method}: {error}") from None
         for seed in args.seeds:
             run_dir = out / method / f"seed{seed}"

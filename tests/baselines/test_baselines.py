@@ -340,7 +340,13 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
     assert crowded.returncode == 2 and crowded.stderr.strip() == (
         "es-compare: error: config 'configs/baselines/pendulum_ppo.toml' of ppo: 5 ranks: "
         "ppo.num_envs = 4 environments are split over the ranks, at least one each")
-    assert not (out / "es").exists()
+    # A policy its env cannot take: every run of the method failed, each after its start.
+    pixels = run_cli(["es-compare", "--env", "CartPole-v1", "--methods", "pg,es",
+                      "--method-config", "es=configs/pong.toml", "--out", str(out)], timeout=60)
+    assert pixels.returncode == 2 and pixels.stderr.startswith(
+        "es-compare: error: config 'configs/pong.toml' of es: policy.kind = 'cnn' needs stacked "
+        "image observations (C, H, W), got Box("), pixels.stderr
+    assert not (out / "es").exists() and not (out / "pg").exists()
 
 
 def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_path):
