@@ -86,13 +86,16 @@ def interruptible(program: str) -> Callable[[Callable[..., int]], Callable[..., 
     return wrap
 
 
-def output_file_error(path: str, flag: str) -> str | None:
+def output_file_error(path: str, flag: str, suffix: str) -> str | None:
     """Why ``path`` cannot take the file ``flag`` writes (missing folders are created), or
-    None: checked before the work that fills it, so a typo in it costs no episodes."""
+    None: checked before the work that fills it, so a typo in it costs no episodes.
+    ``suffix``: that of the example name offered in a folder (``.mp4``), which the flag
+    takes."""
     target = Path(path)
     try:
         if target.is_dir():
-            return f"{flag} {path!r}: is a folder; give a file name, e.g. {target / 'out'}"
+            return (f"{flag} {path!r}: is a folder; give a file name, e.g. "
+                    f"{target / ('out' + suffix)}")
         folder = target.parent
         while not folder.exists():
             folder = folder.parent

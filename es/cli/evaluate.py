@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                      "policy instead of the run's; give one of them")
     if args.video_steps is not None and not args.video:
         return fail("es-eval", f"--video-steps {args.video_steps}: only with --video")
-    for flag, path in (("--video", args.video), ("--json", args.json)):
-        if path and (error := output_file_error(path, flag)):
+    for flag, path, suffix in (("--video", args.video, ".mp4"), ("--json", args.json, ".json")):
+        if path and (error := output_file_error(path, flag, suffix)):
             return fail("es-eval", error)
     args.policy = args.policy or "final"
     run_dir = Path(args.run_dir)

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.figure.suffix.lower() not in (".png", ".svg", ".pdf"):
         return fail("es-plot", f"--figure {str(args.figure)!r}: allowed suffixes are .png, "
                     ".svg, .pdf")
-    if problem := output_file_error(str(args.figure), "--figure"):  # before any run is read
+    if problem := output_file_error(str(args.figure), "--figure", ".png"):  # before any run is read
         return fail("es-plot", problem)
     try:
         run_dirs, left_out = runs_to_draw(args.run_dirs, args.y)

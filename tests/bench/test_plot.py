@@ -224,7 +224,9 @@ def test_a_figure_path_that_cannot_be_written_is_refused_first(tmp_path, capsys)
     not_a_run = tmp_path / "missing"  # the figure's error comes before any run is read
     for figure, fragment in ((afile / "x.png", f"{str(afile)!r} is a file, not a folder"),
                              (afile / "sub" / "x.png", f"{str(afile)!r} is a file"),
-                             (tmp_path / "d.png", "is a folder"),
+                             # The example was d.png/out, which the suffix check refused.
+                             (tmp_path / "d.png", "is a folder; give a file name, e.g. "
+                              f"{tmp_path / 'd.png' / 'out.png'}"),
                              (tmp_path / f"{'a' * 300}.png", "File name too long")):
         assert main([str(not_a_run), "-o", str(figure)]) == 2
         err = capsys.readouterr().err

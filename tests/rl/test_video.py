@@ -246,7 +246,9 @@ def test_es_eval_refuses_output_paths_it_cannot_write_before_playing_an_episode(
         (["--video", f"{tmp_path}/afile/x.mp4"], f"--video '{tmp_path}/afile/x.mp4': "
          f"'{tmp_path}/afile' is a file, not a folder"),
         (["--json", f"{tmp_path}/afile/x.json"], "is a file, not a folder"),
-        (["--json", str(tmp_path)], f"--json '{tmp_path}': is a folder; give a file name"),
+        (["--json", str(tmp_path)], f"--json '{tmp_path}': is a folder; give a file name, "
+         f"e.g. {tmp_path / 'out.json'}"),  # it said {tmp_path}/out, no suffix it takes
+        (["--video", str(tmp_path)], f"e.g. {tmp_path / 'out.mp4'}"),
         (["--video", f"{tmp_path}/v.gif", "--video-steps", "-3"],
          "argument --video-steps: '-3': expected an integer >= 1"),
     ]:
