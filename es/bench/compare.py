@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -294,7 +295,7 @@ def compare(args: argparse.Namespace) -> int:
         method, seed, run_dir, line = job
         if signals:
             return method, seed, run_dir, None
-        sys.stdout.write(f"es-compare: {method} seed {seed}: {' '.join(line)}\n")  # one write:
+        sys.stdout.write(f"es-compare: {method} seed {seed}: {shlex.join(line)}\n")  # one write:
         sys.stdout.flush()  # lines of jobs started side by side do not interleave
         with (out / f"{method}-seed{seed}.log").open("w") as log_file:
             process = subprocess.Popen(line, stdout=log_file, stderr=subprocess.STDOUT,

@@ -4,6 +4,7 @@ Gorila under mpiexec, es-compare, and the CLI as a user types it."""
 import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -294,7 +295,7 @@ def test_a_refused_force_leaves_the_earlier_run_in_the_folder(tmp_path, args, ra
 
 
 def test_es_compare_writes_table_csv_and_plot(tmp_path):
-    out = tmp_path / "cmp"
+    out = tmp_path / "my cmp"  # the commands it prints, pasted, ran another (unquoted)
     result = run_cli(["es-compare", "--env", "CartPole-v1", "--budget-s", "4", "--seeds", "0-1",
                       "--jobs", "2", "--methods", "es,pg", "--eval-episodes", "2", "--out",
                       str(out)], timeout=120)
@@ -307,6 +308,10 @@ def test_es_compare_writes_table_csv_and_plot(tmp_path):
     assert (out / "compare.png").stat().st_size > 1000
     for method in ("es", "pg"):
         for seed in (0, 1):
+            (shown,) = [line.split(": ", 1)[1] for line in result.stdout.splitlines()
+                        if line.startswith(f"es-compare: {method} seed {seed}: ")]
+            assert shlex.split(shown)[shlex.split(shown).index("--run-dir") + 1] == str(
+                out / method / f"seed{seed}")
             progress = read_progress(out / method / f"seed{seed}")
             assert 3.0 <= float(progress[-1]["time_s"]) < 30  # the budget ended the run
 
