@@ -669,11 +669,21 @@ def _build(section: str, values: Any) -> Any:
 
 
 def from_dict(data: dict[str, Any]) -> Config:
-    for section in data:
-        if section not in SECTIONS:
-            raise ConfigError(
-                f"unknown section [{section}]: allowed are {', '.join(map(str, SECTIONS))}"
-            )
+    if isinstance(data.get("tasks"), dict) and "tasks" not in SECTIONS:
+        raise ConfigError("[tasks]: this is an es-bench suite file, not a config; run it with "
+                          "es-bench suite FILE, or train one of the configs it names")
+    for section, values in data.items():
+        if section in SECTIONS:
+            continue
+        if not isinstance(values, dict):  # `seed = 0` above every header: not a section
+            homes = [name for name, cls in SECTIONS.items()
+                     if section in {field.name for field in dataclasses.fields(cls)}]
+            home = f" (a key of [{homes[0]}]: write it below that header)" if homes else ""
+            raise ConfigError(f"{section} = {values!r}: a key outside any section{home}; "
+                              f"the sections are {', '.join(map(str, SECTIONS))}")
+        raise ConfigError(
+            f"unknown section [{section}]: allowed are {', '.join(map(str, SECTIONS))}"
+        )
     config = Config(**{name: _build(name, data.get(name, {})) for name in SECTIONS})
     _check_cnn(config)
     _check_strategy(config)

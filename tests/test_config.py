@@ -54,6 +54,12 @@ def test_config_round_trips_through_its_dict():
     [
         ("[es\n", [], "invalid TOML"),
         ("[bogus]\n", [], "unknown section [bogus]"),
+        # Above every header: it was "unknown section [seed]".
+        ("seed = 0\n[env]\n", [], "seed = 0: a key outside any section (a key of [run]: write "
+                                 "it below that header); the sections are run, env, "),
+        ("bogus = 1\n", [], "bogus = 1: a key outside any section; the sections are run, "),
+        ('eval_episodes = 5\n[tasks.swimmer]\nbudget_s = 60\n', [],
+         "[tasks]: this is an es-bench suite file, not a config; run it with es-bench suite"),
         ("[es]\nsigmaa = 1.0\n", [], "unknown key es.sigmaa"),
         ('[es]\nsigma = "big"\n', [], "es.sigma = 'big': must be a number"),
         ("[es]\nsigma = 0\n", [], "es.sigma = 0.0: must be a finite number > 0"),
