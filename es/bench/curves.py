@@ -147,6 +147,10 @@ class Group:
 
 def read_run(folder: Path) -> Run:
     config_path = folder / "config.toml"
+    if folder.exists() and not folder.is_dir():  # progress.csv itself, say
+        raise ValueError(f"{folder}: a file, not a run folder"
+                         + (f" (give {folder.parent})" if (folder.parent / "config.toml").is_file()
+                            else ""))
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such folder")
     missing = [name for name in ("progress.csv", "config.toml") if not (folder / name).is_file()]

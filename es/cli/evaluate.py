@@ -101,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     policy_path = run_dir / POLICY_FILES[args.policy]
     try:
+        if run_dir.exists() and not run_dir.is_dir():  # a run's file, or a config
+            return fail("es-eval", f"run folder {args.run_dir!r}: is a file; give the run's "
+                        f"folder, e.g. es-eval {shlex.quote(str(run_dir.parent))}"
+                        if (run_dir.parent / "config.toml").is_file() else
+                        f"run folder {args.run_dir!r}: is a file, not a run folder")
         if not run_dir.is_dir():
             return fail("es-eval", f"run folder {args.run_dir!r}: no such folder")
         if not policy_path.is_file() and (runs := run_folders_in(run_dir)):

@@ -130,6 +130,13 @@ def test_a_sweeps_folder_is_its_runs_and_a_run_not_yet_evaluated_is_left_out(tmp
                                        "in progress.csv\n")
 
 
+def test_a_runs_file_is_not_no_such_folder(tmp_path, capsys):
+    run = fake_run(tmp_path / "run", "cartpole", 0, [1.0])
+    assert main([str(run / "progress.csv"), "-o", str(tmp_path / "x.png")]) == 2
+    assert capsys.readouterr().err == (f"es-plot: error: {run / 'progress.csv'}: a file, not a "
+                                       f"run folder (give {run})\n")
+
+
 def test_a_folder_of_runs_and_sweeps_is_every_run_under_it(tmp_path, capsys):
     """``es-plot runs`` drew the single runs in runs/ and silently left out the sweeps beside
     them; a run that had written its config.toml but no progress.csv yet failed the figure."""

@@ -102,6 +102,13 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     one_line_error(run_cli(["es-eval", str(tmp_path)]), "no policy.npz")
     one_line_error(run_cli(["es-eval", str(tmp_path / "typo")]),  # not "no policy.npz in it"
                    f"run folder '{tmp_path / 'typo'}': no such folder")
+    # A file that exists was "no such folder" too; a run's file names its folder.
+    one_line_error(run_cli(["es-eval", str(bad)]),
+                   f"run folder '{bad}': is a file, not a run folder")
+    (tmp_path / "config.toml").write_text("")
+    (tmp_path / "policy.npz").write_text("")
+    one_line_error(run_cli(["es-eval", str(tmp_path / "policy.npz")]),
+                   f"is a file; give the run's folder, e.g. es-eval {tmp_path}")
     # Under a launcher every copy would play and print the same episodes: said once.
     one_line_error(run_cli(["es-eval", str(tmp_path)], ranks=2),
                    "es-eval plays its episodes in one process", "without mpiexec")
