@@ -156,9 +156,10 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     return [*args.overrides, *(["run.tensorboard=true"] if args.tensorboard else [])]
 
 
-def _load_resume(run_dir: str, overrides: list[str]):
+def _load_resume(run_dir: str, overrides: list[str], flag: str = "--resume"):
     """``load_resume`` with the command line's ``--set`` texts, each named as given when it
-    would change more than a budget. Rank 0 only; raises ConfigError."""
+    would change more than a budget; its errors name ``flag``, as the user typed it. Rank 0
+    only; raises ConfigError."""
     from es.config import ConfigError, parse_override
     from es.rl.resume import RESUME_OVERRIDES, load_resume
 
@@ -171,7 +172,7 @@ def _load_resume(run_dir: str, overrides: list[str]):
                 f"{', '.join(RESUME_OVERRIDES)} may change"
             )
         budgets[".".join(keys)] = value
-    return load_resume(run_dir, budgets)
+    return load_resume(run_dir, budgets, flag)
 
 
 def sweep_folder(parent: str, config: Config) -> Path:
@@ -214,7 +215,7 @@ def _resume_or_start(run_dir: str, wanted: Config):
     claim(run_dir)
     if not (folder / "config.toml").is_file() and not has_checkpoint(folder):
         return wanted, None, [], None
-    config, state, warnings = _load_resume(run_dir, [])
+    config, state, warnings = _load_resume(run_dir, [], "--resume-or-start")
     refuse_other_config(run_dir, config, wanted)
     # What a resume may change, the command line changes (e.g. more generations).
     config = from_dict({**config.to_dict(), "run": wanted.to_dict()["run"]})

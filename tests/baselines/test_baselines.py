@@ -609,6 +609,11 @@ def test_a_baseline_run_folder_says_what_made_it(tmp_path):
         f"es-train: error: --resume {str(run_dir)!r}: trained by es-baseline pg, which keeps "
         "no checkpoints: a baseline run cannot be resumed; start it again (its command with "
         "--force)"), resumed.stderr
+    # The error named --resume, which the user had not typed.
+    either = run_cli(["es-train", "configs/cartpole.toml", "--resume-or-start", str(run_dir)])
+    assert either.returncode == 2 and either.stderr.startswith(
+        f"es-train: error: --resume-or-start {str(run_dir)!r}: trained by es-baseline pg, "), \
+        either.stderr
     best = run_cli(["es-eval", str(run_dir), "--policy", "best"])
     assert best.returncode == 2 and best.stderr.strip() == (
         f"es-eval: error: run folder {str(run_dir)!r}: no policy_best.npz in it (es-baseline "
