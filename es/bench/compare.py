@@ -266,6 +266,9 @@ def compare(args: argparse.Namespace) -> int:
     missing = sorted({job[3][0] for job in jobs if shutil.which(job[3][0]) is None})
     if missing:
         raise ValueError(f"{', '.join(missing)}: not found; install the package (pip install -e .)")
+    if (out / "config.toml").is_file():  # its files would sit among a run's
+        raise ValueError(f"--out {str(out)!r}: holds a run (its config.toml), not a "
+                         "comparison; give another folder")
     earlier = [f"{method}/seed{seed}" for method, seed, run_dir, _ in jobs
                if (run_dir / "progress.csv").exists()]
     if earlier and not args.force:

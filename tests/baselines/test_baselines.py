@@ -352,6 +352,15 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
         "es-compare: error: config 'configs/pong.toml' of es: policy.kind = 'cnn' needs stacked "
         "image observations (C, H, W), got Box("), pixels.stderr
     assert not (out / "es").exists() and not (out / "pg").exists()
+    # A run's folder as --out: the comparison's folders and logs went in beside its files.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.toml").write_text("")
+    into_a_run = run_cli(["es-compare", "--env", "CartPole-v1", "--out", str(tmp_path / "run")],
+                         timeout=60)
+    assert into_a_run.returncode == 2 and into_a_run.stderr.strip() == (
+        f"es-compare: error: --out {str(tmp_path / 'run')!r}: holds a run (its config.toml), "
+        "not a comparison; give another folder"), into_a_run.stderr
+    assert sorted(path.name for path in (tmp_path / "run").iterdir()) == ["config.toml"]
 
 
 def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_path):
