@@ -66,8 +66,12 @@ class NoRows(ValueError):
 def runs_in(folder: Path) -> list[Path]:
     """The run folders (a config.toml) at or under ``folder``, sorted, none looked for inside a
     run: a sweep's runs, or a folder of single runs and sweeps side by side (``runs/``)."""
-    found = []
-    for parent, children, _ in os.walk(folder):
+    found, seen = [], set()
+    for parent, children, _ in os.walk(folder, followlinks=True):  # a run linked in counts
+        if os.path.realpath(parent) in seen:  # a link back up: walked already
+            children.clear()
+            continue
+        seen.add(os.path.realpath(parent))
         if (Path(parent) / "config.toml").is_file():
             found.append(Path(parent))
             children.clear()

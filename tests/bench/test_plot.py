@@ -148,13 +148,16 @@ def test_a_folder_of_runs_and_sweeps_is_every_run_under_it(tmp_path, capsys):
     starting.mkdir()
     (starting / "config.toml").write_text('[run]\nname = "cartpole"\nseed = 3\n')
     (runs / "CartPole-v1__cartpole__0" / "videos").mkdir()  # a run's own folders: not runs
+    elsewhere = fake_run(tmp_path / "elsewhere" / "r4", "cartpole", 4, [4.0])
+    (runs / "linked").symlink_to(elsewhere)  # a run linked in counts
+    (runs / "sweep" / "up").symlink_to(runs)  # a link back up is walked once
     out = tmp_path / "all.png"
     assert main([str(runs), "-o", str(out)]) == 0
     captured = capsys.readouterr()
     assert captured.err == f"es-plot: {starting}: no progress.csv yet: left out\n"
-    assert "CartPole-v1 · cartpole (3 seeds, dotted where fewer)" in captured.out
+    assert "CartPole-v1 · cartpole (4 seeds, dotted where fewer)" in captured.out
     assert out.is_file()
-    assert curves.runs_in(runs) == [runs / "CartPole-v1__cartpole__0",
+    assert curves.runs_in(runs) == [runs / "CartPole-v1__cartpole__0", runs / "linked",
                                     *(runs / "sweep" / f"CartPole-v1__cartpole__{seed}"
                                       for seed in (1, 2, 3))]
 
