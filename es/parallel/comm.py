@@ -191,7 +191,7 @@ class MPIComm:
     """MPI over ``COMM_WORLD`` (or a part of it); collectives wait without burning a core."""
 
     def __init__(self, poll_interval_s: float = 0.0005, world: Any = None) -> None:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), stop_signals_end_mpi_init():
             # mpi4py's own multi-line warning for copies; make_comm says it in one line.
             warnings.filterwarnings("ignore", "suspicious MPI execution environment")
             from mpi4py import MPI
@@ -649,13 +649,13 @@ def launcher_copies() -> int:
 
 @contextlib.contextmanager
 def stop_signals_end_mpi_init() -> Iterator[bool]:
-    """Around a program's first ``make_comm``; yields whether MPI is still to start here.
-    MPI_Init (mpi4py's import) waits in C for every rank, and a Python signal handler runs
-    only once it returns. A rank that a Ctrl-C ended while it was still loading never comes
-    (MPICH's Hydra waits for every process), and the ranks already waiting sat in MPI_Init
-    for good, burning a core, their SIGINT and SIGTERM held by handlers that could not run.
-    During the wait the two signals keep their default action: they end the process, which
-    has run nothing yet."""
+    """Around MPI's start (``MPIComm``'s first, and es-train's check before it); yields
+    whether MPI is still to start here under a launcher. MPI_Init (mpi4py's import) waits in
+    C for every rank, and a Python signal handler runs only once it returns. A rank that a
+    Ctrl-C ended while it was still loading never comes (MPICH's Hydra waits for every
+    process), and the ranks already waiting sat in MPI_Init for good, burning a core, their
+    SIGINT and SIGTERM held by handlers that could not run. During the wait the two signals
+    keep their default action: they end the process, which has run nothing yet."""
     import signal
     import threading
 

@@ -269,31 +269,38 @@ def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
     assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
-def test_a_stop_signal_while_mpi_starts_ends_a_rank_its_peer_will_never_join(tmp_path):
+@pytest.mark.parametrize("program", ["es-train", "es.minimize"])
+def test_a_stop_signal_while_mpi_starts_ends_a_rank_its_peer_will_never_join(tmp_path,
+                                                                             program):
     """A Ctrl-C ended one rank while it still loaded; the other, already in MPI_Init (which
     waits in C for every rank, where no Python handler runs), held the signal and waited
     there for good, burning a core, and Hydra with it. Here rank 1 is a process that never
-    starts MPI at all, as that rank never did."""
+    starts MPI at all, as that rank never did. A script's es.minimize alike."""
     import signal
     import time
 
+    marker = str(tmp_path / "run")  # in rank 0's command line, to find its process
+    rank0_command = {
+        "es-train": [tool("es-train"), "configs/cartpole.toml", "--run-dir", marker],
+        "es.minimize": [sys.executable, "-c", "import sys, es; es.minimize(es.functions.sphere, "
+                        "[1.0], 0.5, max_evals=10); open(sys.argv[1], 'w')", marker],
+    }[program]
     job = subprocess.Popen(
-        [tool("mpiexec"), "-n", "1", tool("es-train"), "configs/cartpole.toml", "--run-dir",
-         str(tmp_path / "run"), ":", "-n", "1", sys.executable, "-c", "pass"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [tool("mpiexec"), "-n", "1", *rank0_command, ":", "-n", "1", sys.executable, "-c",
+         "pass"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         rank0 = None
         deadline = time.monotonic() + 60
-        while rank0 is None and time.monotonic() < deadline:  # es-train inside MPI_Init
-            for pid in subprocess.run(["pgrep", "-f", str(tmp_path / "run")], text=True,
+        while rank0 is None and time.monotonic() < deadline:  # rank 0 inside MPI_Init
+            for pid in subprocess.run(["pgrep", "-f", marker], text=True,
                                       capture_output=True).stdout.split():
                 with contextlib.suppress(OSError):
                     process = Path(f"/proc/{pid}")
-                    if "es-train" in (process / "cmdline").read_text() \
+                    if "mpiexec" not in (process / "cmdline").read_text() \
                             and "libmpi" in (process / "maps").read_text():
                         rank0 = int(pid)
             time.sleep(0.1)
-        assert rank0 is not None, "es-train never loaded MPI"
+        assert rank0 is not None, f"{program} never loaded MPI"
         time.sleep(1.0)  # well inside MPI_Init, waiting for rank 1
         os.kill(rank0, signal.SIGINT)
         job.communicate(timeout=30)
@@ -302,7 +309,7 @@ def test_a_stop_signal_while_mpi_starts_ends_a_rank_its_peer_will_never_join(tmp
             job.kill()
             job.communicate()
             pytest.fail("the rank waiting in MPI_Init outlived the stop signal")
-    assert not (tmp_path / "run").exists()  # nothing ran
+    assert not Path(marker).exists()  # nothing ran
 
 
 def test_a_stop_signal_held_before_mpi_starts_ends_the_rank_before_it():
