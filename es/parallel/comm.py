@@ -663,8 +663,9 @@ def stop_signals_end_mpi_init() -> Iterator[bool]:
             or threading.current_thread() is not threading.main_thread()):
         yield False
         return
-    saved = {signum: signal.signal(signum, signal.SIG_DFL)
-             for signum in (signal.SIGINT, signal.SIGTERM)}
+    saved = {signum: signal.signal(signum, signal.SIG_DFL)  # an ignored one stays ignored
+             for signum in (signal.SIGINT, signal.SIGTERM)
+             if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield True
     finally:
