@@ -42,11 +42,43 @@ def out_folder(given: str | Path | None, command: str, *subfolder: str) -> Path:
     return Path(given) if given is not None else RESULTS.joinpath(command, *subfolder)
 
 
+#: The file in an ``--out`` folder that names the command whose results it holds.
+OUT_MARKER = "es-bench.txt"
+#: What names a folder's command where it holds no marker (written before markers were).
+_MARKED_BY_FILES = {"suite.txt": "es-bench suite", "ecdf.csv": "es-bench bbob",
+                    "highdim.csv": "es-bench highdim"}
+
+
+def held_results(out: Path) -> str | None:
+    """The command whose results ``out`` holds (``"es-bench bbob"``), where it is known."""
+    if (out / OUT_MARKER).is_file():
+        return (out / OUT_MARKER).read_text().strip()
+    return next((command for name, command in _MARKED_BY_FILES.items()
+                 if (out / name).is_file()), None)
+
+
+def check_out(out: Path, command: str) -> None:
+    """Refuse an ``--out`` that holds another command's results, before any work: their
+    files share names (``runs.csv``, ``summary.csv``, ``results.md``), and a BBOB run given
+    a suite's folder replaced the suite's tables."""
+    held = held_results(out)
+    if held is not None and held != command:
+        raise ValueError(f"--out {str(out)!r} holds the results of {held}; pass another --out")
+
+
+def mark_out(out: Path, command: str) -> None:
+    """Name ``command`` in ``out`` once it holds results (``check_out`` reads it)."""
+    if out.is_dir() and any(path.name != OUT_MARKER for path in out.iterdir()):
+        (out / OUT_MARKER).write_text(command + "\n")
+
+
 def markdown(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """A Markdown table of ``columns``; floats to four significant digits."""
+    """A Markdown table of ``columns``; floats to four significant digits, an empty value
+    (none measured: a CSV's empty cell) as "—"."""
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        cells = [f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in columns]
+        cells = [f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) or "—"
+                 for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from es.cli.args import (
@@ -257,6 +258,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """The command, in an ``--out`` that holds no other command's results."""
+    from es.bench.report import check_out, mark_out
+
+    program = f"es-bench {args.command}"
+    out = Path(args.out) if args.out is not None and args.command != "comm-worker" else None
+    try:
+        if out is not None:
+            check_out(out, program)
+    except ValueError as error:
+        return fail(program, str(error))
+    try:
+        return _command(args)
+    finally:
+        if out is not None:
+            mark_out(out, program)
+
+
+def _command(args: argparse.Namespace) -> int:
     from es.bench import bbob, comm, reference, scaling, suite
     from es.bench.report import out_folder, write_table
 

@@ -143,6 +143,21 @@ def test_highdim_smoke_and_one_line_errors(tmp_path):
         bad = run_cli(["es-bench", *argv])
         assert bad.returncode == 2 and message in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
+    # Another command's --out: BBOB's runs.csv and summary.csv replaced a suite's, and the
+    # reverse (BBOB's data cannot be made again without its compute).
+    assert (out / "es-bench.txt").read_text() == "es-bench highdim\n"
+    kept = {path.name: path.read_bytes() for path in out.iterdir()}
+    legacy = tmp_path / "suite"  # a suite's results from before the marker: its suite.txt
+    legacy.mkdir()
+    (legacy / "suite.txt").write_text("/somewhere/mujoco.toml\n")
+    for folder, held in ((out, "es-bench highdim"), (legacy, "es-bench suite")):
+        other = run_cli(["es-bench", "bbob", "--functions", "1", "--dims", "2", "--instances",
+                         "1", "--out", str(folder)])
+        assert other.returncode == 2 and other.stderr == (
+            f"es-bench bbob: error: --out {str(folder)!r} holds the results of {held}; pass "
+            "another --out\n"), other.stderr
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == kept
+    assert sorted(path.name for path in legacy.iterdir()) == ["suite.txt"]
 
 
 def test_paired_pycma_restarts_as_es_minimize_restarts():
