@@ -52,9 +52,9 @@ def thousands(value: str) -> str:
 
 
 def millions(steps: str) -> str:
-    """Steps as printed; the suite's "—" (no median: fewer than half the seeds got there)
-    stays."""
-    return steps if steps == "—" else f"{int(steps) / 1e6:.2f}M"
+    """Steps as printed; no number (no median: fewer than half the seeds got there), an
+    empty cell in summary.csv ("—" in those written before 2026-12-02), is printed "—"."""
+    return "—" if steps in ("", "—") else f"{int(steps) / 1e6:.2f}M"
 
 
 def listed(items: list[str]) -> str:

@@ -589,7 +589,8 @@ def steady(row: dict[str, Any], threshold: float) -> bool | str:
 
 def summary_rows(rows: list[dict[str, Any]], tasks: dict[str, Task]) -> list[dict[str, Any]]:
     """Per task and strategy: the final score over seeds and, per threshold, how many seeds
-    reached it and the median and worst time and steps (worst: "—" unless every seed did)."""
+    reached it and the median and worst time and steps (worst: empty unless every seed did;
+    the Markdown shows an empty cell as "—", a CSV reader gets no number)."""
     summary = []
     for key in dict.fromkeys((r["task"], r["strategy"]) for r in rows):
         group = [r for r in rows if (r["task"], r["strategy"]) == key]
@@ -601,9 +602,9 @@ def summary_rows(rows: list[dict[str, Any]], tasks: dict[str, Task]) -> list[dic
         }
         kept = [r for r in group if r["kept_mean"] != ""]
         entry |= {"kept_median": float(np.median([r["kept_mean"] for r in kept])) if kept
-                  else "—",
-                  "kept_worst": min(r["kept_mean"] for r in kept) if kept else "—",
-                  "kept_worst_episode": min(r["kept_min"] for r in kept) if kept else "—"}
+                  else "",
+                  "kept_worst": min(r["kept_mean"] for r in kept) if kept else "",
+                  "kept_worst_episode": min(r["kept_min"] for r in kept) if kept else ""}
         for threshold in tasks[key[0]].thresholds:
             times = [r[f"time_to_{threshold:g}"] for r in group]
             steps = [r[f"steps_to_{threshold:g}"] for r in group]
@@ -615,22 +616,22 @@ def summary_rows(rows: list[dict[str, Any]], tasks: dict[str, Task]) -> list[dic
             ordered = sorted([t for t, _ in reached] + [math.inf] * (len(group) - len(reached)))
             ordered_steps = sorted([s for _, s in reached]
                                    + [math.inf] * (len(group) - len(reached)))
-            entry[f"median_s_{threshold:g}"] = _median_or_dash(ordered)
-            entry[f"worst_s_{threshold:g}"] = max(t for t, _ in reached) if everyone else "—"
-            entry[f"median_steps_{threshold:g}"] = _median_or_dash(ordered_steps, whole=True)
+            entry[f"median_s_{threshold:g}"] = _median_or_empty(ordered)
+            entry[f"worst_s_{threshold:g}"] = max(t for t, _ in reached) if everyone else ""
+            entry[f"median_steps_{threshold:g}"] = _median_or_empty(ordered_steps, whole=True)
             entry[f"worst_steps_{threshold:g}"] = (max(s for _, s in reached) if everyone
-                                                   else "—")
+                                                   else "")
             entry[f"steady_{threshold:g}"] = (
                 f"{sum(1 for r in kept if r[f'steady_{threshold:g}'])}/{len(group)}")
         summary.append(entry)
     return summary
 
 
-def _median_or_dash(ordered: list[float], whole: bool = False) -> float | int | str:
-    """The median, ``"—"`` if infinite; ``whole``: rounded to an int (steps)."""
+def _median_or_empty(ordered: list[float], whole: bool = False) -> float | int | str:
+    """The median, empty if infinite; ``whole``: rounded to an int (steps)."""
     value = float(np.median(ordered))
     if not math.isfinite(value):
-        return "—"
+        return ""
     return round(value) if whole else value
 
 
@@ -768,7 +769,7 @@ def suite(args: argparse.Namespace) -> int:
     claim_output_folder(out, suite_file)
     runs = [Run(task, strategy, seed) for task in tasks for strategy in task.configs
             for seed in args.seeds]
-    check_trained_budgets([*runs, *finished_runs(spec, out)], out)
+    check_trained_budgets([*runs, *finished_runs(spec, out)], out, spec, suite_file)
     check_begun_ranks(runs, out, ranks)
     print(f"es-bench suite: {len(runs)} runs ({sum(1 for r in runs if _done(out, r))} done "
           f"already), {args.jobs} at a time on {ranks} rank{'s' * (ranks != 1)} each", flush=True)
@@ -834,10 +835,11 @@ def _done(out: Path, run: Run) -> bool:
     return (run_folder(out, run) / "final.json").is_file()
 
 
-def check_trained_budgets(runs: list[Run], out: Path) -> None:
-    """The runs begun in ``out`` trained to the budgets the suite file gives now: after an
-    edit of the file, a finished run would be tabled under the new budget and a begun one
-    resumed to its old one. Raises ValueError naming the first that differs."""
+def check_trained_budgets(runs: list[Run], out: Path, spec: Suite, suite_file: Path) -> None:
+    """The runs begun in ``out`` trained to the budgets the suite file gives now, evaluated on
+    its ``eval_episodes`` and scored on its ``final_episodes``: after an edit of the file, a
+    finished run would be tabled under the new values and a begun one resumed to its old
+    ones. Raises ValueError naming the first that differs."""
     from es.config import load_config
 
     for run in runs:
@@ -845,6 +847,20 @@ def check_trained_budgets(runs: list[Run], out: Path) -> None:
         if not config_file.is_file():
             continue
         trained = load_config(config_file).run
+        _, overrides = run_config(spec, suite_file, run.task.configs[run.strategy], run.seed)
+        episodes = int(overrides[-1].partition("=")[2])  # run.eval_episodes=N, last
+        if trained.eval_episodes != episodes:
+            raise ValueError(
+                f"{run_folder(out, run)}: evaluated on run.eval_episodes = "
+                f"{trained.eval_episodes}, where the suite file now gives {episodes}: use "
+                "another --out, or the suite file it was run with")
+        final = run_folder(out, run) / "final.json"
+        scored = json.loads(final.read_text())["episodes"] if final.is_file() else None
+        if scored not in (None, spec.final_episodes):
+            raise ValueError(
+                f"{run_folder(out, run)}: scored on {scored} final episodes, where the suite "
+                f"file now gives final_episodes = {spec.final_episodes}: use another --out, or "
+                "the suite file it was run with")
         asked = (run.task.budget_steps, float(run.task.budget_s))
         if (trained.max_timesteps, trained.max_seconds) != asked:
             raise ValueError(

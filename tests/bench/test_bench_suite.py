@@ -387,7 +387,14 @@ def test_runs_trained_to_another_budget_and_an_empty_selection_are_refused(tmp_p
     begun one resumed to its old one; ``--tasks ""`` selected every task (hours)."""
     import tomli_w
 
-    from es.bench.suite import Run, check_trained_budgets, load_suite, run_folder, select
+    from es.bench.suite import (
+        Run,
+        check_trained_budgets,
+        load_suite,
+        run_config,
+        run_folder,
+        select,
+    )
     from es.config import load_config
 
     suite = tmp_path / "tiny.toml"
@@ -401,8 +408,30 @@ def test_runs_trained_to_another_budget_and_an_empty_selection_are_refused(tmp_p
     with pytest.raises(ValueError, match=r"cartpole-openai-seed0: trained to run.max_timesteps "
                                          r"= 6000, run.max_seconds = 0, where the suite file "
                                          r"now gives 9000 and 0"):
-        check_trained_budgets([run], tmp_path / "out")
-    check_trained_budgets([Run(spec.tasks["cartpole"], "openai", 1)], tmp_path / "out")
+        check_trained_budgets([run], tmp_path / "out", spec, suite)
+    check_trained_budgets([Run(spec.tasks["cartpole"], "openai", 1)], tmp_path / "out", spec,
+                          suite)
+    # The episodes it was judged and scored on: tabled under the file's new counts.
+    suite.write_text(SUITE.replace("eval_episodes = 3", "eval_episodes = 7"))
+    spec = load_suite(suite)
+    run = Run(spec.tasks["cartpole"], "openai", 0)
+    with pytest.raises(ValueError, match=r"cartpole-openai-seed0: evaluated on "
+                                         r"run.eval_episodes = \d+, where the suite file now "
+                                         r"gives 7: use another --out"):
+        check_trained_budgets([run], tmp_path / "out", spec, suite)
+    suite.write_text(SUITE)
+    spec = load_suite(suite)
+    run = Run(spec.tasks["cartpole"], "openai", 0)
+    episodes = int(run_config(spec, suite, spec.tasks["cartpole"].configs["openai"],
+                              0)[1][-1].partition("=")[2])
+    trained = load_config(REPO / "configs/cartpole.toml",
+                          ["run.max_timesteps=6000", f"run.eval_episodes={episodes}"])
+    (folder / "config.toml").write_text(tomli_w.dumps(trained.to_dict()))
+    check_trained_budgets([run], tmp_path / "out", spec, suite)
+    (folder / "final.json").write_text('{"episodes": 3}')
+    with pytest.raises(ValueError, match=r"cartpole-openai-seed0: scored on 3 final episodes, "
+                                         r"where the suite file now gives final_episodes = 4"):
+        check_trained_budgets([run], tmp_path / "out", spec, suite)
     for tasks, strategies in (("", None), (" , ", None), (None, "")):
         with pytest.raises(ValueError, match="name at least one"):
             select(spec, tasks, strategies)
@@ -447,3 +476,20 @@ def test_a_run_interrupted_while_scored_is_scored_not_resumed(tmp_path):
     assert again.returncode == 0, again.stderr
     assert (run_dir / "stops.csv").read_text() == stops  # no second stop: not resumed
     assert {name: (run_dir / name).read_text() for name in scored} == scored
+
+
+def test_a_figure_no_seed_gives_is_an_empty_cell_in_the_csv_and_a_dash_in_the_markdown():
+    """summary.csv had "—" in its number columns, a string where a CSV reader wants a
+    number (runs.csv leaves such cells empty)."""
+    from es.bench.report import markdown
+    from es.bench.suite import Task, summary_rows
+
+    task = Task("pendulum", (-200.0,), 2.0, 0, {})
+    runs = [{"task": "pendulum", "strategy": "ars", "final_mean": -900.0, "kept_mean": "",
+             "kept_min": "", "time_to_-200": "", "steps_to_-200": ""} for _ in range(2)]
+    (entry,) = summary_rows(runs, {"pendulum": task})
+    for column in ("kept_median", "kept_worst", "kept_worst_episode", "median_s_-200",
+                   "worst_s_-200", "median_steps_-200", "worst_steps_-200"):
+        assert entry[column] == "", column
+    assert entry["reached_-200"] == "0/2"
+    assert markdown([entry], ["worst_s_-200", "reached_-200"]).splitlines()[-1] == "| — | 0/2 |"
