@@ -17,7 +17,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from report import check_config, emit, run_or_die, run_script, script_parser
+from report import CONFIGS, check_config, emit, run_or_die, run_script, script_parser
 
 from es.cli.args import add_flag, add_out, add_ranks, positive_int
 
@@ -53,7 +53,7 @@ def parser() -> argparse.ArgumentParser:
         "python scripts/bench_pg_allreduce.py --ranks 1,2 --seeds 0-2 --updates 40",
         "python scripts/bench_pg_allreduce.py --ranks 1,4 --seeds 0 --threshold 195"])
     add_flag(parse, "--config", "an es-baseline pg config",
-             default="configs/baselines/cartpole_pg.toml")
+             default=str(CONFIGS / "baselines" / "cartpole_pg.toml"))
     add_ranks(parse, "1,2", several=True, detail="each seed runs on each count")
     add_flag(parse, "--seeds", "run.seed of the runs", default="0-2")
     parse.add_argument("--updates", type=positive_int, default=40,

@@ -64,6 +64,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 from report import (  # noqa: E402
     BIN,
+    CONFIGS,
     check_config,
     emit,
     mpiexec,
@@ -376,7 +377,8 @@ def parser() -> argparse.ArgumentParser:
         "python scripts/bench_throughput.py --config configs/halfcheetah.toml --ranks 2",
         "python scripts/bench_throughput.py --config configs/pong.toml --bare-policy random "
         "--generations 6 --budget-s 30"])
-    add_flag(parse, "--config", "the training run's", default="configs/halfcheetah.toml")
+    add_flag(parse, "--config", "the training run's",
+             default=str(CONFIGS / "halfcheetah.toml"))
     add_ranks(parse, "2", several=False, detail="for training and bare stepping alike")
     add_flag(parse, "--generations", "of the training run", default=80)
     add_flag(parse, "--budget-s", "of the bare stepping run", default=20.0)

@@ -16,12 +16,23 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
+import os
 import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 
-from report import BIN, check_config, emit, mpiexec, run_script, script_parser
+from report import (
+    BIN,
+    CONFIGS,
+    PROJECT,
+    check_config,
+    emit,
+    mpiexec,
+    run_script,
+    script_parser,
+)
 
 from es.bench.launch import set_flags
 from es.bench.scaling import steady_state
@@ -38,7 +49,10 @@ def steps_per_s(config: str, ranks: int, overrides: list[str]) -> float:
     with tempfile.TemporaryDirectory(prefix=".es-bench-", dir=".") as tmp:
         command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", f"{tmp}/run",
                           "--quiet", *set_flags(overrides))
-        done = subprocess.run(command, capture_output=True, text=True)
+        # examples/ is the project's: found from any folder, as the config is.
+        path = os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))
+        done = subprocess.run(command, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": path})
         if done.returncode != 0:
             raise SystemExit(f"es-train failed: {done.stderr.strip()[-500:]}")
         with open(f"{tmp}/run/progress.csv") as handle:
@@ -49,7 +63,8 @@ def parser() -> argparse.ArgumentParser:
     parse = script_parser(__file__, __doc__, [
         "python scripts/bench_torch_policy.py --ranks 2",
         "python scripts/bench_torch_policy.py --config configs/hopper.toml --hidden 32"])
-    add_flag(parse, "--config", "trained with each policy", default="configs/halfcheetah.toml")
+    add_flag(parse, "--config", "trained with each policy",
+             default=str(CONFIGS / "halfcheetah.toml"))
     parse.add_argument("--hidden", type=positive_int, default=64,
                        help="units of both hidden layers (default 64)")
     add_ranks(parse, "2", several=False)
@@ -63,8 +78,12 @@ def main() -> None:
     parse = parser()
     args = parse.parse_args()
     check_config(parse, args.config)
+    if args.generations < 5:  # steady_state skips the first generations: it was raised to 5
+        parse.error(f"--generations {args.generations}: must be >= 5")
+    if importlib.util.find_spec("torch") is None:  # before the NumPy half's minutes
+        parse.error('the torch policy needs torch: pip install -e ".[torch]"')
     ranks = args.ranks[0]
-    base = [f"run.generations={max(args.generations, 5)}", "run.eval_every=1000000",
+    base = [f"run.generations={args.generations}", "run.eval_every=1000000",
             "run.checkpoint_every=1000000"]
     measured: dict[str, list[float]] = {name: [] for name in POLICIES}
     for repeat in range(args.repeats):

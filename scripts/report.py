@@ -18,6 +18,9 @@ from es.cli.args import ArgumentParser
 from es.config import ConfigError, load_config
 
 RESULTS_CSV = "results.csv"
+#: The project's folders: a script's default config is found from any folder.
+PROJECT = Path(__file__).resolve().parent.parent
+CONFIGS = PROJECT / "configs"
 
 
 def machine() -> str:

@@ -184,6 +184,17 @@ def test_a_script_reports_bad_ranks_in_one_line_too():
                                   "count per run"), done.stderr
 
 
+def test_a_scripts_default_config_is_found_from_any_folder(tmp_path):
+    """From another folder its default config was "not found"; and --generations 4 was
+    raised to 5 without a word."""
+    done = subprocess.run([sys.executable, str(REPO / "scripts/bench_torch_policy.py"),
+                           "--generations", "4"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and done.stderr == (
+        "bench_torch_policy.py: error: --generations 4: must be >= 5 (see "
+        "bench_torch_policy.py --help)\n"), done.stderr
+
+
 @pytest.mark.parametrize("command", [
     ["es-train", "configs/cartpole.toml", "--set", "run.generations=6", "--set",
      "es.population=8", "--run-dir", "{tmp}/run"],
