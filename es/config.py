@@ -821,19 +821,20 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def read_toml(path: str | Path) -> dict[str, Any]:
+def read_toml(path: str | Path, kind: str = "config file") -> dict[str, Any]:
+    """The TOML file's tables; ``kind`` names the file in the one-line errors ("suite file")."""
     path = Path(path)
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r}: not found") from None
+        raise ConfigError(f"{kind} {str(path)!r}: not found") from None
     except IsADirectoryError:
-        raise ConfigError(f"config file {str(path)!r}: is a directory") from None
+        raise ConfigError(f"{kind} {str(path)!r}: is a directory") from None
     except OSError as error:  # unreadable: permissions, a file as a folder, a long name...
-        raise ConfigError(f"config file {str(path)!r}: {error.strerror or error}") from None
+        raise ConfigError(f"{kind} {str(path)!r}: {error.strerror or error}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"config file {str(path)!r}: invalid TOML: {error}") from None
+        raise ConfigError(f"{kind} {str(path)!r}: invalid TOML: {error}") from None
 
 
 def load_config(path: str | Path, overrides: list[str] = ()) -> Config:

@@ -137,7 +137,7 @@ def load_suite(path: Path) -> Suite:
     TOML: the config loader's one-line ``ConfigError``, a ``ValueError``)."""
     from es.config import read_toml
 
-    data = read_toml(path)
+    data = read_toml(path, "suite file")
     unknown = sorted(set(data) - SUITE_KEYS)
     if unknown:
         raise ValueError(f"suite {str(path)!r}: unknown key {unknown[0]!r} "

@@ -230,6 +230,7 @@ def test_a_pause_es_train_left_out_itself_is_counted_once():
     ("tasks = 3", "tasks = 3: expected [tasks.NAME] tables"),
     ("[tasks.a]\nthresholds = [1]\nbudget_s = 5\nstrategies = 3",
      "tasks.a.strategies: expected {strategy = \"config.toml\"}"),
+    ("[tasks.a\n", "suite file"),  # it said "config file", of the suite's own file
 ])
 def test_bad_suite_files_are_one_line_errors(tmp_path, text, message):
     suite = tmp_path / "bad.toml"
@@ -237,6 +238,9 @@ def test_bad_suite_files_are_one_line_errors(tmp_path, text, message):
     done = run_cli(["es-bench", "suite", str(suite), "--out", str(tmp_path / "out")])
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    if message == "suite file":
+        assert done.stderr.startswith(f"es-bench suite: error: suite file {str(suite)!r}: "
+                                      "invalid TOML: "), done.stderr
 
 
 def test_unknown_task_or_strategy_is_refused(tmp_path):
