@@ -161,11 +161,13 @@ def replaced_values(args: argparse.Namespace) -> list[str]:
 
 def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
     from es.config import load_config
+    from es.rl.envs import check_env_id
 
     replaced = replaced_values(args)
     base = [f"run.generations={args.generations}", "run.eval_every=1000000",
             "run.checkpoint_every=1000000", f"run.schedule={args.schedule}", *replaced]
     config = load_config(args.config, base)  # a bad config or flag fails before any launch
+    check_env_id(config.env.id)  # --env CartPol-v1 too
     if replaced:
         print(f"es-bench scaling: flags replace values of {args.config}: "
               f"{', '.join(replaced)}", flush=True)
@@ -283,3 +285,6 @@ def check_scaling(args: argparse.Namespace) -> None:
                         ("--min-sleep-ms", args.min_sleep_ms)):
         if value is not None and not 0 <= value < math.inf:
             raise ValueError(f"{name} {value}: must be a finite number >= 0")
+    if args.synthetic_step_ms is not None and not 1 <= args.mean_length <= args.max_length:
+        raise ValueError(f"--mean-length {args.mean_length}: must be in [1, --max-length "
+                         f"{args.max_length}]")  # es-train's refusal, after a launch, said less

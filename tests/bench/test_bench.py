@@ -102,6 +102,11 @@ def test_scaling_says_which_values_its_flags_replace(tmp_path):
      "--members-per-rank 50: not with --mode strong"),
     (["--mode", "strong", "--population", "3"], "--population 3: must be even"),
     (["--mean-length", "20"], "--mean-length 20: only with --synthetic-step-ms"),
+    # Both were refused by es-train after a launch, with a hint about config keys.
+    (["--synthetic-step-ms", "2", "--mean-length", "50", "--max-length", "10"],
+     "--mean-length 50: must be in [1, --max-length 10]"),
+    (["--env", "CartPol-v1"], "es-bench scaling: error: env.id 'CartPol-v1': not a "
+     "registered Gymnasium id (did you mean CartPole-v1?)"),
 ])
 def test_scaling_refuses_a_population_flag_its_mode_would_ignore_or_change(flags, message):
     """Each was run without a word: weak scaling with population 16, strong with 64, an odd
