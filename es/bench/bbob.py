@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from es.bench.report import markdown, pyplot
+from es.bench.report import markdown, partial_rows_kept, pyplot
 
 TARGETS = 10.0 ** np.linspace(2.0, -8.0, 51)  # f - f_opt, COCO's 51 standard targets
 SOLVED = TARGETS[-1]
@@ -414,7 +414,8 @@ def bbob(args: argparse.Namespace) -> int:
                   f"{sum(r['solved'] for r in mine)}, {sum(r['wall_s'] for r in mine):.1f} s",
                   flush=True)
 
-    rows = run_jobs(run_bbob, jobs, args.jobs, progress)
+    with partial_rows_kept(finished, len(jobs), "runs", args.out):
+        rows = run_jobs(run_bbob, jobs, args.jobs, progress)
     rows.sort(key=lambda r: (methods.index(r["method"]), r["dim"], r["function"],
                              r["instance"]))
     restarts = (f", restarts {args.restarts}{' BIPOP' if args.bipop else ''}"
@@ -543,12 +544,16 @@ def highdim(args: argparse.Namespace) -> int:
     jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), seed, args.budget_s)
             for d in dims for f in functions for m in methods for seed in args.seeds]
 
+    finished: list[dict[str, Any]] = []
+
     def progress(row: dict[str, Any]) -> None:
+        finished.append(row)
         print(f"{row['function']:>9} d={row['dim']:<6} {row['method']:>10} seed {row['seed']}: "
               f"{row['ms_per_generation']:.2f} ms/generation, {row['generations']} generations"
               f", best f {row['best_f']:.3g} ({row['stopped']})", flush=True)
 
-    rows = run_jobs(run_highdim, jobs, args.jobs, progress)
+    with partial_rows_kept(finished, len(jobs), "runs", args.out):
+        rows = run_jobs(run_highdim, jobs, args.jobs, progress)
     for row in rows:  # compare at the evaluations the shortest run of its group reached
         group = [r for r in rows
                  if (r["function"], r["dim"], r["seed"]) == (row["function"], row["dim"],

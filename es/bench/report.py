@@ -6,10 +6,11 @@ one of them can import it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +24,49 @@ def run_interruptible(work: Callable[..., int | None], *args: Any,
     """``work(*args)``; Ctrl-C, or a SIGTERM (turned into the same ``KeyboardInterrupt``
     while the work lasts, where it had Python's default handling), ends it with
     ``INTERRUPTED`` instead of a traceback. ``program``: the one line that says so (None
-    for work that says it itself)."""
+    for work that says it itself), with what the interrupt says of the work kept
+    (``partial_rows_kept``)."""
     previous = signal.getsignal(signal.SIGTERM)
     if previous == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return work(*args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if program:
-            print(f"{program}: interrupted (exit code {INTERRUPTED})", file=sys.stderr)
+            kept = f" {interrupt}" if str(interrupt) else ""
+            print(f"{program}: interrupted{kept} (exit code {INTERRUPTED})", file=sys.stderr)
         return INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+#: The rows an interrupted measurement had finished (``partial_rows_kept``).
+PARTIAL_CSV = "partial.csv"
+
+
+@contextlib.contextmanager
+def partial_rows_kept(rows: list[dict[str, Any]], total: int, what: str,
+                      out: Path) -> Iterator[None]:
+    """Around a measurement that appends its finished rows to ``rows``: interrupted, it
+    writes them to ``out/partial.csv`` and its interrupt says so (``run_interruptible``'s
+    line), where a long run stopped near its end had lost every finished row; complete, it
+    removes an older run's file. The tables, made of every row, are not written then."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not rows:
+            raise
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / PARTIAL_CSV).open("w", newline="") as handle:
+            columns = [key for key, value in rows[0].items()  # numbers: no traces
+                       if not isinstance(value, list | tuple | dict)]
+            writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+        raise KeyboardInterrupt(f"after {len(rows)} of {total} {what}, their rows in "
+                                f"{out / PARTIAL_CSV} (the tables need all of them: run it "
+                                "again)") from None
+    (out / PARTIAL_CSV).unlink(missing_ok=True)
 
 
 def out_folder(given: str | Path | None, command: str, *subfolder: str) -> Path:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from es.bench.launch import BIN, run_mpi, set_flags
-from es.bench.report import markdown, pyplot, write_results
+from es.bench.report import markdown, out_folder, partial_rows_kept, pyplot, write_results
 
 BASE_CONFIG = Path(__file__).parent / "base.toml"
 BREAKDOWN = ("rollout_s", "wait_s", "update_s", "eval_s", "io_s")
@@ -178,6 +178,20 @@ def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
     else:
         kind = "CPU-bound (real environment)"
     rows: list[dict[str, Any]] = []
+    with partial_rows_kept(rows, len(args.ranks), "rank counts", scaling_out(args, env_id)):
+        measure(args, config, base, kind, rows)
+    return rows
+
+
+def scaling_out(args: argparse.Namespace, env_id: str) -> Path:
+    """``--out``, or ``bench-results/scaling/<env>-<mode>``."""
+    return out_folder(args.out, "scaling", f"{env_id.replace('/', '_')}-{args.mode}")
+
+
+def measure(args: argparse.Namespace, config: Any, base: list[str], kind: str,
+            rows: list[dict[str, Any]]) -> None:
+    """Each rank count's row, appended to ``rows`` as it is measured."""
+    env_id = config.env.id
     baseline = None
     for ranks in args.ranks:
         population = args.members_per_rank * ranks if args.mode == "weak" else args.population
@@ -206,7 +220,6 @@ def scaling(args: argparse.Namespace) -> list[dict[str, Any]]:
         rows.append(row)
         print(f"ranks {ranks:>3}: {spg:.3f} s/generation, efficiency {row['efficiency']:.3f}",
               flush=True)
-    return rows
 
 
 def write_outputs(rows: list[dict[str, Any]], out: Path, title: str) -> None:

@@ -277,7 +277,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     from es.bench import bbob, comm, reference, scaling, suite
-    from es.bench.report import out_folder, write_table
+    from es.bench.report import write_table
 
     try:
         if args.command in bbob.COMMANDS:
@@ -301,9 +301,8 @@ def _command(args: argparse.Namespace) -> int:
         rows = scaling.scaling(args)
     except (ValueError, RuntimeError) as error:
         return fail(f"es-bench {args.command}", str(error))
-    env_name = rows[0]["env"].replace("/", "_")
-    out = out_folder(args.out, "scaling", f"{env_name}-{args.mode}")
-    scaling.write_outputs(rows, out, f"es-bench scaling: {rows[0]['env']}")
+    scaling.write_outputs(rows, scaling.scaling_out(args, rows[0]["env"]),
+                          f"es-bench scaling: {rows[0]['env']}")
     return 0
 
 

@@ -4,6 +4,7 @@ The full benchmark is a script (``es-bench bbob``); here it runs on two function
 
 import csv
 import math
+import re
 
 import numpy as np
 import pytest
@@ -228,4 +229,12 @@ def test_an_interrupted_pool_ends_its_workers_in_one_line(tmp_path, stop):
     err = interrupt_job(process, stop, timeout=30,  # once the pool is at work
                         ready=lambda: " ms/generation" in process.stdout.readline())
     assert process.returncode == 130
-    assert err.strip() == "es-bench highdim: interrupted (exit code 130)", err[-3000:]
+    # The runs it had finished are kept (they were lost), and the one line says where.
+    said = re.fullmatch(r"es-bench highdim: interrupted after (\d+) of 90 runs, their rows in "
+                        + re.escape(str(tmp_path / "partial.csv")) + r" \(the tables need all "
+                        r"of them: run it again\) \(exit code 130\)", err.strip())
+    assert said, err[-3000:]
+    rows = read(tmp_path / "partial.csv")
+    assert len(rows) == int(said[1]) >= 1 and "trace" not in rows[0]
+    assert all(row["dim"] == "1000" and float(row["ms_per_generation"]) > 0 for row in rows)
+    assert not (tmp_path / "highdim.csv").exists()
