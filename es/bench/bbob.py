@@ -541,6 +541,14 @@ def highdim(args: argparse.Namespace) -> int:
     dims, methods, functions = args.dims, args.methods, args.functions
     need_pycma(methods)
     check_full_cma_fits(dims, methods)
+    from es.blackbox.minimizer import default_popsize
+
+    for dim in dims:  # es.minimize's refusal suggested a popsize, which highdim takes not
+        generation = int(default_popsize(dim, mirrored=True))
+        if min(args.evals_per_dim * dim, args.max_evals) < generation:
+            raise ValueError(f"--max-evals {args.max_evals} and --evals-per-dim "
+                             f"{args.evals_per_dim}: less than one generation at d = {dim} "
+                             f"({generation} points): raise them")
     jobs = [(m, f, d, min(args.evals_per_dim * d, args.max_evals), seed, args.budget_s)
             for d in dims for f in functions for m in methods for seed in args.seeds]
 

@@ -140,7 +140,12 @@ def test_highdim_smoke_and_one_line_errors(tmp_path):
                           # pycma's d x d matrices (2.2 PiB): numpy's MemoryError traceback.
                           (["highdim", "--dims", "10000000", "--methods", "auto,pycma"],
                            "--dims 10000000 with --methods pycma: full CMA-ES holds 3 d x d "
-                           "matrices")):
+                           "matrices"),
+                          # es.minimize's refusal named a popsize, which highdim has not.
+                          (["highdim", "--dims", "100000000", "--methods", "auto",
+                            "--evals-per-dim", "1", "--max-evals", "10"],
+                           "--max-evals 10 and --evals-per-dim 1: less than one generation at "
+                           "d = 100000000 (60 points): raise them")):
         bad = run_cli(["es-bench", *argv])
         assert bad.returncode == 2 and message in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
