@@ -135,17 +135,22 @@ def main() -> None:
                                          overrides, stop_at=max(thresholds))
             evals = [(float(r["time_s"]), int(r["timesteps"]), float(r["eval_return"]))
                      for r in progress if r["eval_return"]]
+            reached = []
             for threshold in thresholds:
                 hit = next(((t, s) for t, s, e in evals if e >= threshold), None)
-                rows.append({
+                rows.append({  # a threshold not reached: empty cells, no number
                     "config": name, "seed": "" if seed is None else seed, "ranks": ranks,
                     "budget_s": budget, "threshold": threshold,
-                    "reached_at_s": hit[0] if hit else "not reached",
+                    "reached_at_s": hit[0] if hit else "",
                     "reached_at_steps": hit[1] if hit else "",
                     "best_eval": max(e for _, _, e in evals), "last_eval": evals[-1][2],
                     "steps": int(progress[-1]["timesteps"]), "wall_s": round(wall, 1),
                 })
-            print(rows[-1], flush=True)
+                reached.append(f"{threshold:g} at {hit[0]:.1f} s ({hit[1]:,} steps)" if hit
+                               else f"{threshold:g} not reached")
+            print(f"{name}{'' if seed is None else f' seed {seed}'}: {', '.join(reached)}; "
+                  f"best evaluation {rows[-1]['best_eval']:.1f}, {rows[-1]['steps']:,} steps, "
+                  f"{rows[-1]['wall_s']} s", flush=True)
     emit(rows, args.out, f"Time to reach eval return thresholds, mpiexec -n {ranks}")
 
 

@@ -23,6 +23,16 @@ def test_thresholds_replace_a_built_in_targets_own(tmp_path):
     assert [(r["config"], float(r["threshold"])) for r in rows] == [("cartpole", 15.0),
                                                                     ("cartpole", 20.0)]
     assert all(r["reached_at_steps"] for r in rows), rows
+    # One line per run (it printed a Python dict), and no text in the number columns.
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("cartpole: ")]
+    assert line.startswith("cartpole: 15 at ") and ", 20 at " in line, line
+    done = solve("--only", "cartpole", "--thresholds", "1e9", "--ranks", "1",
+                 "--budget-s", "3", out=tmp_path / "never")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cartpole: 1e+09 not reached; best evaluation " in done.stdout
+    with (tmp_path / "never/results.csv").open() as handle:
+        (row,) = csv.DictReader(handle)
+    assert (row["reached_at_s"], row["reached_at_steps"]) == ("", "")
 
 
 def test_config_files_and_only_together_are_refused(tmp_path):
