@@ -159,6 +159,19 @@ def nan_start(observation_space, action_space):
     return NanStart(observation_space, action_space)
 
 
+class NaNActions(LinearNumpy):
+    """NaN for every action: a Discrete one as a float, a Box one as an array."""
+
+    def act(self, params, observation, state):
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            return float("nan"), None
+        return np.full(self.action_space.shape, np.nan, dtype=np.float32), None
+
+
+def nan_actions(observation_space, action_space):
+    return NaNActions(observation_space, action_space)
+
+
 class OutsideTheSpace(LinearNumpy):
     def act(self, params, observation, state):
         return 5, None  # CartPole has actions 0 and 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
@@ -271,7 +272,13 @@ class UserPolicy:
             raise PolicyError(f"policy.kind = {self.name!r}: acting on a first observation "
                               f"raised {type(error).__name__}: {error}") from None
         for step, ((_, first), second) in enumerate(zip(seen, replayed, strict=True)):
-            if not np.array_equal(np.asarray(first), np.asarray(second)):
+            values = np.asarray(first)
+            if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+                raise PolicyError(  # it was called random: NaN equals no NaN
+                    f"policy.kind = {self.name!r}: acted {first!r} on an observation of the "
+                    f"env's (step {step} of a probe episode): an action must be finite "
+                    "numbers")
+            if not np.array_equal(values, np.asarray(second)):
                 raise PolicyError(
                     f"policy.kind = {self.name!r}: the same parameters acted {first!r} and "
                     f"{second!r} on the same observation (step {step} of a probe episode): "
@@ -366,8 +373,9 @@ def action_check(space: gym.Space, name: str) -> Callable[[Any], Any]:
         low, high = int(space.start), int(space.start + space.n)
 
         def discrete(action: Any) -> Any:
-            if not (np.ndim(action) == 0 and float(action) == int(action)
-                    and low <= int(action) < high):
+            # A NaN failed in int() with "cannot convert float NaN to integer", unnamed.
+            if not (np.ndim(action) == 0 and math.isfinite(value := float(action))
+                    and value == int(value) and low <= int(value) < high):
                 raise refuse(action, f"an integer in [{low}, {high})")
             return int(action)
 

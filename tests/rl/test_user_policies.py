@@ -201,6 +201,8 @@ def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
     ("user_policies:outside", ["action 5 is outside the action space Discrete(2)",
                                "an integer in [0, 2)"]),
     ("user_policies:nothing", ["module 'user_policies' has no 'nothing'"]),
+    # int(nan) raised "cannot convert float NaN to integer" from inside the check.
+    ("user_policies:nan_actions", ["action nan is outside the action space Discrete(2)"]),
     ("user_policies:Noisy", ["on the same observation (step ", "the policy must be "
                              "deterministic (no random draws in forward or act)"]),
     ("user_policies:nan_start", ["initial_params returned 3 non-finite values (NaN or "
@@ -211,6 +213,16 @@ def test_a_broken_factory_is_a_one_line_error_naming_it(tmp_path, factory, words
     done = run_cli(["es-train", "configs/cartpole.toml", "--set", f"policy.kind={factory}",
                     *SHORT, "--run-dir", str(tmp_path / "run")], extra_env=TESTS)
     one_line_error(done, f"policy.kind = {factory!r}", *words)
+
+
+def test_nan_box_actions_at_the_start_are_named_not_called_random(tmp_path):
+    """NaN equals no NaN: the start-up check said the policy acted at random."""
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set",
+                    "policy.kind=user_policies:nan_actions", *SHORT, "--run-dir",
+                    str(tmp_path / "run")], extra_env=TESTS)
+    one_line_error(done, "policy.kind = 'user_policies:nan_actions': acted array([nan]) "
+                   "on an observation of the env's (step 0 of a probe episode): "
+                   "an action must be finite numbers")
 
 
 def test_an_env_whose_step_fails_on_the_probe_is_named_with_the_action(tmp_path):
