@@ -21,6 +21,7 @@ bodies and camera, flatter look).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -141,6 +142,21 @@ def _even(frame: np.ndarray) -> np.ndarray:
     return np.pad(frame, pad, mode="edge") if any(p[1] for p in pad) else frame
 
 
+def gif_stride(fps: float) -> tuple[int, int]:
+    """(every how many frames a GIF keeps one, its delay in hundredths of a second): a GIF's
+    delays are whole hundredths, and viewers play 0 or 1 as 10. Hopper's 125 frames a second
+    had become delays of 0, a film 12 times slower than the episode. The stride is the least
+    that gives 2 or more, lengthened (up to 4 more) while the rounding is off by over ~10%."""
+    least = max(1, math.ceil(2 * fps / 100))
+
+    def error(stride: int) -> float:
+        exact = 100 * stride / fps
+        return abs(round(exact) - exact) / exact
+    stride = next((k for k in range(least, least + 5) if error(k) <= 0.11),
+                  min(range(least, least + 5), key=error))
+    return stride, round(100 * stride / fps)
+
+
 @contextmanager
 def _frame_writer(path: Path, fps: float) -> Iterator[Callable[[np.ndarray], None]]:
     """Yield a function that appends one RGB frame to the video at ``path``."""
@@ -151,7 +167,8 @@ def _frame_writer(path: Path, fps: float) -> Iterator[Callable[[np.ndarray], Non
                                 pixelformat="yuv420p", macro_block_size=1) as writer:
             yield lambda frame: writer.append_data(_even(frame))
     else:
-        with imageio.get_writer(path, mode="I", duration=1000.0 / fps, loop=0) as writer:
+        with imageio.get_writer(path, mode="I", duration=10 * gif_stride(fps)[1],
+                                loop=0) as writer:
             yield writer.append_data
 
 
@@ -172,7 +189,8 @@ def record_video(
     ``camera``: a MuJoCo model's camera name, or "free" (default: ``check_camera``'s).
     ``quality``: "full" (Gymnasium's scene) or "fast" (a MuJoCo scene without shadows,
     reflections and antialiasing; other envs render one way).
-    Returns ``{"frames", "steps", "return", "camera"}``; frames = steps + 1.
+    Returns ``{"frames", "steps", "return", "camera"}``; frames = steps + 1, of which a GIF
+    keeps (and renders) every ``gif_stride(fps)[0]``-th.
     """
     path = check_video_path(path)
     if env.render_mode != "rgb_array":
@@ -193,11 +211,14 @@ def record_video(
         _without_shadows_and_reflections(env)
         frame = _render(env)  # the same state, now without them
     path.parent.mkdir(parents=True, exist_ok=True)
-    steps, total, done = 0, 0.0, False
+    steps, total, done, written = 0, 0.0, False, 1
+    stride = gif_stride(fps)[0] if path.suffix.lower() == ".gif" else 1
     with _frame_writer(path, fps) as write:
         write(frame)
         while not done and (max_steps is None or steps < max_steps):
             obs, reward, terminated, truncated, _ = env.step(act(obs))
             steps, total, done = steps + 1, total + float(reward), terminated or truncated
-            write(_render(env))
-    return {"frames": steps + 1, "steps": steps, "return": total, "camera": chosen}
+            if steps % stride == 0:
+                write(_render(env))
+                written += 1
+    return {"frames": written, "steps": steps, "return": total, "camera": chosen}

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from es.rl.atari import make_atari_env
-from es.rl.video import record_video
+from es.rl.video import gif_stride, record_video
 
 
 def pong(**kwargs) -> gym.Env:
@@ -278,3 +278,17 @@ def test_es_eval_random_films_the_episode_it_evaluated(tmp_path):
         filmed = re.search(r"wrote \S+: \d+ frames in [\d.]+ s, return ([\d.]+)",
                            played.stdout)[1]
         assert filmed == evaluated, played.stdout
+
+
+def test_a_gif_of_a_fast_env_plays_in_real_time(tmp_path):
+    """Hopper's 125 frames a second became GIF delays of 0 hundredths, which viewers play as
+    10: a film 12 times slower than the episode. Every 4th frame, 3 hundredths each."""
+    assert gif_stride(125) == (4, 3) and gif_stride(200 / 3) == (2, 3)
+    assert gif_stride(25) == (1, 4) and gif_stride(30) == (1, 3)
+    path = tmp_path / "fast.gif"
+    rng = np.random.default_rng(0)
+    result = record_video(pong(), lambda obs: int(rng.integers(6)), path, seed=0,
+                          max_steps=40, fps=125)
+    assert result["frames"] == 11 and result["steps"] == 40  # the reset's and 10 more
+    durations = gif_durations_ms(path)  # Pillow merges identical frames, adding their delays
+    assert sum(durations) == 11 * 30 and all(d % 30 == 0 for d in durations), durations
