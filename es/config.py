@@ -174,6 +174,16 @@ class EnvConfig:
             raise ConfigError(f"env.kwargs.render_mode = {self.kwargs['render_mode']!r}: es "
                               "sets it (none while training; es-eval --video films frames): "
                               "drop it")
+        # gymnasium.make's own keyword beside es's key: env.max_episode_steps won unsaid (an
+        # ALE game's: a TypeError); and the ALE keywords es sets from [atari].
+        own = {"max_episode_steps": "env.max_episode_steps"}
+        if self.id.startswith("ALE/"):
+            own |= {"frameskip": "atari.frame_skip", "repeat_action_probability":
+                    "atari.sticky_actions", "obs_type": "atari.obs"}
+        for key, instead in own.items():
+            if key in self.kwargs:
+                raise ConfigError(f"env.kwargs.{key} = {self.kwargs[key]!r}: es sets it from "
+                                  f"{instead}; set that instead")
 
 
 @dataclass(frozen=True)

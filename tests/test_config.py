@@ -58,6 +58,11 @@ def test_config_round_trips_through_its_dict():
         ("seed = 0\n[env]\n", [], "seed = 0: a key outside any section (a key of [run]: write "
                                  "it below that header); the sections are run, env, "),
         ("bogus = 1\n", [], "bogus = 1: a key outside any section; the sections are run, "),
+        # gymnasium.make's keyword: env.max_episode_steps won unsaid, an ALE game's raised.
+        ("", ["env.kwargs.max_episode_steps=10"], "env.kwargs.max_episode_steps = 10: es sets "
+         "it from env.max_episode_steps; set that instead"),
+        ("", ["env.id=ALE/Pong-v5", "env.kwargs.frameskip=2"], "env.kwargs.frameskip = 2: es "
+         "sets it from atari.frame_skip; set that instead"),  # "set by make_atari_env"
         ('eval_episodes = 5\n[tasks.swimmer]\nbudget_s = 60\n', [],
          "[tasks]: this is an es-bench suite file, not a config; run it with es-bench suite"),
         ("[es]\nsigmaa = 1.0\n", [], "unknown key es.sigmaa"),
