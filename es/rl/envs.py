@@ -283,8 +283,9 @@ def adapted_actions(env: gym.Env) -> gym.Env:
 
 def _check_kwarg_types(env_id: str, spec: Any, kwargs: dict[str, Any]) -> None:
     """A keyword whose default in the env's constructor (``spec``'s entry point) is a number
-    (or True/False) given something else: a constructor that stores it unchecked (MuJoCo's
-    ``ctrl_cost_weight = 'abc'``) fails in every episode instead, and the run with them."""
+    (or True/False, or a tuple of numbers such as a range) given something else: a
+    constructor that stores it unchecked (MuJoCo's ``ctrl_cost_weight = 'abc'``) fails in
+    every episode instead, and the run with them."""
     if spec is None or not kwargs:
         return
     try:
@@ -304,6 +305,12 @@ def _check_kwarg_types(env_id: str, spec: Any, kwargs: dict[str, Any]) -> None:
             wanted, fits = "a whole number", number and isinstance(value, int)
         elif isinstance(default, int | float):
             wanted, fits = "a number", number
+        elif isinstance(default, tuple | list) and default and all(
+                isinstance(item, int | float) and not isinstance(item, bool) for item in default):
+            # Hopper's healthy_z_range = 5 failed every episode ("cannot unpack non-iterable").
+            wanted = f"a list of {len(default)} numbers"
+            fits = isinstance(value, list | tuple) and len(value) == len(default) and all(
+                isinstance(item, int | float) and not isinstance(item, bool) for item in value)
         else:
             continue
         if not fits:

@@ -191,6 +191,11 @@ def test_names_and_kwargs_a_run_cannot_take_are_refused(tmp_path, override, frag
                              "default: 0.001)"),
     # It reached mj_step, and every episode failed with a pybind TypeError.
     ("frame_skip=2.5", "frame_skip = 2.5: Hopper-v5 takes a whole number (its default: 4)"),
+    # "cannot unpack non-iterable int object" in every episode.
+    ("healthy_z_range=5", "healthy_z_range = 5: Hopper-v5 takes a list of 2 numbers (its "
+                          "default: (0.7, inf))"),
+    ("healthy_z_range=[0.7, 1.0, 3]", "healthy_z_range = [0.7, 1.0, 3]: Hopper-v5 takes a "
+                                      "list of 2 numbers"),
 ])
 def test_a_mujoco_keyword_of_the_wrong_type_is_refused_before_training(tmp_path, override,
                                                                          fragment):
