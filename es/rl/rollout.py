@@ -107,9 +107,10 @@ def all_finite(observation: Any) -> bool:
 
 
 def checked(episode: Episode, label: str) -> Episode:
-    """A non-finite return becomes NaN, with a warning naming ``label``."""
+    """A non-finite return becomes NaN, with a warning naming ``label``: a NaN or inf reward
+    or observation (``Observations.episode``), which "non-finite return" left unsaid."""
     if not np.isfinite(episode.total_return):
-        log.warning("%s: non-finite return", label)
+        log.warning("%s: failed: a non-finite reward or observation (NaN or inf)", label)
         episode.total_return = float("nan")
     return episode
 

@@ -134,6 +134,9 @@ def test_es_eval_counts_failed_episodes_and_keeps_them_out_of_the_mean(tmp_path,
     assert (f"over {episodes - expected} episodes" in shown.stdout
             and f"{expected} of {episodes} episodes failed" in shown.stdout), shown.stdout
     assert "nan" not in shown.stdout
+    # A NaN observation was "non-finite return": the return is NaN because of it.
+    assert ": failed: a non-finite reward or observation (NaN or inf)" in shown.stderr, \
+        shown.stderr
 
 
 class Endless(gym.Env):
