@@ -257,11 +257,13 @@ class UserPolicy:
                 seen.append((copy.deepcopy(observation), action))
                 try:
                     observation, _, terminated, truncated, _ = env.step(action)
-                except Exception as error:  # the env's code, on the policy's action
+                except Exception as error:  # the env's code (or keywords), on the action
+                    env_id = env.spec.id if env.spec is not None else "the env"
                     raise PolicyError(
-                        f"policy.kind = {self.name!r}: the env's step raised "
+                        f"policy.kind = {self.name!r} on {env_id}: the env's step raised "
                         f"{type(error).__name__}: {error} on the policy's action {action!r} "
-                        f"(step {step} of a probe episode)") from None
+                        f"(step {step} of a probe episode): the action, or the env's code or "
+                        "its env.kwargs") from None
                 if terminated or truncated:
                     break
             again = self.bind(params, ObsNorm.identity(self.obs_dim))
