@@ -22,11 +22,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import BIN, check_config, died, emit, mpiexec, run_script, script_parser
+from report import (
+    BIN,
+    CONFIGS,
+    check_config,
+    died,
+    emit,
+    mpiexec,
+    run_script,
+    script_parser,
+)
 
 from es.cli.args import SpecError, add_flag, add_out, add_ranks, finite_float
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # found from any folder
 TARGETS = {
     "cartpole": (str(CONFIGS / "cartpole.toml"), 20.0, (475.0,)),
     "halfcheetah": (str(CONFIGS / "halfcheetah.toml"), 600.0, (3000.0, 5000.0, 6000.0)),

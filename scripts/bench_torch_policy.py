@@ -35,7 +35,7 @@ from report import (
 )
 
 from es.bench.launch import set_flags
-from es.bench.scaling import steady_state
+from es.bench.scaling import WARMUP_GENERATIONS, steady_state
 from es.cli.args import add_flag, add_out, add_ranks, positive_int
 
 POLICIES = {
@@ -78,8 +78,8 @@ def main() -> None:
     parse = parser()
     args = parse.parse_args()
     check_config(parse, args.config)
-    if args.generations < 5:  # steady_state skips the first generations: it was raised to 5
-        parse.error(f"--generations {args.generations}: must be >= 5")
+    if args.generations < WARMUP_GENERATIONS + 3:  # what steady_state needs: was raised to it
+        parse.error(f"--generations {args.generations}: must be >= {WARMUP_GENERATIONS + 3}")
     if importlib.util.find_spec("torch") is None:  # before the NumPy half's minutes
         parse.error('the torch policy needs torch: pip install -e ".[torch]"')
     ranks = args.ranks[0]

@@ -294,9 +294,12 @@ def _check_kwarg_types(env_id: str, spec: Any, kwargs: dict[str, Any]) -> None:
         parameters = inspect.signature(maker).parameters
     except (ValueError, TypeError, ImportError, AttributeError):  # nothing to read it from
         return
+    def is_number(item: Any) -> bool:
+        return isinstance(item, int | float) and not isinstance(item, bool)
+
     for key, value in kwargs.items():
         default = parameters[key].default if key in parameters else None
-        number = isinstance(value, int | float) and not isinstance(value, bool)
+        number = is_number(value)
         if isinstance(default, bool):
             wanted, fits = "true or false", isinstance(value, bool)
         elif isinstance(default, int) and "float" not in str(parameters[key].annotation):
@@ -305,12 +308,11 @@ def _check_kwarg_types(env_id: str, spec: Any, kwargs: dict[str, Any]) -> None:
             wanted, fits = "a whole number", number and isinstance(value, int)
         elif isinstance(default, int | float):
             wanted, fits = "a number", number
-        elif isinstance(default, tuple | list) and default and all(
-                isinstance(item, int | float) and not isinstance(item, bool) for item in default):
+        elif isinstance(default, tuple | list) and default and all(map(is_number, default)):
             # Hopper's healthy_z_range = 5 failed every episode ("cannot unpack non-iterable").
             wanted = f"a list of {len(default)} numbers"
-            fits = isinstance(value, list | tuple) and len(value) == len(default) and all(
-                isinstance(item, int | float) and not isinstance(item, bool) for item in value)
+            fits = (isinstance(value, list | tuple) and len(value) == len(default)
+                    and all(map(is_number, value)))
         else:
             continue
         if not fits:

@@ -191,9 +191,8 @@ def train(
         comm = comm or make_comm()
         with refused_together(comm, "es.train", ConfigError):
             _check_callback(callback)
-            if not isinstance(force, bool):  # "no" would be true, and overwrite a run
-                raise ConfigError(f"force {force!r}: must be True or False")
-            _check_quiet(quiet)
+            _check_flag("force", force)  # "no" would be true, and overwrite a run
+            _check_flag("quiet", quiet)  # "no" was taken as true, and the run printed nothing
             if run_dir is not None and not _is_path(run_dir):
                 raise ConfigError(f"run_dir {run_dir!r}: must be a folder's path (str or Path) "
                                   "or None")
@@ -266,7 +265,7 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
         comm = comm or make_comm()
         with refused_together(comm, "es.resume", ConfigError):
             _check_callback(callback)
-            _check_quiet(quiet)
+            _check_flag("quiet", quiet)
             if not _is_path(run_dir):
                 raise ConfigError(f"run_dir {run_dir!r}: must be a run folder's path (str or "
                                   "Path)")
@@ -314,9 +313,9 @@ def _check_callback(callback: object) -> None:
         raise ValueError(problem)
 
 
-def _check_quiet(quiet: object) -> None:
-    if not isinstance(quiet, bool):  # "no" was taken as true, and the run printed nothing
-        raise ConfigError(f"quiet {quiet!r}: must be True or False")
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} {value!r}: must be True or False")
 
 
 def _check_runnable(config: Config) -> None:

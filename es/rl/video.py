@@ -158,8 +158,10 @@ def gif_stride(fps: float) -> tuple[int, int]:
 
 
 @contextmanager
-def _frame_writer(path: Path, fps: float) -> Iterator[Callable[[np.ndarray], None]]:
-    """Yield a function that appends one RGB frame to the video at ``path``."""
+def _frame_writer(path: Path, fps: float,
+                  gif_delay_cs: int) -> Iterator[Callable[[np.ndarray], None]]:
+    """Yield a function that appends one RGB frame to the video at ``path`` (a GIF's frames
+    ``gif_delay_cs`` hundredths of a second apart)."""
     imageio = _imageio_v2(path.suffix.lower())
     if path.suffix.lower() == ".mp4":
         # macro_block_size=1: imageio would otherwise rescale frames to multiples of 16.
@@ -167,8 +169,7 @@ def _frame_writer(path: Path, fps: float) -> Iterator[Callable[[np.ndarray], Non
                                 pixelformat="yuv420p", macro_block_size=1) as writer:
             yield lambda frame: writer.append_data(_even(frame))
     else:
-        with imageio.get_writer(path, mode="I", duration=10 * gif_stride(fps)[1],
-                                loop=0) as writer:
+        with imageio.get_writer(path, mode="I", duration=10 * gif_delay_cs, loop=0) as writer:
             yield writer.append_data
 
 
@@ -212,8 +213,8 @@ def record_video(
         frame = _render(env)  # the same state, now without them
     path.parent.mkdir(parents=True, exist_ok=True)
     steps, total, done, written = 0, 0.0, False, 1
-    stride = gif_stride(fps)[0] if path.suffix.lower() == ".gif" else 1
-    with _frame_writer(path, fps) as write:
+    stride, delay_cs = gif_stride(fps) if path.suffix.lower() == ".gif" else (1, 0)
+    with _frame_writer(path, fps, delay_cs) as write:
         write(frame)
         while not done and (max_steps is None or steps < max_steps):
             obs, reward, terminated, truncated, _ = env.step(act(obs))
