@@ -229,9 +229,15 @@ def run_folder(out: Path, run: Run) -> Path:
 def run_config(suite: Suite, suite_file: Path, entry: Entry, seed: int) -> tuple[Path, list[str]]:
     """A suite config's file and the overrides the suite trains it with, budgets aside: the
     entry's own, the seed, and at least the suite's evaluation episodes."""
+    episodes = run_eval_episodes(suite, suite_file, entry)
+    return config_path(suite_file, entry.config), [
+        *entry.overrides, f"run.seed={seed}", f"run.eval_episodes={episodes}"]
+
+
+def run_eval_episodes(suite: Suite, suite_file: Path, entry: Entry) -> int:
+    """The evaluation episodes a suite run trains with: its config's, at least the suite's."""
     config = config_path(suite_file, entry.config)
-    episodes = max(suite.eval_episodes, config_eval_episodes(config, entry.overrides))
-    return config, [*entry.overrides, f"run.seed={seed}", f"run.eval_episodes={episodes}"]
+    return max(suite.eval_episodes, config_eval_episodes(config, entry.overrides))
 
 
 def train_command(run: Run, suite: Suite, suite_file: Path, run_dir: Path, ranks: int,
@@ -847,8 +853,7 @@ def check_trained_budgets(runs: list[Run], out: Path, spec: Suite, suite_file: P
         if not config_file.is_file():
             continue
         trained = load_config(config_file).run
-        _, overrides = run_config(spec, suite_file, run.task.configs[run.strategy], run.seed)
-        episodes = int(overrides[-1].partition("=")[2])  # run.eval_episodes=N, last
+        episodes = run_eval_episodes(spec, suite_file, run.task.configs[run.strategy])
         if trained.eval_episodes != episodes:
             raise ValueError(
                 f"{run_folder(out, run)}: evaluated on run.eval_episodes = "

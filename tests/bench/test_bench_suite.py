@@ -395,7 +395,7 @@ def test_runs_trained_to_another_budget_and_an_empty_selection_are_refused(tmp_p
         Run,
         check_trained_budgets,
         load_suite,
-        run_config,
+        run_eval_episodes,
         run_folder,
         select,
     )
@@ -426,8 +426,7 @@ def test_runs_trained_to_another_budget_and_an_empty_selection_are_refused(tmp_p
     suite.write_text(SUITE)
     spec = load_suite(suite)
     run = Run(spec.tasks["cartpole"], "openai", 0)
-    episodes = int(run_config(spec, suite, spec.tasks["cartpole"].configs["openai"],
-                              0)[1][-1].partition("=")[2])
+    episodes = run_eval_episodes(spec, suite, spec.tasks["cartpole"].configs["openai"])
     trained = load_config(REPO / "configs/cartpole.toml",
                           ["run.max_timesteps=6000", f"run.eval_episodes={episodes}"])
     (folder / "config.toml").write_text(tomli_w.dumps(trained.to_dict()))
