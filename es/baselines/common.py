@@ -45,28 +45,24 @@ def check_box_observations(space: gym.Space) -> None:
                           "observations (vectors, or stacked frames for policy.kind = 'cnn')")
 
 
-def check_network(config: Config, program: str) -> None:
-    """A ``policy.*`` the baselines can train (``es-compare`` checks it before any run)."""
+def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNetSpec:
+    """The network of ``policy.*`` for this env: an MLP (or linear), or for pixels the CNN
+    torso without VBN (``es.baselines.nn`` has no backward pass through VBN). What the env
+    refuses comes first: a CNN on a vector env was told to drop VBN, then refused anyway."""
     policy = config.policy
     if policy.kind not in BUILT_IN_POLICIES:
         raise ConfigError(f"policy.kind = {policy.kind!r}: {program} trains its own networks "
                           f"({', '.join(BUILT_IN_POLICIES)}), not a user's policy")
-    if policy.kind == "cnn" and policy.vbn:
-        raise ConfigError(f"policy.vbn = true: {program} trains CNNs without virtual batch "
-                          "norm; add --set policy.vbn=false")
-
-
-def network_spec(config: Config, env: Any, program: str) -> PolicySpec | ConvNetSpec:
-    """The network of ``policy.*`` for this env: an MLP (or linear), or for pixels the CNN
-    torso without VBN (``es.baselines.nn`` has no backward pass through VBN)."""
-    policy = config.policy
-    check_network(config, program)
     check_box_observations(env.observation_space)
     try:
-        return policy_spec_for(env, policy.kind, policy.hidden, policy.activation,
+        spec = policy_spec_for(env, policy.kind, policy.hidden, policy.activation,
                                policy.torso, vbn=False)
     except ValueError as error:  # an env the networks cannot take: a config's error, exit 2
         raise ConfigError(str(error)) from None
+    if policy.kind == "cnn" and policy.vbn:
+        raise ConfigError(f"policy.vbn = true: {program} trains CNNs without virtual batch "
+                          "norm; add --set policy.vbn=false")
+    return spec
 
 
 def input_scaling(space: gym.spaces.Box) -> ObsNorm:

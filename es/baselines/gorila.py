@@ -172,10 +172,10 @@ class Learner:
                 self.episode_returns, self.failed, update_s = [], 0, 0.0
                 round_started, bytes_before = time.perf_counter(), self.comm.bytes_sent
                 received_before, received_steps = self.received_bytes, self.received
-            self.stop_actors()
+            self.stop_actors()  # their last chunks come in: not trained on, nor in a row
         finally:
             run_log.close()
-        return BaselineResult(rounds, self.received, run_log.eval_return)
+        return BaselineResult(rounds, received_steps, run_log.eval_return)
 
     def stop_actors(self) -> None:
         """Tell every actor to stop once its parameters have arrived, then take in their last

@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from es.bench.report import out_folder
+from es.bench.report import PROJECT, out_folder
 
 METHODS = ("es", "pg", "ppo", "dqn")
 #: Methods whose runs use --ranks ranks (DQN is one process by design).
 DISTRIBUTED = ("es", "pg", "ppo")
-#: The shipped configs each method starts from; other envs get these with env.id replaced.
+#: The shipped configs each method starts from (in the checkout, ``PROJECT``, whatever the
+#: folder es-compare runs in); other envs get these with env.id replaced.
 DEFAULT_CONFIGS = {
     "CartPole-v1": {"es": "configs/cartpole.toml", "pg": "configs/baselines/cartpole_pg.toml",
                     "ppo": "configs/baselines/cartpole_ppo.toml",
@@ -81,9 +82,9 @@ def config_for(method: str, env_id: str, discrete: bool, given: dict[str, str]) 
     if method in given:
         return given[method], [f"env.id={env_id}"]
     if env_id in DEFAULT_CONFIGS and method in DEFAULT_CONFIGS[env_id]:
-        return DEFAULT_CONFIGS[env_id][method], []
+        return str(PROJECT / DEFAULT_CONFIGS[env_id][method]), []
     template = DEFAULT_CONFIGS["CartPole-v1" if discrete else "Pendulum-v1"][method]
-    return template, [f"env.id={env_id}"]
+    return str(PROJECT / template), [f"env.id={env_id}"]
 
 
 def executable(name: str) -> str:
@@ -175,8 +176,9 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
         steps = np.array([s.steps_to_threshold for s in runs])
         seconds = np.array([s.seconds_to_threshold for s in runs])
         hit = ~np.isnan(steps)
+        reaching = "—" if threshold is None else f"{hit.sum()}/{len(runs)}"
         lines.append(
-            f"| {method} | {finals.mean():.1f} ± {finals.std():.1f} | {hit.sum()}/{len(runs)} | "
+            f"| {method} | {finals.mean():.1f} ± {finals.std():.1f} | {reaching} | "
             f"{_fmt(np.median(steps[hit]) if hit.any() else np.nan)} | "
             f"{_fmt(np.median(seconds[hit]) if hit.any() else np.nan, 1)} | "
             f"{' / '.join(_percent(s.held) for s in runs)} | "
@@ -187,16 +189,23 @@ def markdown_table(summaries: list[RunSummary], threshold: float | None,
 
 
 def check_policy_fits_env(method: str, config: Any) -> None:
-    """The policy of ``method``'s config built for its env, as its run builds them first: a
-    CNN for a vector observation failed every run of the method, each after its start."""
+    """The policy of ``method``'s config built for its env, as its run builds them first (a
+    user's policy also probed, as es-train probes it): a CNN for a vector observation, or a
+    user's policy acting outside the action space, failed every run of the method, each after
+    its start."""
     from es.baselines.common import network_spec
     from es.rl.envs import env_from_config
-    from es.rl.policy import make_policy
+    from es.rl.policy import UserPolicy, make_policy
 
     env = env_from_config(config)
     try:
         if method == "es":
-            make_policy(config, env)
+            policy = make_policy(config, env)
+            if isinstance(policy, UserPolicy):
+                policy.probe(env, policy.initial_params(np.random.default_rng(0)))
+            if config.es.noise == "table" and policy.num_params > config.es.noise_table_size:
+                raise ValueError(f"es.noise_table_size = {config.es.noise_table_size}: must be "
+                                 f">= the policy's {policy.num_params} parameters")
         else:
             network_spec(config, env, f"es-baseline {method}")
     finally:
@@ -207,7 +216,6 @@ def compare(args: argparse.Namespace) -> int:
     """``es-compare`` with its parsed flags: the runs, then ``compare.csv``, ``compare.md`` and
     ``compare.png`` in the output folder. A bad flag value is a one-line ValueError, raised
     before any run starts; exit code 1 when a run failed (the table holds the others)."""
-    from es.baselines.common import check_network
     from es.baselines.ppo import check_ranks
     from es.config import ConfigError, load_config
     from es.rl.envs import check_env_id
@@ -215,7 +223,8 @@ def compare(args: argparse.Namespace) -> int:
     from es.rl.policy import import_object, is_factory
 
     check_env_id(args.env)
-    methods = list(args.methods)  # distinct, among METHODS: es.cli.args.name_list
+    named = args.methods is not None  # distinct, among METHODS: es.cli.args.name_list
+    methods = list(args.methods) if named else list(METHODS)
     if args.budget_s < 1:
         raise ValueError(f"--budget-s {args.budget_s:g}: must be >= 1 (a run's budget counts "
                          "from its process's start, which alone takes about a second)")
@@ -225,17 +234,17 @@ def compare(args: argparse.Namespace) -> int:
         if not sep or method not in METHODS:
             raise ValueError(f"--method-config {text!r}: expected METHOD=PATH with METHOD in "
                              f"{', '.join(METHODS)}")
-        if method not in args.methods:  # else set aside without a word
+        if method not in methods:  # else set aside without a word
             raise ValueError(f"--method-config {text!r}: {method} is not among --methods "
-                             f"({','.join(args.methods)})")
+                             f"({','.join(methods)})")
         if method in given:  # the last would win without a word
             raise ValueError(f"--method-config {text!r}: {method} has one already "
                              f"({given[method]}); give each method one")
         given[method] = path
     discrete = is_discrete(args.env)
-    if methods == ["dqn"] and not discrete:
-        raise ValueError(f"--methods dqn: {args.env} has continuous actions, DQN needs "
-                         "discrete ones")
+    if "dqn" in methods and not discrete and named:  # asked for: not dropped without a word
+        raise ValueError(f"--methods {','.join(methods)}: {args.env} has continuous actions, "
+                         "DQN needs discrete ones; leave dqn out")
     if "dqn" in methods and not discrete:
         print(f"es-compare: {args.env} has continuous actions: DQN left out", file=sys.stderr)
         methods.remove("dqn")
@@ -246,15 +255,18 @@ def compare(args: argparse.Namespace) -> int:
     for method in methods:
         config, overrides = config_for(method, args.env, discrete, given)
         if not Path(config).is_file():
-            raise ValueError(f"config {config!r} of {method}: not found (run from the project "
-                             "folder or pass --method-config METHOD=PATH)")
+            raise ValueError(f"config {config!r} of {method}: not found" + (
+                "" if method in given else " (es-compare's defaults are the shipped configs of "
+                "a checkout installed with pip install -e; pass --method-config METHOD=PATH)"))
         try:  # now, not when the runs before it have spent their budgets
             loaded = load_config(config, run_overrides(method, overrides, 0, args.budget_s))
             if method == "ppo":
                 check_ranks(loaded, ranks)
-            if method != "es":
-                check_network(loaded, f"es-baseline {method}")
-            elif is_factory(loaded.policy.kind):  # a user's policy: its module imports
+                if loaded.ppo.anneal_lr:  # it would fail every run, each after its start
+                    raise ValueError("ppo.anneal_lr = true anneals over run.max_timesteps, which "
+                                     "es-compare's runs leave 0 (--budget-s ends them); set "
+                                     "ppo.anneal_lr = false")
+            if method == "es" and is_factory(loaded.policy.kind):  # its module imports
                 import_object(loaded.policy.kind, "policy.kind")
             check_policy_fits_env(method, loaded)
         except (ConfigError, PolicyError, ValueError) as error:
@@ -269,30 +281,32 @@ def compare(args: argparse.Namespace) -> int:
     if (out / "config.toml").is_file():  # its files would sit among a run's
         raise ValueError(f"--out {str(out)!r}: holds a run (its config.toml), not a "
                          "comparison; give another folder")
-    earlier = [f"{method}/seed{seed}" for method, seed, run_dir, _ in jobs
-               if (run_dir / "progress.csv").exists()]
+    earlier = earlier_comparison(out)
     if earlier and not args.force:
-        raise ValueError(f"--out {str(out)!r} holds earlier runs ({', '.join(earlier[:4])}"
-                         f"{', ...' if len(earlier) > 4 else ''}): pass --force to replace "
-                         "them, or another --out")
+        raise ValueError(f"--out {str(out)!r} holds an earlier comparison "
+                         f"({', '.join(earlier[:4])}{', ...' if len(earlier) > 4 else ''}): "
+                         "pass --force to replace it, or another --out")
+    for path in earlier:  # all of it: its other seeds and methods joined the new table's plot
+        (shutil.rmtree if (out / path).is_dir() else Path.unlink)(out / path)
     out.mkdir(parents=True, exist_ok=True)
 
-    # Ctrl-C reaches the runs (the terminal's process group) and stops them at their
-    # checkpoints; here it only keeps the runs not yet started from starting. A SIGTERM (kill,
-    # timeout, a scheduler) reaches this process alone: it is passed on to the runs, which
-    # had gone on without a parent to the end of their budgets. The handler takes no lock
-    # (a second signal inside it would wait on itself): list.append, set.add and list(set)
-    # are atomic under the GIL.
+    # The runs are process groups of their own, so every stop comes through here once: a
+    # terminal's Ctrl-C, a SIGINT or SIGTERM to this process alone (kill, timeout, a
+    # scheduler, a notebook), which the runs had not seen, going on to the end of their
+    # budgets, or the terminal's hangup. Each is passed on as the SIGTERM that stops a run at
+    # its checkpoint (a second stops it at once, as a second Ctrl-C does), and no run not yet
+    # started starts. The handler takes no lock (a second signal inside it would wait on
+    # itself): list.append, set.add and list(set) are atomic under the GIL.
     signals: list[int] = []
     running: set[subprocess.Popen] = set()
 
     def stop(signum: int, frame: object) -> None:
         signals.append(signum)
-        if signum == signal.SIGTERM:
-            for process in list(running):
-                process.send_signal(signal.SIGTERM)
+        for process in list(running):
+            process.send_signal(signal.SIGTERM)
 
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, stop)
+                for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
     def launch(job) -> tuple[str, int, Path, int | None]:
         method, seed, run_dir, line = job
@@ -301,7 +315,8 @@ def compare(args: argparse.Namespace) -> int:
         sys.stdout.write(f"es-compare: {method} seed {seed}: {shlex.join(line)}\n")  # one write:
         sys.stdout.flush()  # lines of jobs started side by side do not interleave
         with (out / f"{method}-seed{seed}.log").open("w") as log_file:
-            process = subprocess.Popen(line, stdout=log_file, stderr=subprocess.STDOUT,
+            process = subprocess.Popen(line, stdin=subprocess.DEVNULL, stdout=log_file,
+                                       stderr=subprocess.STDOUT, process_group=0,
                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
         running.add(process)
         if signals:  # the signal came between the check above and here
@@ -316,21 +331,38 @@ def compare(args: argparse.Namespace) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    ended = [job for job in finished if job[3] == 0]  # the others' rows would be empty or cut
     if signals:
         skipped = sum(code is None for *_, code in finished)
-        print(f"es-compare: interrupted: {len(finished) - skipped} runs stopped or ended, "
-              f"{skipped} not started; their logs are in {out}", file=sys.stderr)
+        if ended:  # whole budgets, and so a fair table of its own
+            write_comparison(ended, out, threshold, args)
+        print(f"es-compare: interrupted: {len(finished) - skipped} of the runs stopped or "
+              f"ended, {skipped} not started; their logs are in {out}"
+              + (f"; the table holds the {len(ended)} that had ended" if ended else ""),
+              file=sys.stderr)
         return 130
     failed = [f"{m} seed {s} (exit {c}, see {out / f'{m}-seed{s}.log'})"
               for m, s, _, c in finished if c != 0]
-    finished = [job for job in finished if job[3] == 0]  # the others' rows would be empty
-    if finished:
-        write_comparison(finished, out, threshold, args)
+    if ended:
+        write_comparison(ended, out, threshold, args)
     if failed:
         print(f"es-compare: error: runs failed: {'; '.join(failed)}"
               + ("; the table holds the others" if finished else ""), file=sys.stderr)
         return 1
     return 0
+
+
+def earlier_comparison(out: Path) -> list[str]:
+    """What an earlier es-compare left in ``out``, as paths in it: its methods' folders (with
+    a run), its tables and its runs' logs."""
+    if not out.is_dir():
+        return []
+    folders = [method for method in METHODS
+               if any((out / method).glob("seed*/progress.csv"))]
+    files = [path.name for path in sorted(out.iterdir()) if path.is_file() and (
+        path.name in ("compare.csv", "compare.md", "compare.png")
+        or (path.suffix == ".log" and path.stem.split("-seed")[0] in METHODS))]
+    return folders + files
 
 
 def write_comparison(finished: list[tuple[str, int, Path, int | None]], out: Path,
@@ -349,7 +381,8 @@ def write_comparison(finished: list[tuple[str, int, Path, int | None]], out: Pat
     methods = list(dict.fromkeys(m for m, *_ in finished))
     try:  # each method's seeds are one config: one curve per method
         plot([d for _, _, d, _ in finished], out / "compare.png", "time_s", "eval_return",
-             f"{args.env}: {', '.join(methods)}, {len(args.seeds)} seeds, {args.budget_s:g} s each",
+             f"{args.env}: {', '.join(methods)}, {len(args.seeds)} "
+             f"seed{'s' if len(args.seeds) != 1 else ''}, {args.budget_s:g} s each",
              log_x=True)
         print(f"wrote {out / 'compare.csv'}, {out / 'compare.md'}, {out / 'compare.png'}")
     except (RuntimeError, ValueError) as error:  # no matplotlib, a run without evaluations:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from es.bench.report import out_folder, run_interruptible
+from es.bench.report import PROJECT, out_folder, run_interruptible
 from es.bench.suite import (
     BIN,
     NO_GENERATION_LIMIT,
@@ -52,7 +52,6 @@ from es.bench.suite import (
     write_csv,
 )
 
-PROJECT = Path(__file__).resolve().parents[2]  # the checkout: configs/ is there
 FINAL_EPISODES = 20
 TRAINING_EPISODES = 100  # cleanrl / openrlbenchmark: the last 100 training episodes
 TRAINING, EVALUATION = "training return", "final evaluation"

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path("bench-results")  # git-ignored
+#: The checkout (an editable install): the shipped configs/ are there, whatever the folder a
+#: program runs in.
+PROJECT = Path(__file__).resolve().parents[2]
 #: The exit code of a program ended by Ctrl-C or SIGTERM (128 + SIGINT, as shells have it).
 INTERRUPTED = 130
 

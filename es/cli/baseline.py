@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         return crash("es-baseline", error, comm)
     if comm.rank == 0:
         final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
-        print(f"done: {args.algorithm}, {result.rounds} rounds, {result.timesteps} steps, "
+        rounds = f"{result.rounds} round{'s' if result.rounds != 1 else ''}"
+        print(f"done: {args.algorithm}, {rounds}, {result.timesteps} steps, "
               f"eval return {final}; run folder {run_dir}", flush=True)
     return 0

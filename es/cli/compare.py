@@ -36,8 +36,8 @@ def parser() -> ArgumentParser:
     add_flag(parse, "--env", required=True)
     add_flag(parse, "--budget-s", "every run's, counted from process start", default=120.0)
     add_flag(parse, "--seeds", "one run per method and seed", default="0-2")
-    add_flag(parse, "--methods", "a subset of es,pg,ppo,dqn (dqn: discrete envs only)",
-             default="es,pg,ppo,dqn", type=name_list(METHODS))
+    add_flag(parse, "--methods", "a subset of es,pg,ppo,dqn (default: all; dqn needs discrete "
+             "actions and is left out on other envs unless named)", type=name_list(METHODS))
     parse.add_argument("--method-config", action="append", default=[], metavar="METHOD=PATH",
                        help="the config of one method, trained on --env whatever env it names "
                        "(default: the shipped one for the env)")

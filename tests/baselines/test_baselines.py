@@ -243,6 +243,8 @@ def test_gorila_smoke_two_actors_one_learner(tmp_path):
     rows = read_progress(run_dir)
     assert [int(r["generation"]) for r in rows] == [1, 2, 3, 4]
     assert int(rows[-1]["timesteps"]) >= 2000  # transitions the learner received
+    # Not counting the actors' last chunks, which came in after the last row: never trained on.
+    assert f"done: gorila, 4 rounds, {rows[-1]['timesteps']} steps," in result.stdout
     assert all(int(r["bytes_sent"]) > 0 for r in rows)
     assert "B of parameters to 2 actors" in result.stdout
     assert load_params(run_dir).size == 4 * 120 + 120 + 120 * 84 + 84 + 84 * 2 + 2
@@ -253,6 +255,9 @@ def test_gorila_smoke_two_actors_one_learner(tmp_path):
     (["gorila", "configs/baselines/cartpole_dqn.toml"], None, "at least 2 ranks"),
     (["dqn", "configs/baselines/cartpole_dqn.toml"], 2, "one process"),
     (["pg", "configs/pong.toml"], None, "--set policy.vbn=false"),
+    # Not first told to drop VBN, which the next try then refused for the observations.
+    (["dqn", "configs/baselines/cartpole_dqn.toml", "--set", "policy.kind=cnn"], None,
+     "policy.kind = 'cnn' needs stacked image observations"),
     (["gorila", "configs/pong.toml", "--set", "policy.vbn=false"], 2, "policy.kind = 'cnn'"),
     (["pg", "configs/baselines/cartpole_pg.toml", "--set", "pg.lr=-1"], None, "pg.lr = -1"),
     # An AttributeError ('Discrete' object has no attribute 'low') or a ValueError, exit 1.
@@ -343,8 +348,34 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
     crowded = run_cli(["es-compare", "--env", "Pendulum-v1", "--methods", "es,ppo", "--ranks",
                        "5", "--out", str(out)], timeout=60)
     assert crowded.returncode == 2 and crowded.stderr.strip() == (
-        "es-compare: error: config 'configs/baselines/pendulum_ppo.toml' of ppo: 5 ranks: "
-        "ppo.num_envs = 4 environments are split over the ranks, at least one each")
+        f"es-compare: error: config {str(REPO / 'configs/baselines/pendulum_ppo.toml')!r} of "
+        "ppo: 5 ranks: ppo.num_envs = 4 environments are split over the ranks, at least one "
+        "each")
+    # Annealing over a step budget es-compare's runs never have: every PPO run failed.
+    annealing = tmp_path / "anneal.toml"
+    annealing.write_text((REPO / "configs/baselines/cartpole_ppo.toml").read_text()
+                         .replace("[ppo]\n", "[ppo]\nanneal_lr = true\n"))
+    annealed = run_cli(["es-compare", "--env", "CartPole-v1", "--methods", "es,ppo",
+                        "--method-config", f"ppo={annealing}", "--out", str(out)], timeout=60)
+    assert annealed.returncode == 2 and annealed.stderr.strip() == (
+        f"es-compare: error: config {str(annealing)!r} of ppo: ppo.anneal_lr = true anneals "
+        "over run.max_timesteps, which es-compare's runs leave 0 (--budget-s ends them); set "
+        "ppo.anneal_lr = false"), annealed.stderr
+    # DQN named on a continuous env: left out without a word when it was in a list.
+    named = run_cli(["es-compare", "--env", "Pendulum-v1", "--methods", "es,dqn", "--out",
+                     str(out)], timeout=60)
+    assert named.returncode == 2 and named.stderr.strip() == (
+        "es-compare: error: --methods es,dqn: Pendulum-v1 has continuous actions, DQN needs "
+        "discrete ones; leave dqn out"), named.stderr
+    # A user's policy acting outside the action space: every ES run failed at its start.
+    outside = tmp_path / "outside.toml"
+    outside.write_text('[policy]\nkind = "user_policies:outside"\n')
+    probed = run_cli(["es-compare", "--env", "CartPole-v1", "--methods", "pg,es",
+                      "--method-config", f"es={outside}", "--out", str(out)], timeout=60,
+                     extra_env={"PYTHONPATH": str(REPO / "tests")})
+    assert probed.returncode == 2 and probed.stderr.startswith(
+        f"es-compare: error: config {str(outside)!r} of es: policy.kind = "
+        "'user_policies:outside': action 5 is outside the action space"), probed.stderr
     # A policy its env cannot take: every run of the method failed, each after its start.
     pixels = run_cli(["es-compare", "--env", "CartPole-v1", "--methods", "pg,es",
                       "--method-config", "es=configs/pong.toml", "--out", str(out)], timeout=60)
@@ -364,32 +395,49 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
 
 
 def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_path):
-    """A second es-compare into one --out replaced the first's runs without a word; and one
-    failed run left no table of those that ended."""
-    import tomllib
-
-    import tomli_w
-
-    data = tomllib.loads((REPO / "configs/baselines/cartpole_ppo.toml").read_text())
-    data.setdefault("ppo", {})["anneal_lr"] = True  # es-compare's runs have no step budget
-    failing = tmp_path / "ppo.toml"
-    failing.write_text(tomli_w.dumps(data))
+    """A second es-compare into one --out replaced the first's runs without a word (with
+    other seeds or methods even with no --force, its table then holding only the new runs and
+    its plot both); and one failed run left no table of those that ended."""
+    failing = tmp_path / "es.toml"  # acts outside the space after the start-up probe
+    failing.write_text('[policy]\nkind = "user_policies:LaterOutside"\n')
     out = tmp_path / "cmp"
-    args = ["es-compare", "--env", "CartPole-v1", "--methods", "es,ppo", "--method-config",
-            f"ppo={failing}", "--budget-s", "2", "--seeds", "0", "--eval-episodes", "2",
+    args = ["es-compare", "--env", "CartPole-v1", "--methods", "es,pg", "--method-config",
+            f"es={failing}", "--budget-s", "2", "--seeds", "0", "--eval-episodes", "2",
             "--out", str(out)]
-    first = run_cli(args, timeout=120)
+    user_module = {"PYTHONPATH": str(REPO / "tests")}
+    first = run_cli(args, timeout=120, extra_env=user_module)
     assert first.returncode == 1, first.stderr
-    assert "es-compare: error: runs failed: ppo seed 0 (exit 2" in first.stderr
+    assert "es-compare: error: runs failed: es seed 0 (exit 1, see " in first.stderr
     assert first.stderr.rstrip().endswith("; the table holds the others")
     rows = (out / "compare.csv").read_text().splitlines()
-    assert len(rows) == 2 and rows[1].startswith("es,0,")
-    again = run_cli(args, timeout=60)
+    assert len(rows) == 2 and rows[1].startswith("pg,0,")
+    other = ["es-compare", "--env", "CartPole-v1", "--methods", "pg", "--budget-s", "2",
+             "--seeds", "1", "--eval-episodes", "2", "--out", str(out)]
+    again = run_cli(other, timeout=60)
     assert again.returncode == 2, again.stderr
-    assert again.stderr.strip() == (f"es-compare: error: --out {str(out)!r} holds earlier runs "
-                                    "(es/seed0): pass --force to replace them, or another --out")
-    forced = run_cli([*args, "--force"], timeout=120)
-    assert forced.returncode == 1, forced.stderr  # ran again: ppo still fails
+    assert again.stderr.strip() == (
+        f"es-compare: error: --out {str(out)!r} holds an earlier comparison (es, pg, "
+        "compare.csv, compare.md, ...): pass --force to replace it, or another --out")
+    forced = run_cli([*other, "--force"], timeout=120)
+    assert forced.returncode == 0, forced.stderr
+    assert sorted(path.relative_to(out).as_posix() for path in out.glob("*/*")) == ["pg/seed1"]
+    assert [row.split(",")[:2] for row in (out / "compare.csv").read_text().splitlines()[1:]] \
+        == [["pg", "1"]]
+
+
+def test_es_compare_tables_no_count_without_a_threshold_and_finds_its_configs_anywhere():
+    """Without a threshold the count of seeds reaching it read 0/1; the shipped configs were
+    looked for in the folder es-compare ran in."""
+    from es.bench.compare import RunSummary, config_for, markdown_table
+
+    run = RunSummary("es", 0, "r", 10.0, 0.0, 100, 2, float("nan"), float("nan"),
+                     float("nan"), 0.0)
+    assert "| es | 10.0 ± 0.0 | — | — | — | — | 0 |" in markdown_table([run], None, 2)
+    assert "| es | 10.0 ± 0.0 | 0/1 | — |" in markdown_table([run], 475.0, 2)
+    for env_id, discrete in [("CartPole-v1", True), ("Acrobot-v1", True),
+                             ("MountainCarContinuous-v0", False)]:
+        config, _ = config_for("pg", env_id, discrete, {})
+        assert Path(config).is_absolute() and Path(config).is_file()
 
 
 def test_held_share_counts_the_second_half_by_time():
@@ -579,9 +627,11 @@ def test_a_sigterm_on_one_rank_ends_a_baseline_job_at_once(tmp_path):
     assert "es-baseline: interrupted on rank 1" in err and "peer lost" not in err
 
 
-def test_a_sigterm_to_es_compare_stops_its_runs_too(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_es_compare_alone_stops_its_runs_too(tmp_path, signum):
     """A kill reaches es-compare alone (not its process group, as a terminal's Ctrl-C does):
-    it exited 143 and its runs went on without a parent to the end of their budgets."""
+    on SIGTERM it exited 143, on SIGINT it waited, and its runs went on without a word to the
+    end of their budgets."""
     out = tmp_path / "cmp"
     job = subprocess.Popen([tool("es-compare"), "--env", "CartPole-v1", "--methods", "es,pg",
                             "--budget-s", "600", "--seeds", "0", "--jobs", "2", "--out",
@@ -593,14 +643,14 @@ def test_a_sigterm_to_es_compare_stops_its_runs_too(tmp_path):
                       for method in ("es", "pg")):
             assert job.poll() is None and time.monotonic() < deadline, job.communicate()
             time.sleep(0.1)
-        job.send_signal(signal.SIGTERM)
+        job.send_signal(signum)
         _, err = job.communicate(timeout=60)  # its runs stopped, not their 600 s
         left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(job.pid, signal.SIGKILL)
     assert job.returncode == 130, err
-    assert "es-compare: interrupted: 2 runs stopped or ended, 0 not started" in err
+    assert "es-compare: interrupted: 2 of the runs stopped or ended, 0 not started" in err
     assert left == ""
 
 
