@@ -25,6 +25,9 @@ def mpiexec(ranks: int, *command: str, launcher: str | None = None) -> list[str]
     return [*base, "-n", str(ranks), *command]
 
 
+#: How a launcher's own complaints begin: Hydra's mpiexec and its proxies, Slurm's srun.
+LAUNCHER_LINES = ("[mpiexec@", "[proxy:", "srun: error")
+
 #: ``python -m mpi4py``: a Python worker (a script or ``-m module``) under this runner whose
 #: uncaught exception or non-zero exit on one rank aborts the job (the runner calls
 #: MPI_Abort), where plain ``python`` would leave the other ranks waiting in their next
@@ -38,16 +41,23 @@ def python_on_ranks(ranks: int, *arguments: str, launcher: str | None = None) ->
 
 
 def run_mpi(ranks: int, *command: str, launcher: str | None = None) -> None:
-    """Run ``command`` on ``ranks`` ranks; a failure is a RuntimeError ending in the last line
-    of its stderr (where our programs put their one-line error)."""
+    """Run ``command`` on ``ranks`` ranks; a failure is a RuntimeError naming the launch as
+    given and ending in the last line of its stderr (where our programs put their one-line
+    error), after the launcher's own first complaint where it made one (Hydra's last line of
+    a missing hostfile said only "error parsing parameters")."""
+    line = mpiexec(ranks, *command, launcher=launcher)
     try:
-        done = subprocess.run(mpiexec(ranks, *command, launcher=launcher), capture_output=True,
-                              text=True)
+        done = subprocess.run(line, capture_output=True, text=True)
     except OSError as error:  # a --launcher that does not exist or cannot run
         raise RuntimeError(f"launcher {error.filename!r}: {error.strerror}") from None
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"mpiexec -n {ranks} failed (exit {done.returncode}): {last[-300:]}")
+        said = [text.strip() for text in done.stderr.splitlines() if text.strip()]
+        last = said[-1] if said else "(no output)"
+        launcher_said = [text for text in said if text.startswith(LAUNCHER_LINES)]
+        if launcher_said and launcher_said[0] != last:
+            last = f"{launcher_said[0][-300:]} ... {last}"
+        raise RuntimeError(f"{launcher or 'mpiexec'} -n {ranks} failed (exit {done.returncode})"
+                           f": {last[-600:]}")
 
 
 def set_flags(overrides: list[str]) -> list[str]:

@@ -23,6 +23,7 @@ folder's file names and the launch's own stderr.
 
 from __future__ import annotations
 
+import codecs
 import collections
 import contextlib
 import ctypes
@@ -39,7 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import BinaryIO, Protocol, TextIO
 
 from es.core.exit_codes import CHECKPOINTED, USAGE_ERROR
 
@@ -248,6 +249,16 @@ def newest_checkpoint(run_dir: Path) -> int:
     return max(generations, default=0)
 
 
+def progress_version(run_dir: Path) -> tuple[int, int, int] | None:
+    """What tells one progress.csv from the same file written since: (inode, size,
+    modification time in ns); None while there is none."""
+    try:
+        stat = (run_dir / "progress.csv").stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 def last_progress_generation(run_dir: Path) -> int:
     """The generation of progress.csv's last row, 0 if none."""
     try:
@@ -353,7 +364,7 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.signum = 0
-        self.launch: subprocess.Popen[str] | None = None
+        self.launch: subprocess.Popen[bytes] | None = None
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopSignals:
@@ -370,7 +381,7 @@ class StopSignals:
             self.forward(self.launch, signum)
 
     @staticmethod
-    def forward(launch: subprocess.Popen[str], signum: int) -> None:
+    def forward(launch: subprocess.Popen[bytes], signum: int) -> None:
         """``signum`` to the launch; a SIGHUP as SIGTERM, which the ranks stop on (Hydra
         does not pass a SIGHUP on to them)."""
         launch.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
@@ -399,22 +410,55 @@ def stop_with_parent(parent: int) -> Callable[[], None] | None:
 def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
                on_trained: Callable[[float], None], stops: StopSignals) -> Launch:
     """Run one launch to its end: its output goes on to ours (its last lines kept: Hydra
-    reports a dead rank on stdout), ``stops`` passes stop signals on to it, and
+    reports a dead rank on stdout) through unlinked files, not pipes, which died with a
+    supervisor killed outright and took mpiexec with them before its ranks had saved their
+    stop checkpoint; ``stops`` passes stop signals on to it, and
     ``on_trained`` is called once its first generation past ``resumed_from`` is in
-    progress.csv."""
-    launch = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, start_new_session=True,
-                              preexec_fn=stop_with_parent(os.getpid()))
+    progress.csv. The lost launch's rows past the checkpoint are there until this one's
+    resume rewrites the file: only a row written since it started counts (they had made
+    "training again" come out at once, before the new ranks had started)."""
+    lost_launchs_rows = progress_version(run_dir)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        launch = subprocess.Popen(list(command), stdout=out, stderr=err, start_new_session=True,
+                                  preexec_fn=stop_with_parent(os.getpid()))
+        return _supervise_launch(launch, (out, err), run_dir, resumed_from, lost_launchs_rows,
+                                 on_trained, stops)
+
+
+def _follow(written: BinaryIO, to: TextIO, tail: collections.deque[str],
+            ended: threading.Event) -> None:
+    """Copy what a launch writes into ``written`` on to ``to`` as it comes, line by line,
+    keeping the lines in ``tail``; after ``ended``, up to the file's end."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    read, pending = 0, ""
+    while True:
+        last_look = ended.is_set()
+        chunk = os.pread(written.fileno(), 1 << 16, read)
+        read += len(chunk)
+        pending += decoder.decode(chunk, final=last_look and not chunk)
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            to.write(line + "\n")
+            tail.append(line + "\n")
+        to.flush()
+        if not chunk:
+            if last_look:
+                break
+            time.sleep(0.05)
+    if pending:
+        to.write(pending)
+        tail.append(pending)
+        to.flush()
+
+
+def _supervise_launch(launch: subprocess.Popen[bytes], written: tuple[BinaryIO, BinaryIO],
+                      run_dir: Path, resumed_from: int,
+                      lost_launchs_rows: tuple[int, int, int] | None,
+                      on_trained: Callable[[float], None], stops: StopSignals) -> Launch:
     tail: collections.deque[str] = collections.deque(maxlen=200)
-
-    def copy(source: TextIO, to: TextIO) -> None:
-        for line in source:
-            to.write(line)
-            to.flush()
-            tail.append(line)
-
-    copiers = [threading.Thread(target=copy, args=pair, daemon=True)
-               for pair in ((launch.stdout, sys.stdout), (launch.stderr, sys.stderr))]
+    ended = threading.Event()
+    copiers = [threading.Thread(target=_follow, args=(file, to, tail, ended), daemon=True)
+               for file, to in zip(written, (sys.stdout, sys.stderr), strict=True)]
     for copier in copiers:
         copier.start()
     stops.launch = launch
@@ -423,7 +467,8 @@ def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
     trained_at = None
     try:
         while launch.poll() is None:
-            if trained_at is None and last_progress_generation(run_dir) > resumed_from:
+            if (trained_at is None and progress_version(run_dir) != lost_launchs_rows
+                    and last_progress_generation(run_dir) > resumed_from):
                 trained_at = time.monotonic()
                 on_trained(trained_at)
             time.sleep(0.1)
@@ -433,6 +478,7 @@ def run_launch(command: Sequence[str], run_dir: Path, resumed_from: int,
             os.killpg(launch.pid, signal.SIGKILL)
             launch.wait()
     ended_at = time.monotonic()
+    ended.set()
     for copier in copiers:
         copier.join(timeout=5)
     return Launch(launch.returncode, "".join(tail), ended_at, trained_at)

@@ -167,3 +167,16 @@ def test_a_cluster_launcher_replaces_the_wheels_mpiexec():
         "srun", "--mpi=pmix", "-n", "4", "es-train", "c.toml"]
     assert mpiexec(2, "x", launcher="mpiexec -f 'my hosts'")[:3] == ["mpiexec", "-f", "my hosts"]
     assert mpiexec(2, "x")[0].endswith("mpiexec")
+
+
+def test_a_launch_that_fails_names_the_launcher_given_and_its_own_complaint(tmp_path):
+    """A hostfile that is not there read "mpiexec -n 2 failed (exit 255): ... main (...):
+    error parsing parameters": neither the launcher given nor Hydra's line naming the file."""
+    from es.bench.launch import BIN, run_mpi
+
+    missing = tmp_path / "nohosts"
+    with pytest.raises(RuntimeError) as failed:
+        run_mpi(2, "true", launcher=f"{BIN / 'mpiexec'} -f {missing}")
+    said = str(failed.value)
+    assert said.startswith(f"{BIN / 'mpiexec'} -f {missing} -n 2 failed (exit "), said
+    assert f"unable to open host file: {missing} ... " in said, said

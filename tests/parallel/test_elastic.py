@@ -203,14 +203,21 @@ def test_a_supervisor_killed_outright_takes_its_launch_with_it(tmp_path):
     """SIGKILL leaves the supervisor no handler: its launch trained on unsupervised, and the
     run folder's lock, held by the supervisor, let a second run in beside it. The launch now
     gets SIGTERM when the supervisor dies, its ranks stop with their checkpoint, and the run
-    resumes. No root needed: Hydra launches on this machine's own name."""
+    resumes. That checkpoint was mostly lost: the launch's output went through pipes that
+    died with the supervisor, and mpiexec with them, before its ranks had saved (checkpoints
+    every generation hid it). No root needed: Hydra launches on this machine's own name."""
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost:2\n")
     run_dir = tmp_path / "run"
-    slow = ["--set", "env.kwargs.step_ms=2"]  # the 30 generations would outlast the test
-    job = Supervised([tool("es-train"), *RUN, *slow, "--resume-or-start", str(run_dir),
+    slow = ["--set", "env.kwargs.step_ms=2",  # the 30 generations would outlast the test
+            "--set", "run.checkpoint_every=100"]  # the stop's checkpoint alone
+    loud = [arg for arg in RUN if arg != "--quiet"]  # a line a generation: mpiexec writes
+    job = Supervised([tool("es-train"), *loud, *slow, "--resume-or-start", str(run_dir),
                       "--elastic", "--hostfile", str(hostfile)])
-    job.wait_for_checkpoint(run_dir, 3)
+    deadline = time.monotonic() + 120
+    while len(read_progress(run_dir) if (run_dir / "progress.csv").exists() else []) < 3:
+        assert job.process.poll() is None and time.monotonic() < deadline, job.stderr[-3000:]
+        time.sleep(0.05)
     os.kill(job.process.pid, signal.SIGKILL)
     job.wait()
     deadline = time.monotonic() + 15
@@ -221,8 +228,8 @@ def test_a_supervisor_killed_outright_takes_its_launch_with_it(tmp_path):
                 os.kill(int(pid.name), signal.SIGKILL)
             pytest.fail(f"still running: {[_cmdline(pid) for pid in left]}")
         time.sleep(0.1)
-    saved = newest_checkpoint(run_dir)
-    assert saved < 10  # stopped, not trained to its end
+    saved = newest_checkpoint(run_dir)  # none: a ValueError
+    assert 3 <= saved < 10  # stopped with its checkpoint, not trained to its end
     resumed = run_cli(["es-train", "--resume", str(run_dir), "--set",
                        f"run.generations={saved + 1}", "--quiet"], ranks=2)
     assert resumed.returncode == 0, resumed.stderr
@@ -502,3 +509,30 @@ def test_a_sighup_to_the_supervisor_stops_the_launch_as_a_sigterm_would():
         stops._handle(signal.SIGHUP, None)
     assert stops.signum == signal.SIGHUP and Launch.sent == [signal.SIGTERM]
     assert stopped(stops.signum, Path("/nonexistent")) == CHECKPOINTED
+
+
+@pytest.mark.parametrize("trains", [True, False])
+def test_training_again_is_the_relaunchs_own_row_not_the_lost_launchs(tmp_path, trains):
+    """The lost launch's rows past the checkpoint (generations 21-25, checkpoint 20) made
+    "training again" come at the relaunch's first look, before its ranks had started, and a
+    relaunch that died before training was said to train."""
+    import sys
+
+    from es.launch.elastic import StopSignals, run_launch
+
+    header = "generation,timesteps\n"
+    (tmp_path / "progress.csv").write_text(header + "".join(f"{g},{g}\n" for g in range(1, 26)))
+    resume = ("import pathlib, sys, time; p = pathlib.Path(sys.argv[1]) / 'progress.csv'; "
+              "time.sleep(0.6); p.write_text(sys.argv[2]); time.sleep(0.6); "
+              + ("p.open('a').write('21,21\\n'); time.sleep(0.3)" if trains else "sys.exit(1)"))
+    kept = header + "".join(f"{g},{g}\n" for g in range(1, 21))
+    seen: list[float] = []
+    started = time.monotonic()
+    with StopSignals() as stops:
+        launch = run_launch([sys.executable, "-c", resume, str(tmp_path), kept], tmp_path, 20,
+                            seen.append, stops)
+    if trains:
+        assert launch.code == 0 and len(seen) == 1 and launch.trained_at == seen[0]
+        assert seen[0] - started >= 1.2  # after the new row, not at the first look
+    else:
+        assert launch.code == 1 and seen == [] and launch.trained_at is None
