@@ -700,20 +700,24 @@ def from_dict(data: dict[str, Any]) -> Config:
     return config
 
 
+#: A CNN's pixels are not normalised: refused here for an ALE game's, and where the policy is
+#: built for other envs (once their observations are known to be images: a CNN on a vector
+#: env was first told to drop obs_norm, then refused for the vector).
+CNN_OBS_NORM = ("policy.obs_norm = true: not used with policy.kind = 'cnn' (pixels are scaled "
+                "by 1/255 and VBN normalises the layers); set policy.obs_norm = false")
+
+
 def _check_cnn(config: Config) -> None:
     """The CNN takes stacked frames: of an ALE game's RAM it is refused first, since turning
     off ``obs_norm`` would only lead to that."""
-    if config.policy.kind != "cnn":
+    if config.policy.kind != "cnn" or not config.env.id.startswith("ALE/"):
         return
-    if config.env.id.startswith("ALE/") and config.atari.obs == "ram":
+    if config.atari.obs == "ram":
         raise ConfigError("policy.kind = 'cnn': needs stacked frames, and atari.obs = 'ram' "
                           "gives the 128 bytes of RAM; set atari.obs = 'pixels', or "
                           "policy.kind = 'linear' or 'mlp' for RAM")
     if config.policy.obs_norm:
-        raise ConfigError(
-            "policy.obs_norm = true: not used with policy.kind = 'cnn' (pixels are scaled "
-            "by 1/255 and VBN normalises the layers); set policy.obs_norm = false"
-        )
+        raise ConfigError(CNN_OBS_NORM)
 
 
 def _check_strategy(config: Config) -> None:

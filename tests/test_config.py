@@ -74,7 +74,6 @@ def test_config_round_trips_through_its_dict():
         ("[es]\npopulation = 8.0\n", [], "es.population = 8.0: must be an integer"),
         ("[es]\nmirrored = 1\n", [], "es.mirrored = 1: must be true or false"),
         ('[es]\noptimizer = "rmsprop"\n', [], "allowed are 'adam', 'sgd'"),
-        ('[policy]\nkind = "cnn"\n', [], "policy.kind = 'cnn'"),
         ("[policy]\nhidden = [0]\n", [], "policy.hidden"),
         ("[run]\ngenerations = 0\n", [], "run.generations = 0: must be >= 1"),
         ("es = 3\n", [], "[es] must be a table"),
@@ -285,3 +284,27 @@ def test_no_shipped_es_train_config_sets_what_it_does_not_read():
     for path in [*REPO.glob("configs/*.toml"), *REPO.glob("configs/paper/*.toml")]:
         assert ignored_settings(load_config(path)) == [], path
 
+
+
+def test_a_cnn_on_a_vector_env_is_refused_for_that_before_its_obs_norm():
+    """Told first to set policy.obs_norm = false, a user then heard that the CNN needs images;
+    on an env of images obs_norm is still refused, where the policy is built."""
+    import gymnasium as gym
+    import numpy as np
+
+    from es.config import CNN_OBS_NORM, ConfigError, from_dict
+    from es.rl.policy import make_policy
+
+    class Frames(gym.Env):
+        observation_space = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+        action_space = gym.spaces.Discrete(3)
+
+    cnn = from_dict({"env": {"id": "CartPole-v1"}, "policy": {"kind": "cnn"}})
+    with pytest.raises(ValueError, match=r"policy.kind = 'cnn' needs stacked image"):
+        make_policy(cnn, gym.make("CartPole-v1"))
+    with pytest.raises(ConfigError) as refused:
+        make_policy(cnn, Frames())
+    assert str(refused.value) == CNN_OBS_NORM
+    unnormalised = from_dict({"env": {"id": "CartPole-v1"},
+                              "policy": {"kind": "cnn", "obs_norm": False}})
+    assert make_policy(unnormalised, Frames()).num_params > 0

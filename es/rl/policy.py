@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from es.config import Config
+from es.config import CNN_OBS_NORM, Config, ConfigError
 from es.rl.cnn import ConvNetSpec
 from es.rl.envs import import_user_module, policy_spec_for
 from es.rl.policies import ObsNorm, PolicyError, PolicySpec
@@ -104,8 +104,11 @@ def make_policy(config: Config, env: gym.Env, source: Any = None,
                           f"continuous (Box) actions, {env.spec.id if env.spec else 'the env'} "
                           f"has {env.action_space}; set policy.action_noise = 0")
     if source is None and not is_factory(policy.kind):
-        return policy_spec_for(env, policy.kind, tuple(policy.hidden), policy.activation,
+        spec = policy_spec_for(env, policy.kind, tuple(policy.hidden), policy.activation,
                                policy.torso, policy.vbn)
+        if policy.kind == "cnn" and policy.obs_norm:  # after the env's pixels were checked
+            raise ConfigError(CNN_OBS_NORM)
+        return spec
     if source is None:
         source = import_object(policy.kind, "policy.kind")
     return build_user_policy(source, env, dict(policy.kwargs), policy.obs_norm, policy.kind,
