@@ -118,7 +118,9 @@ class RunConfig:
         "stop after this many seconds since launch, all resumed sessions together (0: no "
         "limit), time stopped (SIGSTOP, a scheduler's suspend) left out as Slurm's time "
         "limit leaves it; every rank follows rank 0's clock, and the last generation is "
-        "evaluated and saved; es-compare gives every method the same budget this way", 0.0
+        "evaluated and saved; checked between generations, so the generation under way and "
+        "the stop's confirmation come on top (a minute of Atari's 64 members); es-compare "
+        "gives every method the same budget this way", 0.0
     )
     tensorboard: bool = _doc(
         "also write TensorBoard event files under RUN_DIR/tb/ (every progress.csv column "

@@ -127,6 +127,25 @@ def wrong_kind(observation_space, action_space):
     return "a string"
 
 
+def lazy(observation_space, action_space):
+    return nn.Sequential(nn.LazyLinear(int(action_space.n)))
+
+
+class Uncast(nn.Module):
+    """A Linear layer on FrozenLake's Discrete observation: an int64 tensor, not cast."""
+
+    def __init__(self, observation_space, action_space) -> None:
+        super().__init__()
+        self.linear = nn.Linear(1, int(action_space.n))
+
+    def forward(self, observation):
+        return self.linear(observation.reshape(1))
+
+
+def uncast(observation_space, action_space):
+    return Uncast(observation_space, action_space)
+
+
 def wrong_outputs(observation_space, action_space):
     return nn.Linear(int(np.prod(observation_space.shape)), 7)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
@@ -274,8 +275,13 @@ class UserPolicy:
         except PolicyError:
             raise
         except Exception as error:  # the user's code: keep its words, on one line
+            # torch's C++ errors go on with a stack of frames: not the user's to read
+            said = " ".join(re.split(r"\s+Exception raised from ", str(error))[0].split())
+            hint = ("; integer observations (pixels, RAM, Discrete) reach a torch module as "
+                    "int64 tensors, as nn.Embedding takes them: cast them in forward, e.g. "
+                    "x.float()" if re.search(r"\bLong\b|long int", said) else "")
             raise PolicyError(f"policy.kind = {self.name!r}: acting on a first observation "
-                              f"raised {type(error).__name__}: {error}") from None
+                              f"raised {type(error).__name__}: {said}{hint}") from None
         for step, ((_, first), second) in enumerate(zip(seen, replayed, strict=True)):
             values = np.asarray(first)
             if values.dtype.kind == "f" and not np.all(np.isfinite(values)):

@@ -92,6 +92,11 @@ class TorchPolicy:
         torch.set_num_threads(1)  # the parallelism is the ranks'
         self.module, self.name = module.eval(), name
         self.parameters = list(module.parameters())
+        if any(isinstance(p, torch.nn.parameter.UninitializedParameter)
+               for p in self.parameters):  # else torch's own words, naming no factory
+            raise PolicyError(f"policy.kind = {name!r}: the module has lazy parameters "
+                              "(LazyLinear, LazyConv2d, ...), whose sizes come at its first "
+                              "call; give their input sizes (Linear, Conv2d)")
         self.num_params = sum(p.numel() for p in self.parameters)
         if self.num_params == 0:
             raise PolicyError(f"policy.kind = {name!r}: the module has no parameters")

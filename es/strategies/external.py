@@ -224,10 +224,15 @@ class CMA(External):
         try:
             return cma.CMAEvolutionStrategy(self.x0, self.sigma0,
                                             {**self.options, "randn": CmaRandn(self.seed)})
-        except MemoryError:  # its options are not the cause: the population is
-            raise ValueError(f"popsize {self.options['popsize']}: pycma ran out of memory "
-                             f"starting with a population this large (d = {self.x0.size})"
-                             ) from None
+        except MemoryError:  # its options are not the cause: the d x d covariance is, or
+            d, popsize = self.x0.size, self.options["popsize"]  # the population's d-vectors
+            if d >= popsize:
+                raise ValueError(
+                    f"pycma ran out of memory starting: full CMA-ES keeps a d x d covariance, "
+                    f"{d * d * 8 / 2**30:,.0f} GiB for d = {d} parameters; for this many use "
+                    "sepcma, its diagonal form") from None
+            raise ValueError(f"popsize {popsize}: pycma ran out of memory starting with a "
+                             f"population this large (d = {d})") from None
         except Exception as error:  # an option of the wrong kind fails deep inside pycma
             reason = " ".join(f"{type(error).__name__}: {error}".split())
             raise ValueError(f"cma options {self.given_options}: pycma could not start with "

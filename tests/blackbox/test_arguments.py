@@ -380,3 +380,10 @@ def test_a_population_pycma_has_no_memory_for_is_named(monkeypatch):
                                                    popsize=10**9, max_generations=1),
                    "popsize 1000000000: pycma ran out of memory starting with a population "
                    "this large (d = 3)")
+    # Many parameters, a small population: the covariance, which es-train blamed on popsize 4.
+    one_line_error(ValueError, lambda: es.minimize(never_called, np.ones(200_000), 0.5,
+                                                   method="cma", popsize=4,
+                                                   max_generations=1),
+                   "pycma ran out of memory starting: full CMA-ES keeps a d x d covariance, "
+                   "298 GiB for d = 200000 parameters; for this many use sepcma, its diagonal "
+                   "form")

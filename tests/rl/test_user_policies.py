@@ -208,10 +208,17 @@ def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
     ("user_policies:nan_start", ["initial_params returned 3 non-finite values (NaN or "
                                  "infinite) of 10; expected finite numbers"]),
     ("no_such_module:mlp", ["cannot import module 'no_such_module'"]),
+    # torch's own words, naming no factory
+    ("user_policies:lazy", ["the module has lazy parameters", "give their input sizes"]),
+    # torch's words alone: "mat1 and mat2 must have the same dtype, but got Long and Float"
+    ("user_policies:uncast", ["acting on a first observation raised RuntimeError: ",
+                              "reach a torch module as int64 tensors", "x.float()"]),
 ])
 def test_a_broken_factory_is_a_one_line_error_naming_it(tmp_path, factory, words):
+    env = ["--set", "env.id=FrozenLake-v1", "--set", "policy.obs_norm=false"] if (
+        factory.endswith("uncast")) else []
     done = run_cli(["es-train", "configs/cartpole.toml", "--set", f"policy.kind={factory}",
-                    *SHORT, "--run-dir", str(tmp_path / "run")], extra_env=TESTS)
+                    *env, *SHORT, "--run-dir", str(tmp_path / "run")], extra_env=TESTS)
     one_line_error(done, f"policy.kind = {factory!r}", *words)
 
 
