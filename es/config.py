@@ -285,7 +285,8 @@ class ESConfig:
                      "sigma (the same direction under Adam)", 0.005)
     mirrored: bool = _doc("evaluate each perturbation and its negative", True)
     noise: str = _doc("'table' (shared noise table) or 'seed' (regenerate from seeds)", "table")
-    noise_table_size: int = _doc("floats in the shared noise table (4 bytes each)", 25_000_000)
+    noise_table_size: int = _doc("floats in the shared noise table (4 bytes each; none is built "
+                                 "for es.strategy = 'cma', which draws its own)", 25_000_000)
     episode_cap: float = _doc(
         "cut training episodes at this multiple of the previous generation's mean episode "
         "length (0: no cap; the paper: 2)", 0.0
@@ -305,6 +306,12 @@ class ESConfig:
         "(Mania et al. 2018), which removes the alive bonus that traps Hopper, Walker2d, Ant "
         "and Humanoid in standing still (they used 1, and 5 for Humanoid)", 0.0
     )
+
+    @property
+    def uses_noise_table(self) -> bool:
+        """Whether a run builds the shared table: not for seeded noise, nor for pycma's
+        CMA-ES, which draws its own samples (its table took memory and start-up time)."""
+        return self.noise == "table" and self.strategy != "cma"
 
     def validate(self) -> None:
         _one_of("es.strategy", self.strategy, STRATEGY_NAMES)
@@ -787,8 +794,6 @@ def ignored_settings(config: Config) -> list[str]:
     env or policy with --set keeps sections it no longer needs."""
     changed = functools.partial(changed_settings, config)
     said = []
-    if not config.env.id.startswith("ALE/") and (keys := changed("atari")):
-        said.append(f"{', '.join(keys)}: {config.env.id} is not an ALE game; ignored")
     if config.es.strategy != "openai" and (keys := changed("es", OPENAI_ONLY)):
         said.append(f"{', '.join(keys)}: OpenAI-ES's, and es.strategy = "
                     f"{config.es.strategy!r} does not read them (its own step sizes: "
@@ -800,6 +805,16 @@ def ignored_settings(config: Config) -> list[str]:
     for section in BASELINE_SECTIONS:
         if keys := changed(section):
             said.append(f"{', '.join(keys)}: [{section}] is es-baseline's; es-train ignores it")
+    return [*unread_for_env_and_policy(config), *said, *unread_within_sections(config)]
+
+
+def unread_for_env_and_policy(config: Config) -> list[str]:
+    """The ``[atari]`` settings off an ALE game and the built-in networks' under another
+    ``policy.kind``, one sentence each: es-train and es-baseline alike read neither."""
+    changed = functools.partial(changed_settings, config)
+    said = []
+    if not config.env.id.startswith("ALE/") and (keys := changed("atari")):
+        said.append(f"{', '.join(keys)}: {config.env.id} is not an ALE game; ignored")
     kind = config.policy.kind
     if kind != "mlp" and (keys := changed("policy", ("hidden", "activation"))):
         said.append(f"{', '.join(keys)}: the built-in MLP's, and policy.kind = {kind!r}"
@@ -809,6 +824,38 @@ def ignored_settings(config: Config) -> list[str]:
         said.append(f"{', '.join(keys)}: the built-in CNN's, and policy.kind = {kind!r}; "
                     "ignored")
     return said
+
+
+def unread_within_sections(config: Config) -> list[str]:
+    """The settings another of their own section's switches leaves unread (es.momentum under
+    Adam, the contrast phase's with none), one sentence each: their runs trained the same
+    bits as without them, without a word."""
+    es, policy, strategy = config.es, config.policy, config.es.strategy
+    rules = [  # (the settings, read only when, what the run does instead)
+        ("es", ("momentum",), strategy != "openai" or es.optimizer == "sgd",
+         f"SGD's, and es.optimizer = {es.optimizer!r}"),
+        ("es", ("noise_table_size",), es.uses_noise_table,
+         "no table is built: es.noise = 'seed' regenerates each perturbation from its seed"
+         if es.noise == "seed" else "no table is built: pycma draws its own samples"),
+        ("es", ("train_steps_until",), es.train_steps > 0,
+         "the end of es.train_steps's cut, and es.train_steps = 0 (whole episodes)"),
+        ("ars", ("contrast_lr", "contrast_sigma", "contrast_top"),
+         strategy != "ars" or config.ars.contrast_from > 0,
+         "the contrast phase's, and ars.contrast_from = 0 (no phase)"),
+        ("pgpe", ("max_speed",), strategy != "pgpe" or config.pgpe.optimizer == "clipup",
+         f"ClipUp's, and pgpe.optimizer = {config.pgpe.optimizer!r}"),
+        ("run", ("best_by", "best_pool", "best_share", "best_from"),
+         config.run.best_episodes > 0, "no policy is kept (run.best_episodes = 0)"),
+        ("atari", ("frame_stack",), config.atari.obs == "pixels",
+         "pixels', and atari.obs = 'ram'"),
+        ("policy", ("vbn_batch",), policy.kind != "cnn" or policy.vbn,
+         "VBN's, and policy.vbn = false"),
+        ("policy", ("obs_clip",), policy.obs_norm or policy.kind in BUILT_IN_POLICIES,
+         "clips normalised observations, and policy.obs_norm = false (only the built-in "
+         "policies clip raw ones)"),
+    ]
+    return [f"{', '.join(keys)}: {why}; ignored" for section, names, read, why in rules
+            if not read and (keys := changed_settings(config, section, names))]
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -265,6 +265,31 @@ def test_decays_only_for_strategies_with_a_fixed_step_size():
     ("configs/cartpole.toml", ["es.strategy=pgpe", "es.lr=5", "es.optimizer=sgd"],
      ["es.lr, es.optimizer, es.l2: OpenAI-ES's, and es.strategy = 'pgpe' does not read them (its "
       "own step sizes: [pgpe]); ignored"]),
+    # Switched off within their own section: the same bits as without them, without a word.
+    ("configs/cartpole.toml", ["es.momentum=0.5"],
+     ["es.momentum: SGD's, and es.optimizer = 'adam'; ignored"]),
+    ("configs/cartpole.toml", ["es.noise=seed", "es.noise_table_size=5000000"],
+     ["es.noise_table_size: no table is built: es.noise = 'seed' regenerates each "
+      "perturbation from its seed; ignored"]),
+    ("configs/swimmer_cma.toml", ["es.noise_table_size=5000000"],
+     ["es.noise_table_size: no table is built: pycma draws its own samples; ignored"]),
+    ("configs/cartpole.toml", ["es.train_steps_until=1000"],
+     ["es.train_steps_until: the end of es.train_steps's cut, and es.train_steps = 0 (whole "
+      "episodes); ignored"]),
+    ("configs/halfcheetah_ars.toml", ["ars.contrast_from=0"],
+     ["ars.contrast_lr: the contrast phase's, and ars.contrast_from = 0 (no phase); ignored"]),
+    ("configs/hopper_pgpe.toml", ["pgpe.optimizer=adam", "pgpe.max_speed=0.01"],
+     ["pgpe.max_speed: ClipUp's, and pgpe.optimizer = 'adam'; ignored"]),
+    ("configs/cartpole.toml", ["run.best_episodes=0", "run.best_by=worst", "run.best_from=3"],
+     ["run.best_by, run.best_from: no policy is kept (run.best_episodes = 0); ignored"]),
+    ("configs/breakout_ram.toml", ["atari.frame_stack=2"],
+     ["atari.frame_stack: pixels', and atari.obs = 'ram'; ignored"]),
+    ("configs/pong.toml", ["policy.vbn=false", "policy.vbn_batch=64"],
+     ["policy.vbn_batch: VBN's, and policy.vbn = false; ignored"]),
+    ("configs/cartpole.toml", ["policy.kind=user_policies:torch_mlp", "policy.obs_norm=false",
+                               "policy.obs_clip=0.1"],
+     ["policy.obs_clip: clips normalised observations, and policy.obs_norm = false (only the "
+      "built-in policies clip raw ones); ignored"]),
 ])
 def test_settings_a_run_will_not_read_are_named(path, overrides, said):
     """atari.obs on CartPole, [ars] under OpenAI-ES, es-baseline's sections and the MLP's
@@ -308,3 +333,23 @@ def test_a_cnn_on_a_vector_env_is_refused_for_that_before_its_obs_norm():
     unnormalised = from_dict({"env": {"id": "CartPole-v1"},
                               "policy": {"kind": "cnn", "obs_norm": False}})
     assert make_policy(unnormalised, Frames()).num_params > 0
+
+
+def test_cma_es_builds_no_noise_table_it_would_not_read(tmp_path):
+    """pycma draws its own samples, yet es-train filled the shared table for it: twice the
+    memory and half a second more at the start of a run of 18 parameters."""
+    from conftest import run_cli
+
+    from es.core.noise import SeedNoise
+    from es.parallel.comm import LocalComm
+    from es.rl.trainer import make_noise
+
+    cma = from_dict({"es": {"strategy": "cma", "mirrored": False}})
+    assert not cma.es.uses_noise_table and isinstance(make_noise(cma, LocalComm()), SeedNoise)
+    assert from_dict({}).es.uses_noise_table
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "es.strategy=cma", "--set",
+                    "es.mirrored=false", "--set", "run.generations=1", "--run-dir",
+                    str(tmp_path / "run")])
+    assert done.returncode == 0, done.stderr
+    assert "es-train: 1 node (" in done.stderr
+    assert "), no noise table (es.strategy = 'cma' draws its own samples)\n" in done.stderr

@@ -66,16 +66,27 @@ def section_warnings(args: argparse.Namespace, config: Config) -> list[str]:
     nothing: legal, but a user who meant to tune it should hear of it."""
     import tomllib
 
-    from es.config import BASELINE_SECTIONS, STRATEGY_NAMES, changed_settings
+    from es.config import (
+        BASELINE_SECTIONS,
+        STRATEGY_NAMES,
+        STRATEGY_SECTIONS,
+        changed_settings,
+        unread_for_env_and_policy,
+    )
 
     section = "dqn" if args.algorithm == "gorila" else args.algorithm
     said = [f"{', '.join(keys)}: [{other}] is es-baseline {other}'s; {args.algorithm} ignores "
             "it" for other in BASELINE_SECTIONS
             if other != section and (keys := changed_settings(config, other))]
+    said += unread_for_env_and_policy(config)
     with open(args.config, "rb") as handle:
         given = set(tomllib.load(handle))
     given |= {override.split(".", 1)[0] for override in args.overrides}
-    if section in given:
+    if section in given:  # es-train's settings, as --set or in a config of both
+        es_keys = [key for name in ("es", *STRATEGY_SECTIONS)
+                   for key in changed_settings(config, name)]
+        if es_keys:
+            said.append(f"{', '.join(es_keys)}: es-train's; {args.algorithm} ignores them")
         return said
     es_sections = sorted(given & ({"es"} | set(STRATEGY_NAMES)))
     whose = f" (its [{'], ['.join(es_sections)}] are es-train's)" if es_sections else ""

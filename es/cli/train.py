@@ -43,7 +43,7 @@ from es.rl.runs import (
 )
 
 if TYPE_CHECKING:
-    from es.config import Config
+    from es.config import Config, ESConfig
     from es.parallel.comm import MPIComm
 
 LAUNCHED_AT = time.time()
@@ -575,7 +575,7 @@ def remove_dead_shared_memory(comm: MPIComm) -> None:
               f"{socket.gethostname()}", file=sys.stderr, flush=True)
 
 
-def node_summary(nodes: list[list[int]], ranks: list[str], noise: str) -> str:
+def node_summary(nodes: list[list[int]], ranks: list[str], es: ESConfig) -> str:
     """'2 nodes (node0: ranks 0-1, node1: ranks 2-3), 2 noise tables (one per node)'."""
     def span(members: list[int]) -> str:
         return f"rank {members[0]}" if len(members) == 1 else (
@@ -586,8 +586,9 @@ def node_summary(nodes: list[list[int]], ranks: list[str], noise: str) -> str:
     hosts = ", ".join(f"{ranks[members[0]].partition('@')[2]}: {span(members)}"
                       for members in nodes)
     count = len(nodes)
-    tables = (f"{count} noise table{'s' * (count != 1)} (one per node)" if noise == "table"
-              else "no noise table (es.noise = 'seed')")
+    tables = (f"{count} noise table{'s' * (count != 1)} (one per node)" if es.uses_noise_table
+              else "no noise table (es.noise = 'seed')" if es.noise == "seed"
+              else f"no noise table (es.strategy = {es.strategy!r} draws its own samples)")
     return f"{count} node{'s' * (count != 1)} ({hosts}), {tables}"
 
 
@@ -652,7 +653,7 @@ def _train(args: argparse.Namespace, comm) -> int:
             print(f"es-train: {args.label}warning: {warning}", file=sys.stderr, flush=True)
     nodes = comm.node_ranks()  # the noise tables are built: say where they are
     if comm.rank == 0:
-        print(f"es-train: {args.label}{node_summary(nodes, ranks, config.es.noise)}",
+        print(f"es-train: {args.label}{node_summary(nodes, ranks, config.es)}",
               file=sys.stderr, flush=True)
     try:
         then = functools.partial(after_lost, run_dir, resume_command(args, run_dir))

@@ -178,7 +178,7 @@ class StopFlag:
 
 def make_noise(config: Config, comm: Comm) -> NoiseSource:
     """The shared table lives once per node (an MPI shared window under MPI)."""
-    if config.es.noise == "seed":
+    if not config.es.uses_noise_table:
         return SeedNoise()
     table = comm.node_shared_array(
         config.es.noise_table_size, np.float32, lambda out: fill_table(out, config.run.seed)
@@ -268,7 +268,7 @@ class Trainer:
                                   int(generator(seed, TAG_MODULE).integers(2**31)))
         if getattr(self.policy, "vbn", False):
             self.policy = dataclasses.replace(self.policy, reference=self._reference_batch())
-        if es_cfg.noise == "table" and self.policy.num_params > es_cfg.noise_table_size:
+        if es_cfg.uses_noise_table and self.policy.num_params > es_cfg.noise_table_size:
             raise ValueError(
                 f"es.noise_table_size = {es_cfg.noise_table_size}: must be >= the policy's "
                 f"{self.policy.num_params} parameters"

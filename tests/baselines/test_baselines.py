@@ -213,7 +213,18 @@ def test_a_config_without_the_algorithms_section_trains_on_defaults_and_says_so(
     assert given.returncode == 0, given.stderr
     warned = [line for line in given.stderr.splitlines() if "warning" in line]
     assert warned == ["es-baseline: warning: dqn.lr: [dqn] is es-baseline dqn's; pg ignores "
-                      "it"], given.stderr
+                      "it", "es-baseline: warning: es.population, es.sigma, es.lr, es.l2, "
+                      "es.noise_table_size: es-train's; pg ignores them"], given.stderr
+    # Nor do a strategy's section, [atari] off an ALE game or the CNN's settings.
+    more = run_cli(["es-baseline", "dqn", "configs/baselines/cartpole_dqn.toml", "--set",
+                    "snes.lr_mean=2", "--set", "atari.frame_skip=2", "--set",
+                    "policy.torso=small", "--run-dir", str(tmp_path / "more"), "--set",
+                    "run.max_timesteps=300"])
+    assert more.returncode == 0, more.stderr
+    assert [line for line in more.stderr.splitlines() if "warning" in line] == [
+        "es-baseline: warning: atari.frame_skip: CartPole-v1 is not an ALE game; ignored",
+        "es-baseline: warning: policy.torso: the built-in CNN's, and policy.kind = 'mlp'; "
+        "ignored", "es-baseline: warning: snes.lr_mean: es-train's; dqn ignores them"]
 
 
 def test_dqn_run_folder_matches_es_train_and_es_eval_plays_it(tmp_path):
