@@ -84,6 +84,20 @@ def crash(program: str, error: Exception, comm, then: str = "") -> int:
     return 1
 
 
+def memory_hint(error: Exception, config: Config) -> str:
+    """What a run sizes by its config, after a MemoryError (NumPy's words name an array's
+    bytes, not the setting: es.population = 10**12 read as 3.64 TiB of int64)."""
+    if not isinstance(error, MemoryError):
+        return ""
+    es = config.es
+    size = es.noise_table_size * 4
+    size_text = f"{size / 2**30:,.1f} GiB" if size >= 2**30 else f"{size / 2**20:,.0f} MiB"
+    table = (f" and es.noise_table_size = {es.noise_table_size} ({size_text} a node)"
+             if es.uses_noise_table else "")
+    return (f"the config sizes es.population = {es.population} (arrays of a generation's "
+            f"members){table}: lower what is too large for this machine")
+
+
 def interrupted(program: str, comm, then: str = "") -> int:
     """A second signal on one rank (stop at once, not at the generation's end): say so (and
     ``then``), and abort the job, since ranks the signal missed would wait for this one
@@ -640,7 +654,7 @@ def _train(args: argparse.Namespace, comm) -> int:
             print(f"es-train: error: {error}", file=sys.stderr, flush=True)
         return 1
     except Exception as error:  # e.g. out of memory on one rank
-        return crash("es-train", error, comm)
+        return crash("es-train", error, comm, memory_hint(error, config))
     if state is None:  # a start: the folder is written now that the run can be built
         error = comm.broadcast(start_run_dir(run_dir, config) if comm.rank == 0 else None)
         if error:
@@ -690,7 +704,7 @@ def _train(args: argparse.Namespace, comm) -> int:
                 f"{resume_command(args, run_dir)}" if has_checkpoint(run_dir) else "")
         return interrupted("es-train", comm, then)
     except Exception as error:  # an internal failure on one rank
-        return crash("es-train", error, comm)
+        return crash("es-train", error, comm, memory_hint(error, config))
     if comm.rank == 0:
         final = "n/a" if result.eval_return is None else f"{result.eval_return:.2f}"
         kept = "" if result.best_return is None else (

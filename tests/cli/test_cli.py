@@ -310,3 +310,16 @@ def test_vbn_reference_batch_mismatch_is_a_one_line_error(tmp_path):
     assert "Traceback" not in done.stderr, done.stderr
     assert errors == ["es-train: error: the ranks collected different VBN reference batches: "
                       "the environment is not deterministic under a seed"], done.stderr
+
+
+def test_out_of_memory_names_the_settings_that_size_the_run(tmp_path):
+    """es.population = 10**12 read "MemoryError: Unable to allocate 3.64 TiB for an array
+    with shape (500000000000,) and data type int64", naming no setting."""
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "es.population=1000000000000",
+                    "--run-dir", str(tmp_path / "run")])
+    assert done.returncode == 1, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if "error" in line]
+    assert said.startswith("es-train: error on rank 0: MemoryError: "), said
+    assert said.endswith("; the config sizes es.population = 1000000000000 (arrays of a "
+                         "generation's members) and es.noise_table_size = 1000000 (4 MiB a node)"
+                         ": lower what is too large for this machine"), said
