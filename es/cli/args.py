@@ -110,9 +110,17 @@ def output_file_error(path: str, flag: str, suffix: str) -> str | None:
     return None
 
 
+def say_line(text: str) -> None:
+    """``text`` and its newline on stderr in one write: ranks that print at once under a
+    launcher (unbuffered, as es-compare runs them, print writes the newline apart) ran their
+    lines together ("interrupted on rank 1es-baseline: interrupted on rank 0")."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
 def fail(program: str, message: str) -> int:
     """Print ``program: error: message`` as one line on stderr; returns the exit code 2."""
-    print(f"{program}: error: {one_line(message)}", file=sys.stderr, flush=True)
+    say_line(f"{program}: error: {one_line(message)}")
     return USAGE_ERROR
 
 

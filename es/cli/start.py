@@ -19,8 +19,9 @@ from es.parallel.launcher import launcher_rank
 
 def _interrupted(said: str | None) -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher's repeats: one line
-    if said is not None:
-        print(f"{said} (exit code 130)", file=sys.stderr, flush=True)
+    if said is not None:  # one write, as es.cli.args.say_line: ranks print at once
+        sys.stderr.write(f"{said} (exit code 130)\n")
+        sys.stderr.flush()
     sys.exit(130)
 
 

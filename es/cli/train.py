@@ -29,6 +29,7 @@ from es.cli.args import (
     folder_path,
     nonnegative_int,
     positive_int,
+    say_line,
     survive_closed_stdout,
 )
 from es.core.exit_codes import CHECKPOINTED
@@ -77,8 +78,8 @@ def crash(program: str, error: Exception, comm, then: str = "") -> int:
     """An unexpected failure on one rank: name the rank (and ``then``, what the user can do
     next), and abort the job so that the other ranks do not wait for it forever. Exit
     code 1."""
-    print(f"{program}: error on rank {comm.rank}: {type(error).__name__}: {error}"
-          + (f"; {then}" if then else ""), file=sys.stderr, flush=True)
+    say_line(f"{program}: error on rank {comm.rank}: {type(error).__name__}: {error}"
+             + (f"; {then}" if then else ""))
     if comm.size > 1:
         comm.abort(1)
     return 1
@@ -102,8 +103,7 @@ def interrupted(program: str, comm, then: str = "") -> int:
     """A second signal on one rank (stop at once, not at the generation's end): say so (and
     ``then``), and abort the job, since ranks the signal missed would wait for this one
     until their heartbeat's deadline (exit 76, blaming it). Exit code 130."""
-    print(f"{program}: interrupted on rank {comm.rank}" + (f"; {then}" if then else ""),
-          file=sys.stderr, flush=True)
+    say_line(f"{program}: interrupted on rank {comm.rank}" + (f"; {then}" if then else ""))
     if comm.size > 1:
         comm.abort(130)
     return 130

@@ -215,3 +215,29 @@ def test_a_reader_that_leaves_early_ends_neither_the_work_nor_its_files(tmp_path
     assert b"BrokenPipe" not in stderr and b"Traceback" not in stderr
     produced = tmp_path / ("run" if command[0] == "es-train" else "bbob")
     assert (produced / ("policy.npz" if command[0] == "es-train" else "runs.csv")).is_file()
+
+
+def test_a_line_ranks_print_at_once_is_one_write(monkeypatch):
+    """Unbuffered (as es-compare runs its runs), print wrote the newline apart, and two ranks'
+    lines ran together: "interrupted on rank 1es-baseline: interrupted on rank 0"."""
+    import sys
+
+    from es.cli.args import fail, say_line
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    recorder = Recorder()
+    monkeypatch.setattr(sys, "stderr", recorder)
+    say_line("es-baseline: interrupted on rank 1")
+    fail("es-train", "bad")
+    assert recorder.writes == ["es-baseline: interrupted on rank 1\n",
+                               "es-train: error: bad\n"]
