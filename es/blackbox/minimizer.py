@@ -305,10 +305,13 @@ class AskTell:
         if popsize is None:
             popsize = default_popsize(dim, mirrored)
             if max_evals is not None and int(popsize) > max_evals:  # as for a popsize given
+                largest = max_evals - max_evals % 2 if mirrored else max_evals  # mirrored: even
                 raise ValueError(f"max_evals {max_evals}: less than one generation, whose "
                                  f"{int(popsize)} points (the default popsize at d = {dim}) "
-                                 f"are evaluated whole: raise max_evals or give "
-                                 f"popsize <= {max_evals}")
+                                 "are evaluated whole: raise max_evals" + (
+                                     f" or give popsize <= {largest}"
+                                     + (" (even: mirrored pairs)" if mirrored else "")
+                                     if largest >= 2 else ""))
         if mirrored and popsize % 2:
             raise ValueError(f"popsize {popsize}: {self.method!r} samples mirrored pairs, so "
                              f"it must be even ({popsize - 1} or {popsize + 1}; or "
@@ -367,7 +370,11 @@ class AskTell:
             raise TypeError(f"tell() got xs {checks.short(xs)}: must be the candidates ask() "
                             "returned") from None
         if not np.array_equal(told, candidates, equal_nan=True):
-            raise ValueError("tell() got other points than ask() returned")
+            rounded = (told.shape == candidates.shape and np.asarray(xs).dtype != np.float64
+                       and np.array_equal(told, candidates.astype(np.asarray(xs).dtype)))
+            raise ValueError("tell() got other points than ask() returned" + (
+                f": ask()'s, rounded to {np.asarray(xs).dtype}; pass back the float64 array "
+                "ask() returned (the update uses the points as asked)" if rounded else ""))
         if isinstance(values, Iterator):  # map(f, xs): one pass, and no length to check
             raise TypeError(f"tell() got values as {type(values).__name__} (an iterator): "
                             "pass a list or an array, e.g. [f(x) for x in xs]")

@@ -68,6 +68,8 @@ def values_of(fun: Callable[[np.ndarray], Any], rows: np.ndarray,
     all rows that must return one value per row."""
     if not vectorized:
         return np.array([one_value(fun(row)) for row in rows], dtype=np.float64)
+    if len(rows) == 0:  # a rank with no share (fewer members than ranks): no call, where a
+        return np.empty(0)  # batch simulator or np.stack failed on an empty batch
     values = np.asarray(fun(rows), dtype=np.float64)
     if values.shape not in ((len(rows),), (len(rows), 1)):
         what = (f"{values.size} values" if values.ndim <= 1 else f"shape {values.shape}")

@@ -258,7 +258,9 @@ class CMA(External):
     @property
     def tolx_scale(self) -> np.ndarray:
         """What pycma's ``tolx`` compares per coordinate: the search scale, or the step
-        size along the evolution path ``p_c`` where that is longer."""
+        along the evolution path ``p_c`` where that is larger, signed as pycma compares it
+        (a large negative component does not hold its stop; with ``abs`` a run went on one
+        generation past pycma's, and every later restart with it)."""
         es = self.optimizer
-        path = es.sigma * es.sigma_vec.scaling * np.abs(es.pc)
+        path = es.sigma * es.sigma_vec.scaling * es.pc
         return np.maximum(np.asarray(es.stds, dtype=np.float64), path)

@@ -328,8 +328,8 @@ class Restarts:
         if self.stop_reason:
             raise RuntimeError(f"the restarts are spent (last run ended by {self.stop_reason})")
         fitness = np.asarray(fitness, dtype=np.float64).ravel()
-        # No finite value: a strategy that steps on ranks skips the generation; pycma takes
-        # the flat values as its own flat fitness (it widens sigma).
+        # No finite value: a strategy that steps on ranks skips the generation; pycma is
+        # told the flat values as they are (it goes on adapting sigma on them).
         skip = getattr(self.inner, "skip", None)
         failed = not np.isfinite(fitness).any()
         metrics = skip(fitness) if failed and skip is not None else self.inner.tell(fitness)

@@ -197,6 +197,12 @@ def test_a_number_as_x0_is_one_coordinate_as_scipy_takes_it():
     # The default popsize likewise: 7 evaluations, stop_reason 'max_evals', for a budget of 3.
     ({"max_evals": 3}, ValueError, "max_evals 3: less than one generation, whose 7 points "
      "(the default popsize at d = 3) are evaluated whole: raise max_evals or give popsize <= 3"),
+    # Mirrored: an odd popsize the hint named was then refused; below 2 none to name.
+    ({"method": "snes", "max_evals": 7}, ValueError, "max_evals 7: less than one generation, "
+     "whose 8 points (the default popsize at d = 3) are evaluated whole: raise max_evals or "
+     "give popsize <= 6 (even: mirrored pairs)"),
+    ({"method": "snes", "max_evals": 1}, ValueError, "max_evals 1: less than one generation, "
+     "whose 8 points (the default popsize at d = 3) are evaluated whole: raise max_evals"),
     ({"restarts": 1.5}, TypeError, "restarts 1.5: must be an integer >= 0, not float"),
     ({"restarts": True}, TypeError, "restarts True: must be an integer >= 0, not bool"),
     ({"workers": 2.0}, TypeError, "workers 2.0: must be an integer >= 1"),
@@ -279,6 +285,14 @@ def test_tell_refuses_xs_that_are_not_points_and_takes_nan_candidates_back():
                    "tell() got xs 'abc': must be the candidates ask() returned")
     opt._pending[0, 0] = np.nan  # as a strategy whose step overflowed would ask
     opt.tell(opt.ask(), [1.0] * 4)  # the same points back: NaN equals NaN here
+    # ask()'s points as float32, as pycma users pass them: refused, and told why.
+    opt = es.AskTell("snes", np.ones(3), 0.5, popsize=4)
+    xs = opt.ask()
+    one_line_error(ValueError, lambda: opt.tell(xs.astype(np.float32), [1.0] * 4),
+                   "tell() got other points than ask() returned: ask()'s, rounded to float32; "
+                   "pass back the float64 array ask() returned")
+    one_line_error(ValueError, lambda: opt.tell(xs + 1, [1.0] * 4),
+                   "tell() got other points than ask() returned")
 
 
 def test_budgets_may_be_written_as_floats():

@@ -455,6 +455,21 @@ def test_a_cma_run_ends_where_pycmas_own_stop_ends_it(fun, dim, seed):
     assert PYCMA_NAMES.get(ours.stop_reason, ours.stop_reason) in reference.stop()
 
 
+@pytest.mark.parametrize("dim, seed, popsize", [(2, 6, 24), (2, 10, 24), (5, 6, 12)])
+def test_a_cma_run_stops_at_tolx_where_pycma_does(dim, seed, popsize):
+    """pycma compares the evolution path's step signed: a large negative component does not
+    hold its tolx stop. Compared by its size, these runs went on one generation more."""
+    fun = es.functions.ackley
+    reference = cma.CMAEvolutionStrategy(np.full(dim, 3.0), 2.0, {
+        "randn": CmaRandn(seed), "verbose": -9, "popsize": popsize})
+    while not reference.stop():
+        xs = reference.ask()
+        reference.tell(xs, [fun(x) for x in xs])
+    assert "tolx" in reference.stop()
+    ours = es.minimize(fun, np.full(dim, 3.0), 2.0, method="cma", seed=seed, popsize=popsize)
+    assert (ours.nfev, ours.stop_reason) == (reference.countevals, "tolx")
+
+
 def test_cma_adapter_reports_pycmas_divergence_stop_as_a_local_stop():
     # On a linear function sigma grows without bound: pycma's tolfacupx (1e3 times the
     # initial step) ends the run, as it ends a run of cma.fmin2.

@@ -63,3 +63,24 @@ def test_vectorized_under_mpiexec_evaluates_each_share_in_one_call(tmp_path):
     single = es.minimize(rosenbrock, np.zeros(6), 0.5, **KWARGS)
     assert float(fun) == single.fun and bytes.fromhex(x_hex) == single.x.tobytes()
     assert shapes.strip() == "[4]"  # 10 candidates: rank 0 evaluates its 4 in one call
+
+
+EMPTY_SHARE = """
+import numpy as np, es
+def batch(rows):
+    assert len(rows) > 0, "called with 0 rows"
+    return es.functions.sphere(rows)
+result = es.minimize(batch, np.ones(2), 0.5, vectorized=True, method="cma", popsize=2,
+                     max_generations=3)
+print(result.nfev)
+"""
+
+
+def test_a_rank_without_a_share_does_not_call_a_vectorized_fun(tmp_path):
+    """Fewer members than ranks (popsize 2, 3 ranks): rank 2 called fun on a (0, d) array,
+    which a batch simulator or np.stack fails on, and every rank raised."""
+    script = tmp_path / "empty_share.py"
+    script.write_text(EMPTY_SHARE)
+    done = run_cli(["python", str(script)], ranks=3, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["6", "6", "6"]
