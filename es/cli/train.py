@@ -695,7 +695,8 @@ def _train(args: argparse.Namespace, comm) -> int:
 
         then = (f"the newest checkpoint is intact: once {run_dir} can be written again, "
                 f"resume with: {resume_command(args, run_dir)}" if has_checkpoint(run_dir)
-                else "no checkpoint was written yet")
+                else f"no checkpoint was written yet: once {run_dir} can be written again, "
+                f"{resume_command(args, run_dir)} starts it over")
         return crash("es-train", error, comm, then)
     except KeyboardInterrupt:  # a second signal: at once, not at the generation's end
         from es.rl.checkpoint import has_checkpoint

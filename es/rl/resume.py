@@ -84,11 +84,12 @@ def load_resume(run_dir: str, budgets: dict[str, Any], label: str = "--resume"
                 "--force if the folder is not empty)"
             )
         config = _with_budgets(load_config(Path(run_dir) / "config.toml").to_dict(), budgets)
-        # A stop, or as many generations as run.checkpoint_every, came with a checkpoint:
-        # they are gone, and starting over would overwrite a trained run.
+        # A stop, or more generations than run.checkpoint_every, came with a checkpoint:
+        # they are gone, and starting over would overwrite a trained run. As many as it: the
+        # first checkpoint was due and failed (a full disk), as a kill before it leaves them.
         progress = Path(run_dir) / "progress.csv"
         rows = len(progress.read_text().splitlines()) - 1 if progress.is_file() else 0
-        if (Path(run_dir) / STOPS_FILE).is_file() or rows >= config.run.checkpoint_every:
+        if (Path(run_dir) / STOPS_FILE).is_file() or rows > config.run.checkpoint_every:
             raise ConfigError(
                 f"{head}: its checkpoints are gone but it holds a trained run "
                 f"({max(rows, 0)} generations in progress.csv), which starting over would "

@@ -62,6 +62,8 @@ def claim_run_dir(run_dir: str | Path, who: str = "es-train") -> str | None:
         return None
     if os.environ.get(LOCK_HELD_BY_SUPERVISOR) == str(folder):
         return _check_supervisors_folder(folder, run_dir)
+    made = [path for path in (folder, *folder.parents) if not path.exists()]
+    lock_was_there = (folder / LOCK_FILE).exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         handle = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -79,8 +81,17 @@ def claim_run_dir(run_dir: str | Path, who: str = "es-train") -> str | None:
             "run folder %r: cannot lock %s (%s); nothing stops a second run from writing "
             "into it", str(run_dir), LOCK_FILE, error.strerror)
         return None
-    os.ftruncate(handle, 0)
-    os.pwrite(handle, f"{lock_line(who)}\n".encode(), 0)
+    try:
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f"{lock_line(who)}\n".encode(), 0)
+    except OSError as error:  # a full disk: a traceback, and the lock file left behind
+        os.close(handle)
+        with contextlib.suppress(OSError):
+            if not lock_was_there:
+                (folder / LOCK_FILE).unlink()
+            for path in made:  # this call's folders, innermost first, if still empty
+                path.rmdir()
+        return f"run folder {str(run_dir)!r}: {error.strerror}"
     _held[str(folder)] = handle
     return None
 
@@ -180,7 +191,9 @@ def start_run_dir(run_dir: str, config: Config, program: str = "es-train") -> st
         # then be resumed (started over) from this file.
         write_atomically(folder / "config.toml", lambda handle: handle.write(payload))
         (folder / TRAINED_BY).write_text(program + "\n")
-    except OSError as error:
+    except OSError as error:  # a full disk: no half-made folder, which read as a baseline's
+        with contextlib.suppress(OSError):
+            undo_start_run_dir(run_dir)
         return f"run folder {run_dir!r}: {error.strerror}"
     return None
 
@@ -215,7 +228,7 @@ def trained_by(run_dir: str | Path) -> str:
     """The program that trained the run (``TRAINED_BY``); es-train's for runs from before the
     file was written."""
     path = Path(run_dir) / TRAINED_BY
-    return path.read_text().strip() if path.is_file() else "es-train"
+    return (path.read_text().strip() if path.is_file() else "") or "es-train"
 
 
 def undo_start_run_dir(run_dir: str) -> None:
@@ -226,7 +239,7 @@ def undo_start_run_dir(run_dir: str) -> None:
     if (folder / "progress.csv").exists():
         return
     release_run_dir(folder)
-    for name in ("config.toml", LOCK_FILE):
+    for name in ("config.toml", TRAINED_BY, LOCK_FILE):
         (folder / name).unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         folder.rmdir()  # only if nothing else is there

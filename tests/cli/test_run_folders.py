@@ -241,3 +241,43 @@ def test_a_config_toml_broken_by_hand_is_named_when_a_resume_writes_it_back(tmp_
     assert done.returncode == 0, done.stderr
     assert "config.toml is not valid TOML (" in done.stderr
     assert "[[[broken" not in (folder / "config.toml").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a small filesystem to fill needs root (tmpfs)")
+def test_a_full_disk_leaves_no_half_run_and_a_run_it_stopped_starts_over(tmp_path):
+    """Full from the start: a traceback and an es.lock left; full while the folder was
+    written: a folder that read as a baseline's ("trained by , which keeps no checkpoints")
+    and took --force; full at the first checkpoint: a run no --resume would continue."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(small)], check=True)
+    run = ["es-train", "configs/pendulum.toml", "--set", "run.generations=6", "--set",
+           "run.eval_every=2", "--set", "run.checkpoint_every=3", "--quiet"]
+    try:
+        for free_kib, code, said in [(0, 2, "es-train: error: run folder "),
+                                     (8, 2, "es-train: error: run folder "),
+                                     (36, 1, "es-train: error on rank 0: OSError: ")]:
+            filler = small / "filler"
+            free = os.statvfs(small).f_bavail * os.statvfs(small).f_frsize // 1024
+            with filler.open("wb") as handle:
+                handle.truncate(0)
+                handle.write(b"\0" * 1024 * max(free - free_kib, 0))
+            folder = small / f"run{free_kib}"
+            full = run_cli([*run, "--run-dir", str(folder)])
+            assert full.returncode == code, full.stderr
+            (line,) = [text for text in full.stderr.splitlines() if " error" in text]
+            assert line.startswith(said) and "No space left on device" in line, line
+            filler.unlink()
+            if code == 2:  # refused before training: nothing left, and the same command runs
+                assert not folder.exists()
+                again = run_cli([*run, "--run-dir", str(folder)])
+            else:
+                assert line.endswith(f"no checkpoint was written yet: once {folder} can be "
+                                     f"written again, es-train --resume {folder} starts it "
+                                     "over"), line
+                again = run_cli(["es-train", "--resume", str(folder), "--quiet"])
+            assert again.returncode == 0, again.stderr
+            assert len(read_progress(folder)) == 6
+            subprocess.run(["rm", "-rf", str(folder)], check=True)
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
