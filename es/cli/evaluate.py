@@ -69,6 +69,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 @interruptible("es-eval")
+def kept_none_why(run_dir: Path) -> str:
+    """Why an es-train run folder holds no ``policy_best.npz``: it keeps none, or has kept
+    none yet (a run training now confirms its nominations at its stops), where the one
+    reason given had been "run.best_episodes = 0, or no evaluation yet" in both cases."""
+    from es.config import ConfigError, load_config
+
+    try:
+        episodes = load_config(run_dir / "config.toml").run.best_episodes
+    except (ConfigError, OSError):
+        episodes = None
+    if episodes == 0:
+        return " (the run keeps none: run.best_episodes = 0; play --policy final)"
+    return (" (none kept yet: a nomination is kept once it holds its confirmation "
+            "episodes, at the run's stops unless run.best_share lets it confirm while "
+            "training; play --policy final meanwhile)")
+
+
 def main(argv: list[str] | None = None) -> int:
     survive_closed_stdout()
     args = parser().parse_args(argv)
@@ -114,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                          f" ({first_few(runs)})")
         if not policy_path.is_file():
             why = "" if args.policy != "best" or not (run_dir / "policy.npz").is_file() else (
-                " (the run kept none: run.best_episodes = 0, or no evaluation yet)"
-                if (program := trained_by(run_dir)) == "es-train" else
+                kept_none_why(run_dir) if (program := trained_by(run_dir)) == "es-train" else
                 f" ({program} keeps no best policy: play --policy final)")
             return fail("es-eval", f"run folder {args.run_dir!r}: no {policy_path.name} in "
                          f"it{why}")

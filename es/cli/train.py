@@ -308,6 +308,10 @@ def planned_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
         raise ValueError("--seeds sets run.seed for each run: drop --set run.seed")
     if args.resume_or_start and args.run_dir:
         raise ValueError(RESUME_OR_START_ALONE)
+    if args.run_dir and (Path(args.run_dir) / "config.toml").is_file():
+        raise ValueError(f"--run-dir {args.run_dir!r} holds one run, not a sweep's: the "
+                         "sweep's runs would go in beside its files, where es-plot and "
+                         "--resume-or-start refuse the mix; give the sweep another folder")
     seeds = args.seeds or [None]
     runs = []
     for config in args.configs:

@@ -96,6 +96,28 @@ def claim_run_dir(run_dir: str | Path, who: str = "es-train") -> str | None:
     return None
 
 
+def lock_holder(run_dir: str | Path) -> str | None:
+    """Who holds the folder's lock now (its lock line), or None: free, or held by this
+    process (whose lock closing another descriptor of the file would let go)."""
+    folder = Path(run_dir).resolve()
+    if str(folder) in _held:
+        return None
+    try:
+        handle = os.open(folder / LOCK_FILE, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in (errno.EACCES, errno.EAGAIN):
+            return os.pread(handle, 200, 0).decode(errors="replace").strip() or \
+                "another process"
+        return None
+    finally:
+        os.close(handle)
+    return None
+
+
 def lock_line(who: str) -> str:
     """What this process writes into a folder's lock file: who holds it, and where."""
     return f"{who} pid {os.getpid()} on {socket.gethostname()}"
@@ -144,6 +166,9 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
         return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
     if run_dir.is_dir() and any(path.name != LOCK_FILE for path in run_dir.iterdir()) \
             and not force:
+        if (holder := lock_holder(run_dir)) is not None:  # else told to --resume, refused
+            return None, (f"run folder {str(run_dir)!r}: in use by {holder}; wait until it "
+                          "stops, or choose another folder")
         if not (run_dir / "config.toml").is_file():
             held = "is not empty (no run in it; its files would stay)"
         elif trained_by(run_dir) == "es-train":

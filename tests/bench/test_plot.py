@@ -277,3 +277,24 @@ def test_a_run_with_one_evaluation_is_drawn_as_a_point(tmp_path):
         out = tmp_path / f"{run.name}.svg"
         assert main([str(run), "-o", str(out)]) == 0
         assert bool(re.search(r'<path id="m\w+" d="M 0 [1-9]', out.read_text())) is drawn
+
+
+def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
+    """A full disk left a 0-byte figure in place of the earlier one, and an error naming no
+    file ("[Errno 28] No space left on device")."""
+    import errno
+
+    from es.bench.curves import save_whole
+
+    class FullDisk:
+        def savefig(self, name, **options):
+            with open(name, "wb") as handle:
+                handle.write(b"\x89PNG")  # what fitted
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    figure = tmp_path / "p.png"
+    figure.write_bytes(b"the earlier figure")
+    with pytest.raises(OSError, match=rf"^{figure}: No space left on device$"):
+        save_whole(FullDisk(), figure)
+    assert figure.read_bytes() == b"the earlier figure"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["p.png"]

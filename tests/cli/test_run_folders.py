@@ -74,6 +74,9 @@ def test_es_train_refuses_a_resume_or_a_forced_start_in_a_folder_in_use(tmp_path
                                 "run.generations=4"]), "in use by es-train pid")
         one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(folder),
                                 "--force", *SHORT]), "in use by es-train pid")
+        # Without --force it said "continue it with es-train --resume", then refused that.
+        one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--run-dir", str(folder),
+                                *SHORT]), "in use by es-train pid")
     finally:
         holder.kill()
         holder.wait()
@@ -281,3 +284,15 @@ def test_a_full_disk_leaves_no_half_run_and_a_run_it_stopped_starts_over(tmp_pat
             subprocess.run(["rm", "-rf", str(folder)], check=True)
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+def test_a_sweep_is_not_started_inside_a_single_runs_folder(tmp_path):
+    """--seeds with --run-dir of a run's folder trained the sweep's runs beside its files, a
+    mix that --resume-or-start then refused to continue."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.toml").write_text("")
+    one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--seeds", "0,1", "--run-dir",
+                            str(folder), *SHORT]),
+                   f"--run-dir {str(folder)!r} holds one run, not a sweep's")
+    assert sorted(path.name for path in folder.iterdir()) == ["config.toml"]

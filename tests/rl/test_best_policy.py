@@ -297,8 +297,14 @@ def test_best_episodes_zero_keeps_no_best_policy(tmp_path):
     missing = run_cli(["es-eval", str(run_dir), "--policy", "best"], extra_env=LUCKY)
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [
-        f"es-eval: error: run folder {str(run_dir)!r}: no policy_best.npz in it (the run kept "
-        "none: run.best_episodes = 0, or no evaluation yet)"]
+        f"es-eval: error: run folder {str(run_dir)!r}: no policy_best.npz in it (the run keeps "
+        "none: run.best_episodes = 0; play --policy final)"]
+    # A run that keeps one but has not yet: it was blamed on run.best_episodes = 0 too.
+    (run_dir / "config.toml").write_text((run_dir / "config.toml").read_text().replace(
+        "best_episodes = 0", "best_episodes = 20"))
+    not_yet = run_cli(["es-eval", str(run_dir), "--policy", "best"], extra_env=LUCKY)
+    assert not_yet.returncode == 2 and "(none kept yet: a nomination is kept once it holds its " \
+        "confirmation episodes" in not_yet.stderr, not_yet.stderr
 
 
 def test_best_from_lets_only_later_evaluations_nominate(tmp_path):
