@@ -645,7 +645,7 @@ def _train(args: argparse.Namespace, comm) -> int:
                          if comm.rank == 0 else None)
     stop_flag.install()
     if EARLY_SIGNALS:
-        stop_flag.signum, stop_flag.first_at = EARLY_SIGNALS[0], stop_flag.clock()
+        stop_flag.received_before(EARLY_SIGNALS[0])
     try:
         trainer = Trainer(config, comm, Path(run_dir), args.started_at, stop_flag)
         if state is not None:

@@ -165,6 +165,12 @@ class StopFlag:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
 
+    def received_before(self, signum: int) -> None:
+        """A signal that came before this flag was installed (held at start-up): taken as
+        the first, and announced like it (a Ctrl-C in the run's first fifth of a second
+        stopped it with no word that it would)."""
+        self._handle(signum, None)
+
     def _handle(self, signum: int, frame: object) -> None:
         now = self.clock()
         if not self.signum:

@@ -325,6 +325,15 @@ def test_a_second_signal_stops_at_once_only_after_the_repeat_window():
         flag._handle(signal.SIGINT, None)
 
 
+def test_a_signal_held_at_start_up_is_announced_as_the_first(capfd):
+    """A Ctrl-C in a run's first fifth of a second (held until the flag was installed)
+    stopped the run after its first generation with no word that it would."""
+    flag = StopFlag(clock=lambda: 5.0, announce="es-train: {signal}: stopping")
+    flag.received_before(signal.SIGINT)
+    assert (flag.signum, flag.first_at) == (signal.SIGINT, 5.0)
+    assert capfd.readouterr().err == "es-train: SIGINT: stopping\n"
+
+
 def test_a_killed_rank_ends_the_job_promptly_and_the_checkpoint_survives(tmp_path):
     run_dir = tmp_path / "dead"
     process = start([*LONG[:-3], "--set", "run.checkpoint_every=1", "--quiet", "--run-dir",
