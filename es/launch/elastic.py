@@ -455,6 +455,7 @@ def _supervise_launch(launch: subprocess.Popen[bytes], written: tuple[BinaryIO, 
                       run_dir: Path, resumed_from: int,
                       lost_launchs_rows: tuple[int, int, int] | None,
                       on_trained: Callable[[float], None], stops: StopSignals) -> Launch:
+    """``run_launch``'s watch over a started launch, its output followed from ``written``."""
     tail: collections.deque[str] = collections.deque(maxlen=200)
     ended = threading.Event()
     copiers = [threading.Thread(target=_follow, args=(file, to, tail, ended), daemon=True)
