@@ -68,7 +68,6 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-@interruptible("es-eval")
 def kept_none_why(run_dir: Path) -> str:
     """Why an es-train run folder holds no ``policy_best.npz``: it keeps none, or has kept
     none yet (a run training now confirms its nominations at its stops), where the one
@@ -86,6 +85,7 @@ def kept_none_why(run_dir: Path) -> str:
             "training; play --policy final meanwhile)")
 
 
+@interruptible("es-eval")
 def main(argv: list[str] | None = None) -> int:
     survive_closed_stdout()
     args = parser().parse_args(argv)
