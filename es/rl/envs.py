@@ -12,6 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.error import DependencyNotInstalled
 
 from es.config import AtariConfig, Config, ConfigError
 from es.rl.cnn import TORSOS, ConvNetSpec
@@ -141,12 +142,16 @@ def make_env(
             message = str(error).split(" was raised from the environment creator")[0]
             if not re.search(r"missing \d+ required (positional|keyword-only) argument",
                              message):
-                raise
+                raise constructor_failed(env_id, error) from None
             raise ConfigError(f"{env_id} cannot be made without arguments ({message}): give "
                               "them in env.kwargs (--set env.kwargs.NAME=VALUE)") from None
+        except (ConfigError, DependencyNotInstalled):
+            raise
+        except Exception as error:  # the user's constructor: "error on rank 0: OSError: ..."
+            raise constructor_failed(env_id, error) from None  # named no env, exit code 1
     try:
         return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
-    except ConfigError:  # one of ours, already naming the keyword
+    except (ConfigError, DependencyNotInstalled):  # ours, naming the keyword; an extra's
         raise
     except Exception as error:  # the constructor is any user's code: keep its type and words
         message = str(error).split(" was raised from the environment creator")[0]
@@ -157,8 +162,17 @@ def make_env(
         if unknown and unknown[1] in kwargs:
             raise ConfigError(f"env.kwargs.{unknown[1]}: {env_id} takes no such keyword "
                               f"({message})") from None
+        if not isinstance(error, (TypeError, ValueError)):  # not the keywords' doing
+            raise constructor_failed(env_id, error) from None
         raise ConfigError(f"env.kwargs = {kwargs!r}: {env_id} cannot be made with them "
                           f"({type(error).__name__}: {message})") from None
+
+
+def constructor_failed(env_id: str, error: Exception) -> ConfigError:
+    """The one-line error of an env whose constructor raised: its id, and its words."""
+    message = str(error).split(" was raised from the environment creator")[0]
+    return ConfigError(f"env.id = {env_id!r}: the env's constructor raised "
+                       f"{type(error).__name__}: {message}")
 
 
 def _make(

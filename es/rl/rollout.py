@@ -72,8 +72,16 @@ class Observations:
         self.sum: np.ndarray | None = None
         self.sumsq: np.ndarray | None = None
         self.finite = True  # of the observations not summed (a Dict's, a Tuple's parts)
+        self.size: int | None = None  # the episode's first array observation's
 
     def add(self, observation: Any) -> None:
+        if self.record or isinstance(observation, np.ndarray):
+            size = np.size(observation)
+            if self.size is None:
+                self.size = size
+            elif size != self.size:  # the policy's inputs broadcast it without a word
+                raise ValueError(f"observation of shape {np.shape(observation)}: the env gave "
+                                 f"{self.size} numbers at the episode's start, {size} now")
         if self.record:
             # A copy, as np.array makes it: some envs reuse their observation's buffer.
             values = np.array(observation, dtype=np.float64).ravel()
@@ -170,7 +178,12 @@ class LockstepEpisode:
     def step(self, action: Any) -> bool:
         """Play ``action`` (the policy's, before action noise); True once the episode is
         over, its ``result`` set."""
-        self.seen.add(self.observation)
+        try:
+            self.seen.add(self.observation)
+        except ValueError as error:  # the env changed its observation's size: failed
+            log.warning("%s: episode raised %s: %s", self.label, type(error).__name__, error)
+            self.result = Episode(float("nan"), 0)
+            return True
         if self.noise is not None:
             action = self.noise(action)
         try:

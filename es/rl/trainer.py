@@ -333,7 +333,12 @@ class Trainer:
         if isinstance(self.noise, NoiseTable):
             self.comm.release_shared(self.noise.table)
             self.noise = self.strategy = None
-        self.env.close()
+        try:
+            self.env.close()
+        except Exception as error:  # the user's code, once the run's files are written: a
+            # warning, where it had ended a finished run with exit 1 and no done: line
+            log.warning("%s: closing the env raised %s: %s", self.config.env.id,
+                        type(error).__name__, error)
 
     def __enter__(self) -> Trainer:
         return self

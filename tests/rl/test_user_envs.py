@@ -151,7 +151,29 @@ class Counts(Grid):  # whole-number actions
     action_space = gym.spaces.Box(0, 10, (2,), np.int64)
 
 
-for name in ("OldApi", "FourValues", "ArrayReward", "WrongShape", "Counts"):
+class InitRaise(PendulumEnv):
+    def __init__(self, **kwargs):
+        raise OSError("simulator license not found")
+
+
+class Shrinking(PendulumEnv):  # 3 numbers, then from the third step on 2
+    def reset(self, **kwargs):
+        self.t = 0
+        return super().reset(**kwargs)
+
+    def step(self, action):
+        self.t += 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        return (obs if self.t < 3 else obs[:2]), reward, terminated, truncated, info
+
+
+class CloseRaise(PendulumEnv):
+    def close(self):
+        raise RuntimeError("close failed")
+
+
+for name in ("OldApi", "FourValues", "ArrayReward", "WrongShape", "Counts", "InitRaise",
+             "Shrinking", "CloseRaise"):
     gym.register(f"{name}-v0", entry_point=globals()[name], max_episode_steps=20)
 gym.register("Shifted-v0", entry_point=Shifted, max_episode_steps=20)
 gym.register("Grid-v0", entry_point=Grid, max_episode_steps=20)
@@ -170,6 +192,37 @@ gym.register("Grid-v0", entry_point=Grid, max_episode_steps=20)
 def test_an_env_off_gymnasiums_api_is_named_before_training(tmp_path, env, said):
     """Each failed every episode at generation 1 (exit 1) with NumPy's words."""
     refused(tmp_path, env, f"env.id = 'sloppy:{env}-v0': {said}")
+
+
+def test_an_env_whose_constructor_raises_is_named_in_one_line(tmp_path):
+    """It read "es-train: error on rank 0: OSError: simulator license not found", exit 1,
+    naming no env; with env.kwargs set, the kwargs were blamed."""
+    refused(tmp_path, "InitRaise", "env.id = 'sloppy:InitRaise-v0': the env's constructor "
+                                   "raised OSError: simulator license not found")
+
+
+def test_an_observation_that_changes_size_fails_its_episode(tmp_path):
+    """The policy's inputs broadcast a (2,) observation against 3 numbers: every episode
+    trained on it without a word, and es-eval then refused the run."""
+    (tmp_path / "sloppy.py").write_text(SLOPPY)
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=sloppy:Shrinking-v0",
+                    *SHORT, "--run-dir", str(tmp_path / "run")],
+                   extra_env={"PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 1, done.stderr
+    assert "episode raised ValueError: observation of shape (2,): the env gave 3 numbers at " \
+        "the episode's start, 2 now" in done.stderr
+    assert "4 of 4 episodes failed" in done.stderr
+
+
+def test_an_env_whose_close_raises_does_not_fail_a_finished_run(tmp_path):
+    """Exit 1 and no done: line, every file of the run written."""
+    (tmp_path / "sloppy.py").write_text(SLOPPY)
+    done = run_cli(["es-train", "configs/pendulum.toml", "--set", "env.id=sloppy:CloseRaise-v0",
+                    *SHORT, "--run-dir", str(tmp_path / "run")],
+                   extra_env={"PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0 and "done: 1 generation" in done.stdout, done.stderr
+    assert "sloppy:CloseRaise-v0: closing the env raised RuntimeError: close failed" \
+        in done.stderr
 
 
 def test_integer_box_actions_need_a_policy_of_ones_own(tmp_path):
