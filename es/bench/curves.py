@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 import tomllib
 from collections import defaultdict
 from collections.abc import Iterator
@@ -317,21 +316,15 @@ def draw(groups: list[Group], path: Path, x: str, y: str, title: str | None,
 
 
 def save_whole(figure: Any, path: Path) -> None:
-    """``figure`` into ``path`` through a temporary file beside it: a full disk left a
-    0-byte figure (an earlier one at that path lost too), and an error naming no file."""
-    temporary = None
+    """``figure`` into ``path``, written as run files are (``write_atomically``): a full
+    disk left a 0-byte figure (an earlier one at that path lost too), and an error naming no
+    file."""
+    from es.rl.checkpoint import write_atomically
+
     try:
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                             suffix=path.suffix)
-        os.close(handle)
-        mask = os.umask(0)  # mkstemp's file is private; a figure is as any file written
-        os.umask(mask)
-        os.chmod(temporary, 0o666 & ~mask)
-        figure.savefig(temporary, dpi=110, format=path.suffix[1:].lower())
-        os.replace(temporary, path)
+        write_atomically(path, lambda handle: figure.savefig(
+            handle, dpi=110, format=path.suffix[1:].lower()))
     except OSError as error:
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
         raise OSError(f"{path}: {error.strerror or error}") from None
 
 

@@ -287,9 +287,8 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
     from es.bench.curves import save_whole
 
     class FullDisk:
-        def savefig(self, name, **options):
-            with open(name, "wb") as handle:
-                handle.write(b"\x89PNG")  # what fitted
+        def savefig(self, handle, **options):
+            handle.write(b"\x89PNG")  # what fitted
             raise OSError(errno.ENOSPC, "No space left on device")
 
     figure = tmp_path / "p.png"
