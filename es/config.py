@@ -313,6 +313,13 @@ class ESConfig:
         CMA-ES, which draws its own samples (its table took memory and start-up time)."""
         return self.noise == "table" and self.strategy != "cma"
 
+    def check_table_holds(self, num_params: int) -> None:
+        """The table must hold a perturbation of every parameter: known once the policy is
+        built (the trainer; es-compare before its first run)."""
+        if self.uses_noise_table and num_params > self.noise_table_size:
+            raise ValueError(f"es.noise_table_size = {self.noise_table_size}: must be >= the "
+                             f"policy's {num_params} parameters")
+
     def validate(self) -> None:
         _one_of("es.strategy", self.strategy, STRATEGY_NAMES)
         _at_least("es.population", self.population, 2)

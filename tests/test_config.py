@@ -353,3 +353,23 @@ def test_cma_es_builds_no_noise_table_it_would_not_read(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "es-train: 1 node (" in done.stderr
     assert "), no noise table (es.strategy = 'cma' draws its own samples)\n" in done.stderr
+
+
+def test_a_noise_table_smaller_than_the_policy_is_refused_where_one_is_built(tmp_path):
+    """One check for the trainer and for es-compare before its first run."""
+    from conftest import run_cli
+
+    table = from_dict({"es": {"noise_table_size": 1000}}).es
+    table.check_table_holds(1000)
+    with pytest.raises(ValueError, match=r"^es.noise_table_size = 1000: must be >= the "
+                                         r"policy's 1001 parameters$"):
+        table.check_table_holds(1001)
+    from_dict({"es": {"strategy": "cma", "mirrored": False,
+                      "noise_table_size": 1000}}).es.check_table_holds(10**6)  # builds none
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "policy.kind=mlp", "--set",
+                    "policy.hidden=[64, 64]", "--set", "es.noise_table_size=1000",
+                    "--run-dir", str(tmp_path / "run")])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == ("es-train: error: es.noise_table_size = 1000: must be >= "
+                                   "the policy's 4610 parameters"), done.stderr
+    assert not (tmp_path / "run").exists()

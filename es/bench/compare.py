@@ -203,9 +203,7 @@ def check_policy_fits_env(method: str, config: Any) -> None:
             policy = make_policy(config, env)
             if isinstance(policy, UserPolicy):
                 policy.probe(env, policy.initial_params(np.random.default_rng(0)))
-            if config.es.uses_noise_table and policy.num_params > config.es.noise_table_size:
-                raise ValueError(f"es.noise_table_size = {config.es.noise_table_size}: must be "
-                                 f">= the policy's {policy.num_params} parameters")
+            config.es.check_table_holds(policy.num_params)
         else:
             network_spec(config, env, f"es-baseline {method}")
     finally:

@@ -274,11 +274,7 @@ class Trainer:
                                   int(generator(seed, TAG_MODULE).integers(2**31)))
         if getattr(self.policy, "vbn", False):
             self.policy = dataclasses.replace(self.policy, reference=self._reference_batch())
-        if es_cfg.uses_noise_table and self.policy.num_params > es_cfg.noise_table_size:
-            raise ValueError(
-                f"es.noise_table_size = {es_cfg.noise_table_size}: must be >= the policy's "
-                f"{self.policy.num_params} parameters"
-            )
+        es_cfg.check_table_holds(self.policy.num_params)
         theta0 = self.policy.initial_params(generator(seed, TAG_INIT))
         self.lockstep = None  # several members in step, for a policy that batches them
         if isinstance(self.policy, UserPolicy):
