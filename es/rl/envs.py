@@ -139,7 +139,7 @@ def make_env(
         try:
             return _make(env_id, max_episode_steps, kwargs, atari, render_mode)
         except TypeError as error:  # a constructor with arguments of its own, none given
-            message = str(error).split(" was raised from the environment creator")[0]
+            message = creator_words(error)
             if not re.search(r"missing \d+ required (positional|keyword-only) argument",
                              message):
                 raise constructor_failed(env_id, error) from None
@@ -154,7 +154,7 @@ def make_env(
     except (ConfigError, DependencyNotInstalled):  # ours, naming the keyword; an extra's
         raise
     except Exception as error:  # the constructor is any user's code: keep its type and words
-        message = str(error).split(" was raised from the environment creator")[0]
+        message = creator_words(error)
         if render_mode is not None:  # the same env was made without it to be trained
             raise ConfigError(f"{env_id} cannot render frames (render_mode={render_mode!r}: "
                               f"{type(error).__name__}: {message})") from None
@@ -170,9 +170,13 @@ def make_env(
 
 def constructor_failed(env_id: str, error: Exception) -> ConfigError:
     """The one-line error of an env whose constructor raised: its id, and its words."""
-    message = str(error).split(" was raised from the environment creator")[0]
     return ConfigError(f"env.id = {env_id!r}: the env's constructor raised "
-                       f"{type(error).__name__}: {message}")
+                       f"{type(error).__name__}: {creator_words(error)}")
+
+
+def creator_words(error: Exception) -> str:
+    """What an env's constructor said, without the note gymnasium.make adds to it."""
+    return str(error).split(" was raised from the environment creator")[0]
 
 
 def _make(

@@ -75,22 +75,17 @@ class Observations:
         self.size: int | None = None  # the episode's first array observation's
 
     def add(self, observation: Any) -> None:
-        if self.record or isinstance(observation, np.ndarray):
-            size = np.size(observation)
-            if self.size is None:
-                self.size = size
-            elif size != self.size:  # the policy's inputs broadcast it without a word
-                raise ValueError(f"observation of shape {np.shape(observation)}: the env gave "
-                                 f"{self.size} numbers at the episode's start, {size} now")
         if self.record:
             # A copy, as np.array makes it: some envs reuse their observation's buffer.
             values = np.array(observation, dtype=np.float64).ravel()
+            self._same_size(values.size, observation)
             if self.sum is None:
                 self.sum, self.sumsq = values, values * values
             else:
                 self.sum += values
                 self.sumsq += values * values
         elif isinstance(observation, np.ndarray):
+            self._same_size(observation.size, observation)
             if observation.dtype.kind != "f":  # integers and bytes (pixels) cannot be NaN
                 return
             if self.sum is None:
@@ -99,6 +94,15 @@ class Observations:
                 self.sum += observation.ravel()
         elif self.finite:
             self.finite = all_finite(observation)
+
+    def _same_size(self, size: int, observation: Any) -> None:
+        """The episode's observations keep its first one's size: the policy's inputs had
+        broadcast a smaller one without a word."""
+        if self.size is None:
+            self.size = size
+        elif size != self.size:
+            raise ValueError(f"observation of shape {np.shape(observation)}: the env gave "
+                             f"{self.size} numbers at the episode's start, {size} now")
 
     def episode(self, total: float, length: int, last_observation: Any) -> Episode:
         """The ended episode: its return NaN if any observation was NaN or inf, the last one

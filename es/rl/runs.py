@@ -72,10 +72,10 @@ def claim_run_dir(run_dir: str | Path, who: str = "es-train") -> str | None:
     try:
         fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
-        holder = os.pread(handle, 200, 0).decode(errors="replace").strip()
+        holder = _holder(handle)
         os.close(handle)
         if error.errno in (errno.EACCES, errno.EAGAIN):
-            return (f"run folder {str(run_dir)!r}: in use by {holder or 'another process'}; "
+            return (f"run folder {str(run_dir)!r}: in use by {holder}; "
                     "wait until it stops, or choose another folder")
         logging.getLogger("es").warning(
             "run folder %r: cannot lock %s (%s); nothing stops a second run from writing "
@@ -110,12 +110,16 @@ def lock_holder(run_dir: str | Path) -> str | None:
         fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
         if error.errno in (errno.EACCES, errno.EAGAIN):
-            return os.pread(handle, 200, 0).decode(errors="replace").strip() or \
-                "another process"
+            return _holder(handle)
         return None
     finally:
         os.close(handle)
     return None
+
+
+def _holder(handle: int) -> str:
+    """Who holds a lock file, as its lock line says."""
+    return os.pread(handle, 200, 0).decode(errors="replace").strip() or "another process"
 
 
 def lock_line(who: str) -> str:

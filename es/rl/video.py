@@ -190,8 +190,8 @@ def record_video(
     ``camera``: a MuJoCo model's camera name, or "free" (default: ``check_camera``'s).
     ``quality``: "full" (Gymnasium's scene) or "fast" (a MuJoCo scene without shadows,
     reflections and antialiasing; other envs render one way).
-    Returns ``{"frames", "steps", "return", "camera"}``; frames = steps + 1, of which a GIF
-    keeps (and renders) every ``gif_stride(fps)[0]``-th.
+    Returns ``{"frames", "steps", "return", "camera"}``; frames: those written, steps + 1
+    (a GIF's: the first and every ``gif_stride(fps)[0]``-th step's).
     """
     path = check_video_path(path)
     if env.render_mode != "rgb_array":
