@@ -931,8 +931,12 @@ class Trainer:
                     if row["stop_signal"]:
                         stop = Stopped(row["stop_signal"], self.strategy.generation)
                         break
-                    if self.held_row is None and not go_on(row):
-                        break
+                    if self.held_row is None:
+                        if not go_on(row):
+                            break
+                        if callback is not None and (signum := self._agree_signal()):
+                            stop = Stopped(signum, self.strategy.generation)
+                            break
             except (KeyboardInterrupt, DivergedError):
                 torn = True  # mid-update, or a NaN update: keep the last checkpoint
                 raise
@@ -1008,6 +1012,14 @@ class Trainer:
                 "with rank 0); the ranks run different code, libraries or hardware"
             )
         return int(rows[:, 1].max())
+
+    def _agree_signal(self) -> int:
+        """The stop signal any rank received since ``_agree``: one that came while the
+        callback ran (which may take long) stops the run now, on every rank alike, rather
+        than after one more generation played after it."""
+        signums = self.comm.allgather_rows(
+            np.array([[self.stop_flag.signum]], dtype=np.float64), counts=[1] * self.comm.size)
+        return int(signums.max())
 
     def _checkpoint(self) -> int:
         if self.comm.rank == 0 and self.run_dir is not None:

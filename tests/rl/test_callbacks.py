@@ -154,6 +154,30 @@ def test_ctrl_c_stops_es_train_from_python_checkpointed_as_es_train_does(tmp_pat
     assert resumed.generations == stopped + 2 and len(resumed.history) == stopped + 2
 
 
+def test_a_signal_while_the_callback_runs_stops_before_another_generation(tmp_path):
+    """A Ctrl-C during a slow callback was seen only at the next generation's end: one more
+    generation was played after it (minutes on a large task). Now the run stops where the
+    callback was called, checkpointed there."""
+    run_dir = tmp_path / "run"
+    script = ("import os, signal, sys\nimport es\n"
+              "def interrupt_at_2(row):\n"
+              "    if row['generation'] == 2:\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "    return True\n"
+              "try:\n"
+              f"    es.train({str(REPO / 'configs/pendulum.toml')!r}, "
+              f"{{**{PENDULUM!r}, 'run.eval_every': 1000}}, run_dir={str(run_dir)!r}, "
+              "callback=interrupt_at_2)\n"
+              "except KeyboardInterrupt as interrupt:\n"
+              "    print(f'INTERRUPTED {interrupt}', file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert "INTERRUPTED stopped by SIGINT after generation 2;" in done.stderr, done.stderr
+    state, _, _ = load_latest_checkpoint(run_dir / "checkpoints")
+    assert state.generation == 2
+    assert len((run_dir / "progress.csv").read_text().splitlines()) == 1 + 2
+
+
 def test_a_second_ctrl_c_stops_es_train_at_once_saying_what_is_kept(tmp_path):
     """The second signal raised a KeyboardInterrupt without a word: nothing said what was
     lost or how to go on."""
