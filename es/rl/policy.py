@@ -155,10 +155,15 @@ def build_user_policy(source: Any, env: gym.Env, kwargs: dict[str, Any], normali
 
         made = TorchPolicy(made, *spaces, name)
     elif not isinstance(made, Policy):
+        protocol = ("a torch.nn.Module or an object with num_params, initial_params(rng) and "
+                    "act(params, observation, state)")
+        if made is source:  # not callable, so taken as it is: no factory to blame
+            raise PolicyError(f"policy.kind = {name!r} is {source!r:.60}, not a policy "
+                              f"(type {type(source).__name__}); name {protocol}, or a "
+                              "factory (a function or class of the observation and action "
+                              "spaces) that returns one")
         raise PolicyError(f"policy.kind = {name!r}: the factory returned "
-                          f"{type(made).__name__}; expected a torch.nn.Module or an object "
-                          "with num_params, initial_params(rng) and act(params, observation, "
-                          "state)")
+                          f"{type(made).__name__}; expected {protocol}")
     return UserPolicy(made, env.observation_space, env.action_space, normalise, name, kwargs)
 
 

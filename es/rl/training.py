@@ -32,7 +32,7 @@ from es.config import Config, ConfigError, from_dict, ignored_settings, read_tom
 from es.core.messages import callback_error
 from es.parallel.comm import Comm, disagreement, make_comm, refused_together
 from es.rl.checkpoint import SavedPolicy, load_policy
-from es.rl.policy import is_instance, object_path
+from es.rl.policy import Policy, is_instance, object_path
 
 
 @dataclass
@@ -105,6 +105,12 @@ def resolve_config(config: str | Path | Config | dict[str, Any],
         raise ConfigError(f"policy {policy!r}: a name is policy.kind's value, "
                           f"overrides={{'policy.kind': {policy!r}}}; policy= takes a factory, "
                           "a class or an instance")
+    if policy is not None and not callable(policy) and not isinstance(policy, Policy):
+        raise ConfigError(f"policy={policy!r:.60} is not a policy (type "
+                          f"{type(policy).__name__}); policy= takes a factory or class "
+                          "(called with the observation and action spaces), a "
+                          "torch.nn.Module or an object with num_params, initial_params(rng) "
+                          "and act(params, observation, state)")
     if policy is not None:
         data.setdefault("policy", {})["kind"] = object_path(policy)
         kind = (overrides or {}).get("policy.kind", data["policy"]["kind"])

@@ -292,6 +292,18 @@ def test_es_train_takes_a_factory_class_or_instance_from_python(tmp_path):
         es.train(REPO / "configs/cartpole.toml", {"policy.kind": "mlp"},
                  policy=user_policies.torch_mlp, run_dir=tmp_path / "both")
     assert not (tmp_path / "both").exists()
+    # A number was blamed on a factory: "policy.kind = 'builtins:int': the factory returned int"
+    with pytest.raises(ConfigError, match=r"^policy=42 is not a policy \(type int\); policy= "
+                       "takes a factory or class"):
+        es.train(REPO / "configs/cartpole.toml", policy=42, run_dir=tmp_path / "number")
+    assert not (tmp_path / "number").exists()
+
+
+def test_a_policy_kind_naming_no_callable_is_not_blamed_on_a_factory(tmp_path):
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "policy.kind=math:pi",
+                    *SHORT, "--run-dir", str(tmp_path / "run")])
+    one_line_error(done, "policy.kind = 'math:pi' is 3.141592653589793, not a policy (type "
+                   "float); name a torch.nn.Module or an object with num_params")
 
 
 @pytest.mark.filterwarnings("ignore:policy. this run's config.toml")
