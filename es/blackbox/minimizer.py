@@ -331,6 +331,12 @@ class AskTell:
         self._pending: np.ndarray | None = None
         self._started = time.perf_counter()
 
+    def __repr__(self) -> str:
+        """A summary for a notebook's cell, which showed only the object's address."""
+        return (f"AskTell(method={self.method!r}, d={self.best_x.size}, "
+                f"generation={self.generation}, nfev={self.nfev}, best_f={self.best_f!r}, "
+                f"stop_reason={self.stop_reason!r})")
+
     @property
     def mean(self) -> np.ndarray:
         """The current run's mean; with ``bounds``, mapped into them as pycma maps its

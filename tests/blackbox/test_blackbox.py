@@ -95,6 +95,9 @@ def test_ask_tell_and_minimize_agree_bit_for_bit(method):
     assert opt.stop_reason == res.stop_reason == "max_generations"
     assert np.array_equal(opt.result.x, res.x) and np.array_equal(opt.result.x_mean, res.x_mean)
     assert opt.result.fun == res.fun and opt.result.nfev == res.nfev == 40 * 12
+    # A notebook cell ending in the optimizer showed only its address.
+    assert repr(opt) == (f"AskTell(method={method!r}, d=8, generation=40, nfev=480, "
+                         f"best_f={res.fun!r}, stop_reason='max_generations')")
 
 
 @pytest.mark.parametrize("method", ["openai", "snes", "ars", "pgpe", "sepcma", "cma"])
