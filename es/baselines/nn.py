@@ -95,6 +95,13 @@ def forward(spec: Network, params: np.ndarray, x: np.ndarray) -> tuple[np.ndarra
     return h, trace
 
 
+def trace_bytes_per_row(spec: Network, params: np.ndarray) -> int:
+    """What one observation's forward pass keeps for ``backward`` (a convolution's patch
+    matrix dwarfs its input): the bound on how many rows one pass may take."""
+    _, trace = forward(spec, params, np.zeros((1, spec.obs_dim), dtype=np.uint8))
+    return sum(array.nbytes for array in (*trace.inputs, *trace.outputs))
+
+
 def backward(spec: Network, params: np.ndarray, trace: Trace,
              grad_output: np.ndarray) -> np.ndarray:
     """d(loss)/d(params) given d(loss)/d(outputs) of the traced forward pass."""

@@ -41,6 +41,12 @@ from es.rl.policies import PolicySpec
 
 TAG_PG_ACTIONS = 0x9A7  # an episode's action sampling
 
+#: The most a forward pass's trace may hold: a CNN's (its patch matrices) is ~1.6 MB a step,
+#: so 16 Pong episodes in one pass asked for ~30 GB and the OOM killer ended the run. A
+#: batch goes through in passes of as many steps as fit (a pass's backward needs about as
+#: much again); an MLP's batch is one pass.
+TRACE_BUDGET_BYTES = 128 * 2**20
+
 
 @dataclass
 class Trajectory:
@@ -62,7 +68,6 @@ class Batch:
     actions: np.ndarray  # (N,) or (N, act_dim)
     returns: np.ndarray  # (N,) returns-to-go
     values: np.ndarray  # (N, 1) the value network's estimates
-    value_trace: nn.Trace  # for the value network's backward pass
     advantages: np.ndarray  # (N,) returns - values, before standardisation
 
     def statistics(self) -> np.ndarray:
@@ -99,6 +104,9 @@ class PolicyGradient:
         self.value = nn.initial_params(self.value_spec, rng).astype(np.float64)
         self.policy_optimizer = Adam(self.policy.size, cfg.lr)
         self.value_optimizer = Adam(self.value.size, cfg.value_lr)
+        self.pass_steps = max(1, TRACE_BUDGET_BYTES // max(
+            nn.trace_bytes_per_row(spec, self.network),
+            nn.trace_bytes_per_row(self.value_spec, self.value)))
 
     @property
     def network(self) -> np.ndarray:
@@ -135,13 +143,19 @@ class PolicyGradient:
         return Trajectory(np.asarray(observations), np.asarray(actions),
                           np.asarray(rewards, dtype=np.float64))
 
+    def passes(self, steps: int) -> list[slice]:
+        """A batch's steps in passes whose traces fit ``TRACE_BUDGET_BYTES``."""
+        return [slice(start, start + self.pass_steps)
+                for start in range(0, steps, self.pass_steps)]
+
     def prepare(self, trajectories: list[Trajectory]) -> Batch:
-        """This rank's episodes as one batch, with its value-network pass done once."""
+        """This rank's episodes as one batch, with the value network's estimates."""
         obs = np.concatenate([t.obs for t in trajectories])
         returns = np.concatenate([returns_to_go(t.rewards, self.cfg.gamma) for t in trajectories])
-        values, value_trace = nn.forward(self.value_spec, self.value, obs)
+        values = np.concatenate([nn.forward(self.value_spec, self.value, obs[part])[0]
+                                 for part in self.passes(len(obs))])
         return Batch(obs, np.concatenate([t.actions for t in trajectories]), returns, values,
-                     value_trace, returns - values[:, 0])
+                     returns - values[:, 0])
 
     def gradient_sums(self, batch: Batch, adv_mean: float, adv_std: float,
                       total_steps: int) -> np.ndarray:
@@ -152,18 +166,24 @@ class PolicyGradient:
         if self.cfg.normalize_advantages:
             advantages = (advantages - adv_mean) / (adv_std + 1e-8)
         weights = advantages / total_steps
-        out, trace = nn.forward(self.spec, self.network, batch.obs)
-        if self.spec.discrete:
-            _, grad_out = nn.categorical_log_prob(out, batch.actions.astype(np.int64), weights)
-            policy_grad = -nn.backward(self.spec, self.network, trace, grad_out)
-        else:
-            log_std = self.policy[self.spec.num_params:]
-            _, grad_mean, grad_log_std = nn.gaussian_log_prob(out, log_std, batch.actions,
-                                                              weights)
-            policy_grad = -np.concatenate([nn.backward(self.spec, self.network, trace, grad_mean),
-                                           grad_log_std])
-        value_grad = nn.backward(self.value_spec, self.value, batch.value_trace,
-                                 (batch.values - batch.returns[:, None]) / total_steps)
+        policy_grad, value_grad = np.zeros(self.policy.size), np.zeros(self.value.size)
+        for part in self.passes(len(batch.obs)):
+            out, trace = nn.forward(self.spec, self.network, batch.obs[part])
+            if self.spec.discrete:
+                _, grad_out = nn.categorical_log_prob(
+                    out, batch.actions[part].astype(np.int64), weights[part])
+                policy_grad -= nn.backward(self.spec, self.network, trace, grad_out)
+            else:
+                log_std = self.policy[self.spec.num_params:]
+                _, grad_mean, grad_log_std = nn.gaussian_log_prob(
+                    out, log_std, batch.actions[part], weights[part])
+                policy_grad -= np.concatenate(
+                    [nn.backward(self.spec, self.network, trace, grad_mean), grad_log_std])
+            del trace  # one pass's trace at a time
+            _, value_trace = nn.forward(self.value_spec, self.value, batch.obs[part])
+            value_grad += nn.backward(
+                self.value_spec, self.value, value_trace,
+                (batch.values[part] - batch.returns[part, None]) / total_steps)
         return np.concatenate([policy_grad, value_grad])
 
     def apply(self, gradient: np.ndarray) -> float:

@@ -17,8 +17,9 @@ from test_baselines_nn import numeric_grad
 
 from es.baselines import nn
 from es.baselines.dqn import QLearner, ReplayBuffer, epsilon_at, lr_at, pack_transition
-from es.baselines.pg import PolicyGradient, Trajectory, returns_to_go
+from es.baselines.pg import TRACE_BUDGET_BYTES, PolicyGradient, Trajectory, returns_to_go
 from es.config import DQNConfig, PGConfig
+from es.rl.cnn import ConvNetSpec
 from es.rl.envs import make_env
 from es.rl.metrics import COLUMNS
 from es.rl.policies import PolicySpec
@@ -176,6 +177,33 @@ def test_gradients_of_two_halves_add_up_to_the_whole_batch():
     split = (learner.gradient_sums(learner.prepare(episodes[::2]), mean, std, steps)
              + learner.gradient_sums(learner.prepare(episodes[1::2]), mean, std, steps))
     np.testing.assert_allclose(split, whole, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("discrete", [True, False])
+def test_a_batch_in_several_passes_has_the_gradient_of_one(discrete):
+    """A CNN's batch goes through in passes (its traces in one took ~30 GB for 16 Pong
+    episodes): the passes' gradients add up to the one pass's, and the values agree."""
+    learner, episodes = pg_learner(discrete)
+    whole_batch = learner.prepare(episodes)
+    stats = whole_batch.statistics()
+    steps, mean = int(stats[2]), stats[0] / stats[2]
+    std = float(np.sqrt(stats[1] / steps - mean**2))
+    whole = learner.gradient_sums(whole_batch, mean, std, steps)
+    assert learner.passes(steps) == [slice(0, learner.pass_steps)]  # an MLP: one pass
+    learner.pass_steps = 7
+    assert len(learner.passes(steps)) == -(-steps // 7) > 1
+    batch = learner.prepare(episodes)
+    np.testing.assert_allclose(batch.values, whole_batch.values, rtol=1e-12)
+    np.testing.assert_allclose(learner.gradient_sums(batch, mean, std, steps), whole,
+                               rtol=1e-10, atol=1e-14)
+
+
+def test_a_cnn_pass_takes_as_many_steps_as_its_traces_budget_holds():
+    spec = ConvNetSpec(n_outputs=6, vbn=False)  # the Nature torso on 4 x 84 x 84 frames
+    learner = PolicyGradient(spec, PGConfig(), seed=0)
+    per_step = nn.trace_bytes_per_row(spec, learner.network)
+    assert 1_000_000 < per_step < 3_000_000  # its patch matrices, float64
+    assert learner.pass_steps == TRACE_BUDGET_BYTES // per_step
 
 
 PG_SHORT = ["--set", "run.generations=4", "--set", "run.eval_every=2",
