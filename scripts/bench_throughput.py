@@ -383,7 +383,10 @@ def parser() -> argparse.ArgumentParser:
     add_flag(parse, "--generations", "of the training run", default=80)
     add_flag(parse, "--budget-s", "of the bare stepping run", default=20.0)
     add_flag(parse, "--repeats", "training then bare stepping, each time", default=3)
-    parse.add_argument("--bare-policy", choices=("trained", "random"), default="trained")
+    parse.add_argument("--bare-policy", choices=("trained", "random"), default="trained",
+                       help="what bare stepping plays: the run's final policy perturbed by "
+                       "its sigma, or random actions (for pixels, where the policy's forward "
+                       "pass would dominate; default: trained)")
     add_flag(parse, "--set", "for the training run")
     parse.add_argument("--schedules", metavar="LIST", help="comma-separated run.schedule "
                        "values (static, dynamic) to train with back to back in each repeat "
@@ -400,8 +403,9 @@ def parser() -> argparse.ArgumentParser:
     add_flag(parse, "--seed", "with --suite: run.seed", default=0)
     parse.add_argument("--interleave", action="store_true",
                        help="with --suite: alternate each training generation with a bare "
-                       "replay of its episodes in the same processes (drift-free ratio; "
-                       "es-train's shares are then not measured)")
+                       "replay of its episodes in the same processes (drift-free ratio; of "
+                       "the shares, only evaluation, confirmation (not the stop's) and "
+                       "waiting are measured)")
     add_out(parse, "bench_throughput")
     parse.add_argument("--bare-worker", metavar="RUN_DIR", help=argparse.SUPPRESS)
     parse.add_argument("--bare-checkpoint", metavar="FILE", help=argparse.SUPPRESS)
@@ -420,8 +424,17 @@ def main() -> None:
     if args.interleaved_worker:
         interleaved_worker(args.interleaved_worker, args.overrides, args.budget_s)
         return
-    if args.interleave and not args.suite:
-        parse.error("--interleave: give --suite FILE too")
+    if not args.suite:
+        given = [flag for flag, value, default in (
+            ("--interleave", args.interleave, False), ("--tasks", args.tasks, None),
+            ("--strategies", args.strategies, None), ("--max-train-s", args.max_train_s, 1800.0),
+            ("--seed", args.seed, 0)) if value != default]
+        if given:
+            parse.error(f"{', '.join(given)}: with --suite FILE only (without it, --config "
+                        "trains for --generations)")
+        if args.generations < 3:
+            parse.error(f"--generations {args.generations}: at least 3 (the rate is taken "
+                        "over the run's second half, from its middle row to its last)")
     if args.suite:
         try:
             chosen = chosen_configs(args)

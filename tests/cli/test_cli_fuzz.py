@@ -320,7 +320,12 @@ REFUSING_SCRIPTS = {
          refused("--generations", NOT_POSITIVE), refused("--budget-s", NOT_SECONDS),
          refused("--repeats", NOT_POSITIVE), refused("--bare-policy", ["", "nosuch"]),
          refused("--schedules", ["", "nosuch", "static,", "static,static"]),
-         refused("--set", NOT_OVERRIDE), refused("--out", NOT_OUT))),
+         refused("--set", NOT_OVERRIDE), refused("--out", NOT_OUT),
+         # A rate over the second half of 1 or 2 rows divided by zero after the training.
+         st.sampled_from([["--generations", "1"], ["--generations", "2"]]),
+         # Suite flags were ignored without --suite: the default config trained instead.
+         st.sampled_from([["--tasks", "swimmer"], ["--strategies", "ars"],
+                          ["--max-train-s", "5"], ["--seed", "3"], ["--interleave"]]))),
     "bench_torch_policy": script_line(
         (flag("--config", mixed("CONFIG")), flag("--hidden", small("4")),
          flag("--ranks", small("1")), flag("--generations", small("1")),
