@@ -9,12 +9,14 @@ nominated and none confirmed while training (``run.best_share = 0``, a pool that
 all), takes the nominations the stop's confirmations start from (the final checkpoint's,
 written before them, and the last evaluation's), and plays each policy ``--episodes`` times
 on the same fresh reset seeds (none of them a training, evaluation or confirmation seed),
-one process per rank. A *fall* is an episode below 0.8 x the policy's median return: for
-HalfCheetah, a flip onto its back. The table shows which policies a kept-policy rule can
-choose from and how often each fails; ``returns.csv`` holds every episode. ``--judged N``
+one process per rank. A *fall* is an episode below 0.8 x the policy's median return (below
+the median by 0.2 x its size, where it is negative): for HalfCheetah, a flip onto its back.
+The table shows which policies a kept-policy rule can choose from and how often each fails;
+``returns.csv`` holds every episode. ``--judged N``
 also plays each policy on the suite's N judging episodes (``es-bench suite`` scores a kept
 policy on them: es-eval's seeds from 12345), so a policy's falls stand beside the figures
-the suite would print for it. A run folder that reached the step budget is not trained again.
+the suite would print for it. A run folder that reached the step budget is not trained again
+(one trained with another config, budget or ``--set`` is refused).
 """
 
 from __future__ import annotations
@@ -29,22 +31,35 @@ from report import BIN, check_config, emit, mpiexec, run_or_die, run_script, scr
 
 from es.bench.suite import FINAL_SEED, read_progress
 from es.cli.args import add_flag, add_out, add_ranks, positive_int
+from es.config import from_dict, load_config, read_toml
 
 #: The study's reset seeds: one shared list (every policy meets the same starts), far from
 #: the seeds es-train derives for its episodes.
 STUDY_SEED = 2_000_000_000
-FALL = 0.8  # an episode below this share of the policy's median return
+FALL = 0.2  # an episode more than this share of the median's size below the median
+
+
+def run_sets(overrides: list[str], seed: int, max_timesteps: int) -> list[str]:
+    """A run's ``--set``s: the user's, then the study's (every evaluation nominated)."""
+    return [*overrides, f"run.seed={seed}", f"run.max_timesteps={max_timesteps}",
+            "run.max_seconds=0", "run.best_share=0", "run.best_pool=1000000",
+            "run.best_episodes=1"]
+
+
+def other_run(run_dir: Path, config: str, sets: list[str]) -> bool:
+    """Whether ``run_dir`` holds a run of another config, budget or ``--set``: studied, it
+    would pass for this command's (a finished run folder is reused)."""
+    if not (run_dir / "config.toml").is_file():
+        return False
+    recorded = from_dict(read_toml(run_dir / "config.toml")).to_dict()
+    return recorded != load_config(config, sets).to_dict()
 
 
 def train(config: str, run_dir: Path, ranks: int, seed: int, max_timesteps: int,
-          overrides: list[str]) -> None:
-    """The run, every evaluation nominated (a finished one is reused); exits in one line if
-    es-train fails."""
+          sets: list[str]) -> None:
+    """The run (a finished one is reused); exits in one line if es-train fails."""
     if trained(run_dir) >= max_timesteps:
         return
-    sets = [*overrides, f"run.seed={seed}", f"run.max_timesteps={max_timesteps}",
-            "run.max_seconds=0", "run.best_share=0", "run.best_pool=1000000",
-            "run.best_episodes=1"]
     command = mpiexec(ranks, str(BIN / "es-train"), config, "--run-dir", str(run_dir),
                       "--force", "--quiet", *[part for item in sets for part in ("--set", item)])
     run_or_die(__file__, f"es-train {config} (seed {seed})", command)
@@ -108,11 +123,12 @@ def play_study(run_dir: Path, policies: list, episodes: int, workers: int,
 
 
 def fall_summary(returns: np.ndarray) -> dict:
-    """A policy's returns over the study: mean, median, worst, and its falls (episodes below
-    ``FALL`` x its median)."""
+    """A policy's returns over the study: mean, median, worst, and its falls (episodes
+    below the median by more than ``FALL`` x its size: 0.8 x the median where it is positive;
+    where it is negative, as for Pendulum or an early Swimmer, 0.8 x counted every episode)."""
     median = float(np.median(returns))
     return {"mean": float(returns.mean()), "median": median, "worst": float(returns.min()),
-            "falls": int((returns < FALL * median).sum())}
+            "falls": int((returns < median - FALL * abs(median)).sum())}
 
 
 def study(run_dir: Path, episodes: int, workers: int, judged: int
@@ -158,9 +174,17 @@ def main() -> None:
     check_config(parse, args.config, args.overrides)
     ranks, rows = args.ranks[0], []
     out = Path(args.out)
-    for seed in args.seeds or [0]:
+    seeds = args.seeds or [0]
+    for seed in seeds:
+        if other_run(out / f"seed{seed}", args.config,
+                     run_sets(args.overrides, seed, args.max_timesteps)):
+            parse.error(f"{out / f'seed{seed}'} holds a run of another config, budget or "
+                        "--set (its config.toml): give another --out, or remove the folder to "
+                        "train it again")
+    for seed in seeds:
         run_dir = out / f"seed{seed}"
-        train(args.config, run_dir, ranks, seed, args.max_timesteps, args.overrides)
+        train(args.config, run_dir, ranks, seed, args.max_timesteps,
+              run_sets(args.overrides, seed, args.max_timesteps))
         policies, episodes = study(run_dir, args.episodes, ranks, args.judged)
         rows += [{"seed": seed, **row} for row in policies]
         with (run_dir / "returns.csv").open("w", newline="") as handle:

@@ -8,7 +8,8 @@ The suite judges a kept policy on 20 episodes; a policy that falls from 1-2% of 
 passes that check four times in five, and a run's 50 confirmation episodes half the time.
 This plays each policy on the same ``--episodes`` reset seeds (bench_kept.py's study seeds:
 none of them a training, evaluation, confirmation or suite seed), spread over ``--workers``
-processes; a *fall* is an episode below 0.8 x the policy's median return.
+processes; a *fall* is an episode below 0.8 x the policy's median return (as
+bench_kept counts them: below the median by 0.2 x its size, where it is negative).
 """
 
 from __future__ import annotations

@@ -38,6 +38,22 @@ def test_one_row_per_evaluation_and_every_episode_in_returns_csv(tmp_path):
     again = subprocess.run([*SCRIPT, "--out", str(out)], cwd=REPO, capture_output=True,
                            text=True, timeout=300)  # the finished run is reused: same table
     assert again.returncode == 0 and read(out / "results.csv") == rows
+    # Pendulum's returns are negative: a fall is 20% of the median's size below it (0.8 x a
+    # negative median counted every episode a fall).
+    for row in rows:
+        returns = [float(e["return"]) for e in episodes if e["generation"] == row["generation"]]
+        median = float(row["median"])
+        assert int(row["falls"]) == sum(r < median - 0.2 * abs(median) for r in returns) < 4
+    # A finished run of another budget or --set was studied under this command's title.
+    for changed in (["--max-timesteps", "2000"], ["--set", "es.sigma=0.3"]):
+        other = subprocess.run([*SCRIPT, *changed, "--out", str(out)], cwd=REPO,
+                               capture_output=True, text=True, timeout=300)
+        assert (other.returncode, other.stdout) == (2, ""), other.stderr
+        assert other.stderr == (f"bench_kept.py: error: {out / 'seed0'} holds a run of another "
+                                "config, budget or --set (its config.toml): give another --out, "
+                                "or remove the folder to train it again (see bench_kept.py "
+                                "--help)\n")
+    assert read(out / "results.csv") == rows
 
 
 def test_judged_episodes_are_the_ones_the_suite_scores_on(tmp_path):
