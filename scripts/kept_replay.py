@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_kept import play_episodes, play_study
-from kept_tradeoff import number_list
+from kept_tradeoff import number_list, whole_numbers
 from report import emit, run_script, script_parser
 
 from es.bench.suite import FINAL_SEED
@@ -191,7 +191,7 @@ def parser() -> argparse.ArgumentParser:
                        "default: the runs')")
     parse.add_argument("--best-episode-counts", type=number_list, required=True,
                        metavar="LIST", help="run.best_episodes values")
-    parse.add_argument("--best-from", type=number_list, default=None, metavar="LIST",
+    parse.add_argument("--best-from", type=whole_numbers(0), default=None, metavar="LIST",
                        help="run.best_from values (at least the runs'; default: the runs')")
     parse.add_argument("--pool", type=positive_int, default=16, metavar="N",
                        help="run.best_pool (default: 16)")

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from report import emit, run_script, script_parser
 
 from es.cli.args import add_flag, add_out, positive_int
+from es.config import read_toml
 from es.rl.kept import Nomination, NominationPool, policy_score
 from es.rl.policies import ObsNorm
 
@@ -34,12 +36,20 @@ CHECKED_EPISODES = 20
 
 def load_study(folder: Path) -> dict[int, list[dict]]:
     """Per seed, its evaluated policies: generation, evaluation score, the study's returns
-    and falls."""
+    and falls. A folder that is not a bench_kept study (another script's results.csv, a
+    seed's returns missing) is a ValueError naming what is missing."""
     with (folder / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
+    missing = {"seed", "generation", "eval_score", "falls"} - set(rows[0] if rows else ())
+    if missing:
+        raise ValueError(f"its results.csv lacks the columns {', '.join(sorted(missing))} "
+                         "(not a scripts/bench_kept.py --out folder)")
     study: dict[int, list[dict]] = {}
     for seed in sorted({int(row["seed"]) for row in rows}):
         returns: dict[int, list[float]] = {}
+        if not (folder / f"seed{seed}" / "returns.csv").is_file():
+            raise ValueError(f"no seed{seed}/returns.csv (a scripts/bench_kept.py --out "
+                             "folder has one per seed)")
         with (folder / f"seed{seed}" / "returns.csv").open() as handle:
             for episode in csv.DictReader(handle):
                 returns.setdefault(int(episode["generation"]), []).append(
@@ -102,14 +112,21 @@ def tradeoff_rows(study: dict[int, list[dict]], args: argparse.Namespace) -> lis
     return rows
 
 
-def number_list(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated whole numbers") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: every number must be at least 1")
-    return values
+def whole_numbers(low: int) -> Callable[[str], list[int]]:
+    """The type of a flag of comma-separated whole numbers, each at least ``low``."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(part) for part in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give comma-separated whole numbers") from None
+        if not values or min(values) < low:
+            raise argparse.ArgumentTypeError(f"{text!r}: every number must be at least {low}")
+        return values
+    return parse
+
+
+number_list = whole_numbers(1)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -142,7 +159,16 @@ def main() -> None:
     folder = Path(args.study)
     if not (folder / "results.csv").is_file():
         parse.error(f"{args.study!r}: no results.csv (give a scripts/bench_kept.py --out folder)")
-    study = load_study(folder)
+    try:
+        study = load_study(folder)
+    except ValueError as error:
+        parse.error(f"{args.study!r}: {error}")
+    for seed in study:  # the share of the run's steps is the point: of the steps it trained
+        config = folder / f"seed{seed}" / "config.toml"
+        budget = read_toml(config)["run"]["max_timesteps"] if config.is_file() else None
+        if budget is not None and budget != args.steps:
+            parse.error(f"--steps {args.steps}: the study's seed {seed} trained "
+                        f"run.max_timesteps = {budget}; give that")
     fewest = min(p["returns"].size for policies in study.values() for p in policies)
     if max(args.best_episodes) > fewest:
         parse.error(f"--best-episodes {max(args.best_episodes)}: the study played {fewest} "

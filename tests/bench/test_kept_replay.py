@@ -45,7 +45,7 @@ def test_the_replay_keeps_what_a_run_of_that_rule_keeps(study, tmp_path, every, 
     (row,) = replay(study, tmp_path, "--eval-every", str(every),
                     "--eval-episode-counts", str(eval_episodes),
                     "--best-episode-counts", str(best_episodes),
-                    "--pool", str(pool), *(["--best-from", str(best_from)] if best_from else []))
+                    "--pool", str(pool), "--best-from", str(best_from))  # 0: the runs' own
     assert int(row["best_from"]) == best_from
     trained = tmp_path / "trained"
     done = run([str(BIN / "es-train"), "configs/pendulum.toml", "--run-dir", str(trained),

@@ -49,3 +49,26 @@ def test_more_confirmation_episodes_cost_more_and_keep_the_policy_that_never_fal
     assert float(quick["race_episodes"]) < 20
     assert 150 < float(quick["kept_mean"]) < 200
     assert 0.8 < float(quick["no_fall_in_20"]) < 1
+
+
+def test_a_folder_that_is_no_study_or_a_budget_it_did_not_train_is_one_line(tmp_path):
+    """Another script's folder ended in a FileNotFoundError traceback; a --steps other than
+    the study's budget gave a race share of the wrong run length, silently."""
+    def refused(folder, steps="100000"):
+        done = subprocess.run([sys.executable, "scripts/kept_tradeoff.py", str(folder),
+                               "--steps", steps, "--out", str(tmp_path / "out")],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1
+        return done.stderr
+
+    (tmp_path / "solve").mkdir()
+    (tmp_path / "solve" / "results.csv").write_text("config,seed,steps\ncartpole,0,100\n")
+    assert f"'{tmp_path / 'solve'}': its results.csv lacks the columns eval_score, falls, " \
+           "generation (not a scripts/bench_kept.py --out folder)" in refused(tmp_path / "solve")
+    write_study(tmp_path / "study")
+    (tmp_path / "study" / "seed0" / "config.toml").write_text("[run]\nmax_timesteps = 40000\n")
+    assert "--steps 100000: the study's seed 0 trained run.max_timesteps = 40000; give that" \
+        in refused(tmp_path / "study")
+    (tmp_path / "study" / "seed0" / "returns.csv").unlink()
+    assert "no seed0/returns.csv" in refused(tmp_path / "study", "40000")
+    assert not (tmp_path / "out").exists()
