@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from es.bench.launch import BIN, mpiexec, python_on_ranks  # noqa: F401  (re-exported for the benchmark scripts)
-from es.bench.report import run_interruptible
+from es.bench.report import check_out, mark_out, run_interruptible
 from es.cli.args import ArgumentParser
 from es.config import ConfigError, load_config
 
@@ -35,11 +35,31 @@ def first_sentence(doc: str) -> str:
     return paragraph if end < 0 else paragraph[:end + 1]
 
 
+def script_command(name: str) -> str:
+    """How an ``--out`` folder's marker names the script whose results it holds."""
+    return f"scripts/{name}"
+
+
+class ScriptParser(ArgumentParser):
+    """Refuses, before any work, an ``--out`` that holds another command's results (an
+    ``es-bench`` command's, another script's, es-compare's): a script's results.csv replaced
+    theirs, or sat among them, silently."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed = super().parse_args(args, namespace)
+        if getattr(parsed, "out", None) is not None:
+            try:
+                check_out(Path(parsed.out), script_command(self.prog))
+            except ValueError as error:
+                self.error(str(error))
+        return parsed
+
+
 def script_parser(script: str, doc: str, examples: list[str]) -> ArgumentParser:
     """The parser of ``scripts/<script>``: described by its docstring's first sentence, errors as
     one line like the ``es-*`` programs'."""
-    return ArgumentParser(prog=Path(script).name, description=first_sentence(doc),
-                          examples=examples)
+    return ScriptParser(prog=Path(script).name, description=first_sentence(doc),
+                        examples=examples)
 
 
 def run_script(main: Callable[[], int | None]) -> NoReturn:
@@ -87,6 +107,7 @@ def emit(rows: list[dict[str, Any]], out: str | Path, title: str) -> None:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
+    mark_out(path.parent, script_command(Path(sys.argv[0]).name))
     print(f"wrote {path}")
 
 

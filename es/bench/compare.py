@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from es.bench.report import PROJECT, out_folder
+from es.bench.report import PROJECT, check_out, mark_out, out_folder
 
 METHODS = ("es", "pg", "ppo", "dqn")
 #: Methods whose runs use --ranks ranks (DQN is one process by design).
@@ -279,6 +279,7 @@ def compare(args: argparse.Namespace) -> int:
     if (out / "config.toml").is_file():  # its files would sit among a run's
         raise ValueError(f"--out {str(out)!r}: holds a run (its config.toml), not a "
                          "comparison; give another folder")
+    check_out(out, "es-compare")  # an es-bench command's or a script's: --force or not
     earlier = earlier_comparison(out)
     if earlier and not args.force:
         raise ValueError(f"--out {str(out)!r} holds an earlier comparison "
@@ -371,6 +372,7 @@ def write_comparison(finished: list[tuple[str, int, Path, int | None]], out: Pat
         writer = csv.DictWriter(handle, fieldnames=list(asdict(summaries[0])))
         writer.writeheader()
         writer.writerows(asdict(s) for s in summaries)
+    mark_out(out, "es-compare")
     table = markdown_table(summaries, threshold, args.budget_s)
     (out / "compare.md").write_text(f"## {args.env}\n\n{table}")
     print(table)

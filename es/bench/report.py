@@ -81,7 +81,7 @@ def out_folder(given: str | Path | None, command: str, *subfolder: str) -> Path:
 OUT_MARKER = "es-bench.txt"
 #: What names a folder's command where it holds no marker (written before markers were).
 _MARKED_BY_FILES = {"suite.txt": "es-bench suite", "ecdf.csv": "es-bench bbob",
-                    "highdim.csv": "es-bench highdim"}
+                    "highdim.csv": "es-bench highdim", "compare.csv": "es-compare"}
 
 
 def held_results(out: Path) -> str | None:

@@ -462,6 +462,14 @@ def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_p
     assert sorted(path.relative_to(out).as_posix() for path in out.glob("*/*")) == ["pg/seed1"]
     assert [row.split(",")[:2] for row in (out / "compare.csv").read_text().splitlines()[1:]] \
         == [["pg", "1"]]
+    # Marked as es-compare's, its folder is refused to other commands, and theirs to it.
+    assert (out / "es-bench.txt").read_text() == "es-compare\n"
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "es-bench.txt").write_text("es-bench suite\n")
+    into_a_suite = run_cli([*other[:-1], str(tmp_path / "suite"), "--force"], timeout=60)
+    assert into_a_suite.returncode == 2 and into_a_suite.stderr.strip() == (
+        f"es-compare: error: --out {str(tmp_path / 'suite')!r} holds the results of es-bench "
+        "suite; pass another --out")
 
 
 def test_es_compare_tables_no_count_without_a_threshold_and_finds_its_configs_anywhere():

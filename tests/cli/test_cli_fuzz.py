@@ -606,6 +606,28 @@ def test_bench_minimize_dims_x_is_one_line(world):
                    "'1-5' or '1,8' (see bench_minimize.py --help)\n")
 
 
+def test_a_scripts_out_holding_another_commands_results_is_refused(tmp_path):
+    """bench_update's results.csv replaced bench_solve's, and a script wrote into an es-bench
+    suite's folder: a script's --out is now marked and checked as es-bench's are."""
+    update = ["--members", "4", "--dim", "10", "--table-size", "1000", "--repeats", "1"]
+    code, _, err = invoke_script("bench_update", [*update, "--out", "mine"], tmp_path)
+    assert code == 0, err
+    assert (tmp_path / "mine" / "es-bench.txt").read_text() == "scripts/bench_update.py\n"
+    assert invoke_script("bench_update", [*update, "--out", "mine"], tmp_path)[0] == 0  # again
+    written = (tmp_path / "mine" / "results.csv").read_bytes()
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "es-bench.txt").write_text("es-bench suite\n")
+    for folder, held in (("mine", "scripts/bench_update.py"), ("suite", "es-bench suite")):
+        code, out, err = invoke_script("bench_minimize", [
+            "--dims", "2", "--functions", "sphere", "--evals-per-dim", "10", "--out", folder],
+            tmp_path)
+        assert (code, out) == (2, "") and err == (
+            f"bench_minimize.py: error: --out '{folder}' holds the results of {held}; pass "
+            "another --out (see bench_minimize.py --help)\n")
+    assert (tmp_path / "mine" / "results.csv").read_bytes() == written
+    assert sorted(path.name for path in (tmp_path / "suite").iterdir()) == ["es-bench.txt"]
+
+
 def test_score_only_without_logs_leaves_no_folder_behind(tmp_path):
     # A refused command must not have made the --out folder it then found empty.
     out = tmp_path / "nothing-yet"
