@@ -19,7 +19,7 @@ strategies.openai = {{ config = "{REPO}/configs/pendulum.toml", set = ["{BAD_ENV
 @pytest.mark.parametrize("args, what", [
     (["scripts/bench_solve.py", "configs/pendulum.toml", "--thresholds", "0", "--budget-s", "30",
       "--set", BAD_ENV], "es-train configs/pendulum.toml exited with 2"),
-    (["scripts/bench_throughput.py", "--config", "configs/pendulum.toml", "--generations", "2",
+    (["scripts/bench_throughput.py", "--config", "configs/pendulum.toml", "--generations", "3",
       "--repeats", "1", "--set", BAD_ENV],
      f"es-train configs/pendulum.toml {BAD_ENV} exited with 2"),
     (["scripts/bench_throughput.py", "--suite", "SUITE"], "pendulum-openai-seed0: es-train "

@@ -147,4 +147,6 @@ def test_a_bad_task_or_strategy_is_one_line(tmp_path, flags, message):
 
 def test_interleave_needs_a_suite():
     done = run_group([sys.executable, "scripts/bench_throughput.py", "--interleave"], timeout=60)
-    assert done.returncode == 2 and "--interleave: give --suite FILE too" in done.stderr
+    assert done.returncode == 2 and done.stderr == (
+        "bench_throughput.py: error: --interleave: with --suite FILE only (without it, --config "
+        "trains for --generations) (see bench_throughput.py --help)\n")

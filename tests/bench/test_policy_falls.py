@@ -34,4 +34,5 @@ def test_final_and_kept_policy_rows_agree_with_es_eval_on_the_same_starts(tmp_pa
         assert row["episodes"] == "5" and float(row["worst"]) == min(returns)
         assert abs(float(row["mean"]) - sum(returns) / 5) < 1e-6
         median = sorted(returns)[2]
-        assert int(row["falls"]) == sum(r < 0.8 * median for r in returns)
+        # below the median by a fifth of its size (Pendulum's median is negative)
+        assert int(row["falls"]) == sum(r < median - 0.2 * abs(median) for r in returns)
