@@ -222,8 +222,9 @@ class PolicyConfig:
     kwargs: dict = _doc("keyword arguments for the factory of policy.kind", default_factory=dict)
     hidden: tuple = _doc("hidden layer sizes of the MLP", (64, 64))
     activation: str = _doc("hidden activation of the MLP: 'tanh' or 'relu'", "tanh")
-    obs_norm: bool = _doc("normalise observations by running mean and std (as the paper; "
-                          "false for 'cnn')", True)
+    obs_norm: bool = _doc("normalise observations by running mean and std (as the paper); "
+                          "a 'cnn' config must set it false (the CNN scales pixels by 1/255)",
+                          True)
     obs_clip: float = _doc("clip normalised observations to [-obs_clip, obs_clip]; with "
                            "obs_norm = false the built-in linear and MLP policies clip the "
                            "raw ones (after a 150-s swimmer_ars run, one joint's speed "
@@ -854,9 +855,11 @@ def unread_within_sections(config: Config) -> list[str]:
         ("run", ("best_by", "best_pool", "best_share", "best_from"),
          config.run.best_episodes > 0, "no policy is kept (run.best_episodes = 0)"),
         ("atari", ("frame_stack",), config.atari.obs == "pixels",
-         "pixels', and atari.obs = 'ram'"),
+         "stacks pixel frames, and atari.obs = 'ram'"),
         ("policy", ("vbn_batch",), policy.kind != "cnn" or policy.vbn,
          "VBN's, and policy.vbn = false"),
+        ("policy", ("obs_clip",), policy.kind != "cnn",
+         "the CNN clips nothing (it scales raw pixels by 1/255)"),
         ("policy", ("obs_clip",), policy.obs_norm or policy.kind in BUILT_IN_POLICIES,
          "clips normalised observations, and policy.obs_norm = false (only the built-in "
          "policies clip raw ones)"),
