@@ -26,6 +26,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TimeLi
 
 OBS_MODES = ("pixels", "ram")
 SCREEN_SIZE = 84
+CONSOLE_HZ = 60  # frames a second of the Atari 2600 (NTSC), which the ALE emulates
 ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
 # gym.make keywords that make_atari_env sets itself, and the argument to use instead.
 RESERVED_KWARGS = {
@@ -135,5 +136,8 @@ def make_atari_env(
         env = gym.make(env_id, obs_type="ram", frameskip=frame_skip, disable_env_checker=True,
                        **options)
         env = RamNoopReset(env, noop_max)
+    # A step is frame_skip frames of the console's 60 Hz; the ALE says 30 fps whatever the
+    # skip, and a video at that rate played Pong at twice real time.
+    env.metadata = {**env.metadata, "render_fps": CONSOLE_HZ / frame_skip}
     return env if max_episode_steps is None else TimeLimit(env, max_episode_steps)
 

@@ -54,6 +54,10 @@ def test_one_step_advances_frame_skip_emulator_frames(obs, frame_skip):
     before = episode_frame(env)
     env.step(0)
     assert episode_frame(env) - before == frame_skip
+    # A video plays in real time: the ALE's 30 fps made Pong's run at twice the speed.
+    assert env.metadata["render_fps"] == 60 / frame_skip
+    limited = make_atari_env("ALE/Pong-v5", obs=obs, frame_skip=frame_skip, max_episode_steps=10)
+    assert limited.metadata["render_fps"] == 60 / frame_skip
 
 
 @pytest.mark.parametrize("obs", ["pixels", "ram"])
