@@ -89,8 +89,10 @@ def parser() -> argparse.ArgumentParser:
     parse = script_parser(__file__, __doc__, [
         "python scripts/bench_cnn.py",
         "OPENBLAS_CORETYPE=SkylakeX python scripts/bench_cnn.py --calls 500 --out /tmp/cnn"])
-    parse.add_argument("--calls", type=positive_int, default=2000, help="timed forward calls")
-    parse.add_argument("--env-steps", type=positive_int, default=2000, help="timed Pong steps")
+    parse.add_argument("--calls", type=positive_int, default=2000,
+                       help="timed forward calls (default: %(default)s)")
+    parse.add_argument("--env-steps", type=positive_int, default=2000,
+                       help="timed Pong steps (default: %(default)s)")
     parse.add_argument("--reference", type=positive_int, default=128,
                        help="VBN reference batch size, drawn from the Pong steps' observations")
     parse.add_argument("--actions", type=positive_int, default=6,

@@ -57,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
     add_ranks(parse, "1,2", several=True, detail="each seed runs on each count")
     add_flag(parse, "--seeds", "run.seed of the runs", default="0-2")
     parse.add_argument("--updates", type=positive_int, default=40,
-                       help="run.generations of a run")
+                       help="run.generations of a run (default: %(default)s)")
     add_flag(parse, "--threshold", "the wall time to its first evaluation is reported",
              default=475.0)
     add_out(parse, "bench_pg_allreduce")

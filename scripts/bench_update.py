@@ -41,8 +41,10 @@ def parser() -> argparse.ArgumentParser:
         "python scripts/bench_update.py --members 1000 --dim 100000",
         "python scripts/bench_update.py --dim 1000000 --table-size 250000000 --repeats 3"])
     parse.add_argument("--members", type=positive_int, default=1000,
-                       help="population of the update (even: mirrored sampling)")
-    parse.add_argument("--dim", type=positive_int, default=100_000, help="parameters")
+                       help="population of the update (even: mirrored sampling; default: "
+                       "%(default)s)")
+    parse.add_argument("--dim", type=positive_int, default=100_000,
+                       help="parameters (default: %(default)s)")
     add_flag(parse, "--table-size", default=25_000_000)
     add_flag(parse, "--repeats", "timed updates from the table (from seeds: 3)", default=7)
     add_out(parse, "bench_update")
