@@ -690,6 +690,7 @@ def plot(runs: list[Run], out: Path, tasks: dict[str, Task]) -> Path | None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import EngFormatter
     except ImportError:
         print("es-bench suite: matplotlib not installed, no suite.png "
               "(pip install -e '.[plot]')", file=sys.stderr)
@@ -712,11 +713,15 @@ def plot(runs: list[Run], out: Path, tasks: dict[str, Task]) -> Path | None:
                     warnings.simplefilter("ignore", RuntimeWarning)
                     q1, median, q3 = np.nanpercentile(values, [25, 50, 75], axis=0)
                 plural = "s" if len(seeds) > 1 else ""
-                ax.plot(grid, median, label=f"{strategy} ({len(seeds)} seed{plural})")
+                alone = np.isfinite(median).sum() == 1  # one evaluation, at the end: a dot
+                ax.plot(grid, median, label=f"{strategy} ({len(seeds)} seed{plural})",
+                        marker="o" if alone else None)
                 ax.fill_between(grid, q1, q3, alpha=0.25)
             for threshold in tasks[name].thresholds:
                 ax.axhline(threshold, color="grey", linewidth=0.8, linestyle=":")
             ax.set_xlabel(label)
+            if axis == 1:  # 150k rather than 150000: seven-digit labels ran into each other
+                ax.xaxis.set_major_formatter(EngFormatter(sep=""))
             ax.set_ylabel("eval return")
             ax.set_title(f"{name}: median and quartiles over seeds")
             ax.legend(fontsize=8)
