@@ -165,7 +165,8 @@ class RunConfig:
 @dataclass(frozen=True)
 class EnvConfig:
     id: str = _doc("any registered Gymnasium id, e.g. CartPole-v1, HalfCheetah-v5 ('ALE/...' "
-                   "ids register ale-py; 'module:Env-v0' imports module first, for your own "
+                   "ids register ale-py, and gym's old Atari ids, PongNoFrameskip-v4, are "
+                   "refused for them; 'module:Env-v0' imports module first, for your own "
                    "environments)", "CartPole-v1")
     max_episode_steps: int = _doc("episode step cap (0: the environment's own limit)", 0)
     kwargs: dict = _doc("keyword arguments for gymnasium.make", default_factory=dict)

@@ -22,9 +22,9 @@ from es.rl.policies import PolicySpec
 def _register_on_demand(env_id: str) -> None:
     """Make ``ALE/...`` (ale-py) and ``es/...`` (our synthetic) ids known to Gymnasium."""
     if is_atari(env_id):
-        import ale_py
+        from es.rl.atari import register_ale  # loads ale_py only when needed
 
-        gym.register_envs(ale_py)
+        register_ale()
     elif env_id.startswith("es/"):
         from es.rl.synthetic import register
 
@@ -60,7 +60,7 @@ def check_env_id(env_id: str) -> None:
                              f"({type(error).__name__}: {error})") from None
         name = class_env_id(module, name) or name
     try:
-        gym.spec(name)
+        spec = gym.spec(name)
     except gym.error.Error as error:
         # An id the user's module registered is only found through it (es-eval, --resume).
         close = [f"{module}:{found}" if module and _registered_by(found, module) else found
@@ -74,7 +74,33 @@ def check_env_id(env_id: str) -> None:
             raise EnvIdError(f"env.id {env_id!r}: module {module!r} has no {name!r} (an "
                              "environment class or function) and registers no such "
                              f"Gymnasium id{hint}") from error
+        if not module and (game := ale_game_of(name)):
+            raise EnvIdError(old_atari_id(env_id, game)) from None
         raise EnvIdError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
+    # ale-py registers gym's old ids too, once loaded (by an ALE/ id earlier in the process)
+    if not name.startswith("ALE/") and spec.entry_point == "ale_py.env:AtariEnv":
+        raise EnvIdError(old_atari_id(env_id, ale_game_of(name) or "<Game>"))
+
+
+def ale_game_of(name: str) -> str | None:
+    """The ALE game an old-style Atari id names (``PongNoFrameskip-v4``, ``Breakout-ram-v0``:
+    gym's ids before ale-py's ``ALE/`` namespace), where ale-py has it."""
+    found = re.fullmatch(r"([A-Z][A-Za-z]*?)(?:NoFrameskip|Deterministic)?(?:-ram)?-v\d+", name)
+    if found is None:
+        return None
+    from es.rl.atari import register_ale  # loads ale_py only when needed
+
+    register_ale()
+    return found.group(1) if f"ALE/{found.group(1)}-v5" in gym.registry else None
+
+
+def old_atari_id(env_id: str, game: str) -> str:
+    """Why gym's old Atari ids are refused: made as they are, they would skip the Atari
+    preprocessing (frames of 210 x 160 RGB reached the policy), and what to write instead."""
+    return (f"env.id {env_id!r}: gym's old Atari id; here an ALE game is ALE/{game}-v5, with "
+            "its frame skip, frame stack and RAM observations in atari.frame_skip, "
+            "atari.frame_stack and atari.obs (the v4 ids' no sticky actions: "
+            "atari.sticky_actions = 0)")
 
 
 def class_env_id(module: str, name: str) -> str | None:

@@ -96,6 +96,11 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     one_line_error(run_cli(["es-train", str(bad)]), "unknown key es.populaton", "population")
     one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "env.id=CartPol-v1"]),
                    "'CartPol-v1'", "not a registered Gymnasium id")
+    # In a fresh process gym's old Atari ids are unknown: "not a registered Gymnasium id".
+    one_line_error(run_cli(["es-train", "configs/pong.toml", "--set",
+                            "env.id=PongNoFrameskip-v4"]),
+                   "env.id 'PongNoFrameskip-v4': gym's old Atari id; here an ALE game is "
+                   "ALE/Pong-v5")
     one_line_error(run_cli(["es-train", str(tmp_path / "missing.toml")]), "not found")
     one_line_error(run_cli(["es-train", "configs/cartpole.toml", "--set", "es.population=9"]),
                    "es.population = 9", "even")

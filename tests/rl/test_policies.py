@@ -126,6 +126,19 @@ def test_unknown_env_id_is_a_one_line_error():
             check_env_id(typo)
     check_env_id("ALE/Pong-v5")  # ale-py's ids are registered on demand
     assert gym.spec("ALE/Pong-v5") is not None
+    # gym's old Atari ids: unknown without a hint, or (registered by ale-py once loaded, as
+    # here) made without the Atari preprocessing, 210 x 160 RGB frames reaching the policy
+    for old_id, game in (("PongNoFrameskip-v4", "Pong"), ("Breakout-ram-v0", "Breakout"),
+                         ("SpaceInvadersDeterministic-v4", "SpaceInvaders")):
+        with pytest.raises(ValueError, match=rf"^env.id '{old_id}': gym's old Atari id; here "
+                           rf"an ALE game is ALE/{game}-v5, with its frame skip, frame stack and "
+                           r"RAM observations in atari.frame_skip, atari.frame_stack and "
+                           r"atari.obs \(the v4 ids' no sticky actions: atari.sticky_actions = "
+                           r"0\)$"):
+            check_env_id(old_id)
+    with pytest.raises(ValueError, match=r"^env.id 'NoSuchGame-v4': not a registered "
+                       r"Gymnasium id$"):
+        check_env_id("NoSuchGame-v4")
 
 
 def test_policy_file_round_trips_without_pickle(tmp_path):
