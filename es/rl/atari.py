@@ -29,13 +29,6 @@ SCREEN_SIZE = 84
 CONSOLE_HZ = 60  # frames a second of the Atari 2600 (NTSC), which the ALE emulates
 ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
 
-
-def register_ale() -> None:
-    """The ALE's games known to Gymnasium, and its banner ("A.L.E: Arcade Learning
-    Environment ... [Powered by Stella]", on stderr from every rank and every es-eval) off;
-    its warnings and errors stay."""
-    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
-    gym.register_envs(ale_py)
 # gym.make keywords that make_atari_env sets itself, and the argument to use instead.
 RESERVED_KWARGS = {
     "frameskip": "frame_skip",
@@ -72,6 +65,14 @@ class RamNoopReset(gym.Wrapper):
             "frame_number": ale.getFrameNumber(),
         }
         return ale.getRAM(), info
+
+
+def register_ale() -> None:
+    """The ALE's games known to Gymnasium, and its banner ("A.L.E: Arcade Learning
+    Environment ... [Powered by Stella]", on stderr from every rank and every es-eval) off;
+    its warnings and errors stay."""
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
+    gym.register_envs(ale_py)
 
 
 def check_atari_id(env_id: str) -> None:

@@ -78,6 +78,7 @@ def check_env_id(env_id: str) -> None:
             raise EnvIdError(old_atari_id(env_id, game)) from None
         raise EnvIdError(f"env.id {env_id!r}: not a registered Gymnasium id{hint}") from error
     # ale-py registers gym's old ids too, once loaded (by an ALE/ id earlier in the process)
+    # (es.rl.atari.ALE_ENTRY_POINT, written out: importing that module loads ale_py)
     if not name.startswith("ALE/") and spec.entry_point == "ale_py.env:AtariEnv":
         raise EnvIdError(old_atari_id(env_id, ale_game_of(name) or "<Game>"))
 
