@@ -597,7 +597,9 @@ def rank_zero_decides(comm: Comm, callback: Callable[[Any], object], row: Any) -
     """Rank 0 calls ``callback(row)`` (a user's) and every rank gets its answer: False only if
     it returned False (NumPy's ``False`` too: a comparison of NumPy numbers gives one). If it
     raises, rank 0 raises that error and the other ranks a ``RuntimeError`` naming it, rather
-    than waiting forever for an answer."""
+    than waiting forever for an answer; ``sys.exit`` there ends every rank with its exit
+    status, a ``KeyboardInterrupt`` interrupts every rank (the others, blocked in the
+    exchange, would not see a Ctrl-C before rank 0's answer)."""
     answer = None
     if comm.rank == 0:
         try:
@@ -606,9 +608,20 @@ def rank_zero_decides(comm: Comm, callback: Callable[[Any], object], row: Any) -
         except Exception as error:
             comm.broadcast(("raised", f"{type(error).__name__}: {error}"))
             raise
+        except SystemExit as exit_:  # a message (sys.exit("...")) is rank 0's to print
+            code = exit_.code
+            comm.broadcast(("exited", code if code is None or isinstance(code, int) else 1))
+            raise
+        except KeyboardInterrupt:
+            comm.broadcast(("interrupted", None))
+            raise
     kind, value = comm.broadcast(answer)
     if kind == "raised":
         raise RuntimeError(f"the callback raised on rank 0: {value}")
+    if kind == "exited":
+        raise SystemExit(value)
+    if kind == "interrupted":
+        raise KeyboardInterrupt("interrupted on rank 0, in the callback")
     return value
 
 

@@ -271,3 +271,46 @@ class Affine:
 
     def act(self, params, observation, state):
         return np.array([params[:-1] @ observation + params[-1]]), state
+
+
+
+@pytest.mark.parametrize("call", ["train", "minimize"])
+@pytest.mark.parametrize(("ending", "status", "raised"), [
+    ("exit0", 0, "SystemExit None"), ("exit3", 3, "SystemExit 3"),
+    ("message", 1, "SystemExit 'enough'"), ("interrupt", None, "KeyboardInterrupt")])
+def test_a_callback_ending_the_program_on_rank_zero_ends_every_rank_alike(
+        tmp_path, call, ending, status, raised):
+    """sys.exit or a KeyboardInterrupt in rank 0's callback left the other ranks waiting for
+    its answer (es.minimize: for good; es.train: until their peer timeout blamed rank 0):
+    only an Exception was passed on. Every rank now ends as rank 0 does, with the same exit
+    status (a message printed once, by rank 0) or a KeyboardInterrupt, es.train's after its
+    checkpoint, from which the run resumes exactly."""
+    done = subprocess.run([tool("mpiexec"), "-n", "2", sys.executable,
+                           str(REPO / "tests/mpi_scripts/callback_ends.py"), call, ending,
+                           str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    said = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
+    assert said["rank0.txt"].startswith(raised), (said, done.stderr)  # not killed in a wait
+    if status is None:  # Python ends itself by SIGINT, mpiexec says "signal 2"
+        assert done.returncode != 0, done.stderr
+    else:
+        assert done.returncode == status, done.stderr
+        assert done.stderr.count("enough") == (ending == "message"), done.stderr
+    if status == 0:  # both end normally; otherwise mpiexec may end rank 1 first
+        assert said["rank1.txt"] == "SystemExit None", said
+    elif "rank1.txt" in said:
+        rank_one = {"exit3": "SystemExit 3", "message": "SystemExit 1",
+                    "interrupt": "KeyboardInterrupt"}[ending]
+        assert said["rank1.txt"].startswith(rank_one), said
+    if call == "minimize" and ending == "interrupt":  # the work so far
+        assert said["rank0.txt"].endswith(" 2"), said
+    if call == "train":
+        torn = ending == "interrupt"  # mid-generation: no checkpoint is written
+        with pytest.warns(UserWarning, match="no checkpoint written yet") if torn else \
+                contextlib.nullcontext():
+            resumed = es.resume(tmp_path / "run")
+        whole = es.train(REPO / "configs/pendulum.toml",
+                         {"es.population": 10, "env.max_episode_steps": 50,
+                          "run.generations": 8, "run.eval_every": 2}, run_dir=tmp_path / "whole")
+        assert resumed.generations == 8
+        assert np.array_equal(resumed.saved.params, whole.saved.params)
