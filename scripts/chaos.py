@@ -48,6 +48,7 @@ from report import BIN, RESULTS_CSV, check_config, emit, mpiexec, run_script, sc
 
 from es.cli.args import add_flag, add_out, nonnegative_int, parse_seconds, positive_int
 from es.launch.elastic import last_progress_generation
+from es.parallel.comm import outside_the_job
 from es.parallel.fake_cluster import FakeCluster
 from es.rl.checkpoint import CheckpointError, load_latest_checkpoint
 
@@ -152,7 +153,7 @@ def run_session(train_args: list[str], ranks: int, plain: bool, run_dir: Path, l
     command = [str(BIN / "es-train"), *train_args]
     if not plain:
         command = mpiexec(ranks, *command)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PMI_") and k != "ES_COMM"}
+    env = outside_the_job(os.environ)
     out, err = logs.with_suffix(".out"), logs.with_suffix(".err")
     session = Session()
     with out.open("w") as stdout, err.open("w") as stderr:

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -51,6 +51,17 @@ LAUNCHER_VARIABLES = (
 )
 #: Where MPI launchers tell each process how many they started (Hydra/MPICH's PMI, Open MPI).
 LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+#: Every variable a launcher sets for its processes begins so (``PMI_FD``: the socket to
+#: Hydra, which a child not started by the launcher does not hold).
+LAUNCHER_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "MPI_LOCAL")
+
+
+def outside_the_job(environment: Mapping[str, str]) -> dict[str, str]:
+    """``environment`` without the launcher's variables (and ``ES_COMM``): a process started
+    with it is MPI's singleton, not a stray member of this job (under ``mpiexec -n 1`` one
+    that kept ``PMI_FD`` failed in ``PMI_Init`` on a socket it did not have)."""
+    return {name: value for name, value in environment.items()
+            if not name.startswith(LAUNCHER_PREFIXES) and name != "ES_COMM"}
 
 
 class Comm(Protocol):

@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from es.parallel.comm import LAUNCHER_VARIABLES, MPIComm, under_mpi_launcher
+from es.parallel.comm import MPIComm, outside_the_job, under_mpi_launcher
 from es.parallel.exchange import gather_in_order, round_robin
 
 Evaluate = Callable[[np.ndarray], np.ndarray]
@@ -201,8 +201,7 @@ class _Broker:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         path = _path_with_launcher(workers)
-        env = {name: value for name, value in os.environ.items()
-               if name not in (*LAUNCHER_VARIABLES, "ES_COMM")}
+        env = outside_the_job(os.environ)
         if path is not None:
             env["PATH"] = path
         mine, theirs = socket.socketpair()

@@ -212,6 +212,22 @@ def test_under_mpiexec_every_rank_evaluates_its_share_to_the_same_bits():
 
 
 
+def test_workers_spawn_under_an_mpiexec_of_one_rank_to_the_same_bits():
+    """``mpiexec -n 1`` leaves its socket's number in ``PMI_FD``: the spawning broker kept it
+    and failed in ``PMI_Init`` (WorkerStartError)."""
+    script = ("import numpy as np, es\n"
+              "f = lambda x: float(np.sum((x - 0.5) ** 2))\n"
+              "for workers in (1, 2):\n"
+              "    r = es.minimize(f, np.zeros(4), 0.5, seed=3, max_generations=8,"
+              " workers=workers)\n"
+              "    print('RESULT', r.x.tobytes().hex(), r.nfev)\n")
+    done = subprocess.run([tool("mpiexec"), "-n", "1", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT")]
+    assert len(lines) == 2 and lines[0] == lines[1], done.stdout
+
+
 def uneven_ranks(mode: str) -> dict[str, str]:
     done = subprocess.run([tool("mpiexec"), "-n", "2", sys.executable,
                            str(REPO / "tests/mpi_scripts/minimize_uneven_ranks.py"), mode],
