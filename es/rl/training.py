@@ -225,11 +225,18 @@ def _check_ranks_agree(comm: Comm, config: Config, run_dir: Any, force: bool) ->
     settings = {f"{section}.{key}": repr(value)
                 for section, values in config.to_dict().items()
                 for key, value in values.items()}
-    differing = disagreement(comm, settings | {"run_dir": str(run_dir), "force": str(force)})
+    differing = disagreement(comm, settings | {"run_dir": _spelled(run_dir),
+                                               "force": str(force)})
     if differing:
         raise ConfigError(f"es.train under mpiexec: the ranks were given different "
                           f"{differing}; every rank must be given the same config, "
                           "overrides, run_dir and force")
+
+
+def _spelled(run_dir: Any) -> str:
+    """The folder as the ranks compare it: ``runs/x``, ``./runs/x`` and ``Path("runs/x/")``
+    are one folder (relative, not resolved: hosts may start the ranks in other folders)."""
+    return os.path.normpath(run_dir) if _is_path(run_dir) else repr(run_dir)
 
 
 def _is_path(value: Any) -> bool:
@@ -279,7 +286,7 @@ def resume(run_dir: str | Path, overrides: dict[str, Any] | None = None, *, quie
                 raise ConfigError(f"overrides {overrides!r}: must be a dict of dotted keys, "
                                   "{'run.generations': 400}")
         # Rank 0 alone reads the folder with its overrides: the others' must be the same.
-        differing = disagreement(comm, {"run_dir": str(run_dir), **{
+        differing = disagreement(comm, {"run_dir": _spelled(run_dir), **{
             str(key): repr(value) for key, value in (overrides or {}).items()}})
         if differing:
             raise ConfigError(f"es.resume under mpiexec: the ranks were given different "

@@ -1,8 +1,10 @@
 """Run under mpiexec -n 2: each rank gives es.minimize, es.train and es.resume an argument of
 its own (an unseeded random x0, a popsize, a seed; an override or a run folder that depends on
-the rank; one that rank 1 alone refuses), then the same ones. Rank 0 prints every rank's
+the rank; one that rank 1 alone refuses), then the same ones (a run folder spelled two
+ways among them). Rank 0 prints every rank's
 outcome, one line per call and rank."""
 
+import os
 import sys
 
 import numpy as np
@@ -28,6 +30,9 @@ calls = {
                                  run_dir=sys.argv[1], force=True),
     "run_dir": lambda: es.train("configs/cartpole.toml", {"run.generations": 4},
                                 run_dir=f"{sys.argv[1]}_{rank}", force=True),
+    "spelled": lambda: es.train("configs/cartpole.toml", {"run.generations": 2},
+                                run_dir=f"{sys.argv[1]}_spelled" if rank == 0
+                                else f"{os.path.dirname(sys.argv[1])}/./run_spelled/").generations,
     "resume": lambda: es.resume(sys.argv[1], {"run.generations": 10 + rank}),
 }
 lines = []

@@ -234,7 +234,7 @@ def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
     lines = done.stdout.splitlines()
     said = {name: [line.split(" ", 2)[2] for line in lines if line.startswith(f"{name} ")]
             for name in ("x0", "popsize", "seed", "same", "train", "fun", "override", "run_dir",
-                         "resume")}
+                         "spelled", "resume")}
     minimize = "ValueError: es.minimize under mpiexec: the ranks were given different "
     assert said["x0"] == [minimize + "x0 (rank 1's differs from rank 0's); every rank must "
                           "call it with the same arguments (a random x0: draw it from a "
@@ -262,11 +262,14 @@ def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
                                "different run_dir (rank 1's differs from rank 0's); every "
                                "rank must be given the same config, overrides, run_dir and "
                                "force"] * 2
+    # One folder spelled two ways (runs/x and runs/./x/) was refused as two.
+    assert said["spelled"] == ["returned 2"] * 2
     # Rank 0 alone reads the run folder with its overrides: rank 1's were dropped unsaid.
     assert said["resume"] == ["ConfigError: es.resume under mpiexec: the ranks were given "
                               "different run.generations (rank 0: 10, rank 1: 11); every rank "
                               "must be given the same run_dir and overrides"] * 2
-    assert not list(tmp_path.iterdir())  # refused before anything was written
+    # Refused before anything was written: only the agreed run's folder is there.
+    assert [path.name for path in tmp_path.iterdir()] == ["run_spelled"]
 
 
 @pytest.mark.parametrize("program", ["es-train", "es.minimize"])
