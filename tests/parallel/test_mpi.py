@@ -272,6 +272,36 @@ def test_ranks_given_different_arguments_all_raise_saying_which(tmp_path):
     assert [path.name for path in tmp_path.iterdir()] == ["run_spelled"]
 
 
+@pytest.mark.parametrize("mode", ["minimize", "train", "alone"])
+def test_a_call_that_another_rank_never_makes_says_so_while_it_waits(tmp_path, mode):
+    """Rank 0 made one es call more than rank 1, which had ended, or made the only one
+    (``if rank == 0: es.train(...)``): it waited in the call's first exchange for good,
+    silent. It cannot know that the rank ended, so it waits on, but says what may be wrong
+    (here after 1 s, by default 60 s)."""
+    import signal
+    import time
+
+    job = subprocess.Popen([tool("mpiexec"), "-n", "2", sys.executable,
+                            str(REPO / "tests/mpi_scripts/ranks_leave.py"), mode,
+                            str(tmp_path / "run")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           cwd=REPO, start_new_session=True)
+    said: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("at the start" in x for x in said):
+            line = job.stderr.readline()
+            if not line:
+                break
+            said.append(line.rstrip("\n"))
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate()
+    assert ("es: rank 0 has waited 1 s for the other ranks at the start of an es call; a rank "
+            "that ends without making the same es calls (one under `if rank == 0:`) never "
+            "comes: under mpiexec every rank must make them; still waiting") in said, said
+
+
 @pytest.mark.parametrize("program", ["es-train", "es.minimize"])
 def test_a_stop_signal_while_mpi_starts_ends_a_rank_its_peer_will_never_join(tmp_path,
                                                                              program):
