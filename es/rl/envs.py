@@ -360,6 +360,15 @@ def _check_kwarg_types(env_id: str, spec: Any, kwargs: dict[str, Any]) -> None:
                     and all(map(is_number, value)))
         else:
             continue
+        if fits and key == "frame_skip" and value < 1:
+            # MuJoCo's frame_skip = -4 stepped the simulation zero times (dt negative): the
+            # body never moved and the run trained on nothing.
+            wanted, fits = "a whole number >= 1", False
+        if fits and key.endswith("_range") and isinstance(default, tuple | list) \
+                and len(default) == 2 \
+                and default[0] <= default[1] and value[0] > value[1]:
+            # Hopper's healthy_z_range = [2.0, 0.7] ended every episode at its first step.
+            wanted, fits = "a range [low, high], low <= high", False
         if not fits:
             raise ConfigError(f"env.kwargs.{key} = {value!r}: {env_id} takes {wanted} "
                               f"(its default: {default!r})")

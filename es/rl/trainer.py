@@ -827,12 +827,14 @@ class Trainer:
                 "cma": "es.sigma"}[self.config.es.strategy]
 
     def _ended_already(self) -> TrainResult | None:
-        """A resumed run whose budget was spent at its last stop, at this very generation and
-        with the same ``run.target_score``: that stop's race left its kept policy, and
-        running the stop again would replay the race episode for episode (the state is as
-        the stop left it) and add a second stop row, whose seconds ``es-bench suite`` would
-        count twice. So a requeued sweep's finished runs cost nothing when resumed again.
-        Decided on rank 0, which holds the run folder; None when anything is to do."""
+        """A resumed run whose budget is spent where its last stop was, at this very
+        generation, with the same ``run.target_score``: that stop's race left its kept policy,
+        and running the stop again would replay the race episode for episode (the state is
+        as the stop left it) and add a second stop row, whose seconds ``es-bench suite`` would
+        count twice. So a requeued sweep's finished runs cost nothing when resumed again, nor
+        does a resume with a smaller budget than the run has spent (another budget's name
+        than the stop's: the race is the same whichever ended it). Decided on rank 0, which
+        holds the run folder; None when anything is to do."""
         ended_by = self._spent_budget() if self.resumed_at is not None else None
         found = None
         if ended_by is not None and self.comm.rank == 0 and self.run_dir is not None:
@@ -840,8 +842,7 @@ class Trainer:
             last = stops[-1] if stops else {}
             before = _target_score(self.run_dir / "config.toml")
             if last.get("generation") == str(self.strategy.generation) \
-                    and last.get("ended_by") == ended_by and "kept_return" in last \
-                    and before == self.config.run.target_score:
+                    and "kept_return" in last and before == self.config.run.target_score:
                 kept = (float(last["kept_return"]), int(last["kept_generation"])) \
                     if last["kept_return"] else (None, None)
                 found = (*kept, last_evaluation(self.run_dir / "progress.csv"))

@@ -199,6 +199,11 @@ def test_names_and_kwargs_a_run_cannot_take_are_refused(tmp_path, override, frag
                           "default: (0.7, inf))"),
     ("healthy_z_range=[0.7, 1.0, 3]", "healthy_z_range = [0.7, 1.0, 3]: Hopper-v5 takes a "
                                       "list of 2 numbers"),
+    # The simulation stepped zero times, and the run trained on a body that never moved.
+    ("frame_skip=-4", "frame_skip = -4: Hopper-v5 takes a whole number >= 1 (its default: 4)"),
+    # Every episode ended at its first step.
+    ("healthy_z_range=[2.0, 0.7]", "healthy_z_range = [2.0, 0.7]: Hopper-v5 takes a range "
+                                   "[low, high], low <= high (its default: (0.7, inf))"),
 ])
 def test_a_mujoco_keyword_of_the_wrong_type_is_refused_before_training(tmp_path, override,
                                                                          fragment):

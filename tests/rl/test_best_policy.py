@@ -240,6 +240,13 @@ def test_a_run_resumed_after_its_end_plays_nothing_and_adds_no_stop(tmp_path, ra
     assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1].replace(
         re.search(r", \d+ episodes in [\d.]+ s confirming at the stop", first.stdout).group(0),
         "")
+    # A smaller budget than the run spent: ended already as well, under that budget's name.
+    smaller = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=4"],
+                      ranks=ranks, extra_env=LUCKY)
+    assert smaller.returncode == 0, smaller.stderr
+    assert ("ended already at generation 6 (run.generations = 4), its kept policy confirmed "
+            "then: nothing to train or confirm") in smaller.stderr + smaller.stdout
+    assert folder_bytes(run_dir) == before
     # The race reads run.target_score: with another, the stop is played again.
     other = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.target_score=1e9",
                      "--quiet"], ranks=ranks, extra_env=LUCKY)
