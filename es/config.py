@@ -826,12 +826,12 @@ def unread_for_env_and_policy(config: Config) -> list[str]:
         said.append(f"{', '.join(keys)}: {config.env.id} is not an ALE game; ignored")
     kind = config.policy.kind
     if kind != "mlp" and (keys := changed("policy", ("hidden", "activation"))):
-        said.append(f"{', '.join(keys)}: the built-in MLP's, and policy.kind = {kind!r}"
+        said.append(f"{', '.join(keys)}: a setting of the built-in MLP, but policy.kind = {kind!r}"
                     + ("; a factory takes its own settings in policy.kwargs"
                        if kind not in BUILT_IN_POLICIES else "") + "; ignored")
     if kind != "cnn" and (keys := changed("policy", ("torso", "vbn", "vbn_batch"))):
-        said.append(f"{', '.join(keys)}: the built-in CNN's, and policy.kind = {kind!r}; "
-                    "ignored")
+        said.append(f"{', '.join(keys)}: a setting of the built-in CNN, but policy.kind = "
+                    f"{kind!r}; ignored")
     return said
 
 

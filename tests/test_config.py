@@ -256,10 +256,11 @@ def test_decays_only_for_strategies_with_a_fixed_step_size():
     ("configs/cartpole.toml", ["pg.lr=0.1"], ["pg.lr: [pg] is es-baseline's; es-train "
                                               "ignores it"]),
     ("configs/cartpole.toml", ["policy.kind=user_policies:torch_mlp", "policy.hidden=[8]"],
-     ["policy.hidden: the built-in MLP's, and policy.kind = 'user_policies:torch_mlp'; a "
-      "factory takes its own settings in policy.kwargs; ignored"]),
+     ["policy.hidden: a setting of the built-in MLP, but policy.kind = "
+      "'user_policies:torch_mlp'; a factory takes its own settings in policy.kwargs; "
+      "ignored"]),
     ("configs/cartpole.toml", ["policy.torso=small"],
-     ["policy.torso: the built-in CNN's, and policy.kind = 'linear'; ignored"]),
+     ["policy.torso: a setting of the built-in CNN, but policy.kind = 'linear'; ignored"]),
     ("configs/pong.toml", [], []),
     ("configs/halfcheetah_ars.toml", [], []),
     ("configs/cartpole.toml", ["es.strategy=pgpe", "es.lr=5", "es.optimizer=sgd"],

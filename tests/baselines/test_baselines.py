@@ -251,8 +251,8 @@ def test_a_config_without_the_algorithms_section_trains_on_defaults_and_says_so(
     assert more.returncode == 0, more.stderr
     assert [line for line in more.stderr.splitlines() if "warning" in line] == [
         "es-baseline: warning: atari.frame_skip: CartPole-v1 is not an ALE game; ignored",
-        "es-baseline: warning: policy.torso: the built-in CNN's, and policy.kind = 'mlp'; "
-        "ignored", "es-baseline: warning: snes.lr_mean: es-train's; dqn ignores them"]
+        "es-baseline: warning: policy.torso: a setting of the built-in CNN, but policy.kind "
+        "= 'mlp'; ignored", "es-baseline: warning: snes.lr_mean: es-train's; dqn ignores them"]
 
 
 def test_dqn_run_folder_matches_es_train_and_es_eval_plays_it(tmp_path):

@@ -250,7 +250,7 @@ def test_run_policy_refuses_an_observation_of_another_size_in_one_line(tmp_path)
         run.policy((np.zeros(3), {}))
     # A user's policy too, where it said "operands could not be broadcast together" or
     # "unsupported operand type(s) for -: 'NoneType' and 'float'".
-    with pytest.warns(UserWarning, match="policy.hidden: the built-in MLP's"):
+    with pytest.warns(UserWarning, match="policy.hidden: a setting of the built-in MLP"):
         mine = es.train(REPO / "configs/pendulum.toml", {**PENDULUM, "run.generations": 1},
                         run_dir=tmp_path / "mine", policy=Affine)
     assert mine.policy(np.zeros(3)).shape == (1,)
