@@ -74,7 +74,8 @@ class RunConfig:
     best_from: int = _doc(
         "the first generation whose evaluation may nominate the kept policy (0: any): from "
         "ars.contrast_from, so that the consolidated policies compete, not the fast ones "
-        "before them that fall from some starts", 0,
+        "before them that fall from some starts; a run that ends before it keeps none, and "
+        "es-train's last line says so", 0,
     )
     target_score: float = _doc(
         "stop once the kept policy's confirmed score (run.best_by over run.best_episodes "

@@ -715,6 +715,11 @@ def _train(args: argparse.Namespace, comm) -> int:
         kept = "" if result.best_return is None else (
             f", kept policy_best.npz {result.best_return:.2f} "
             f"(generation {result.best_generation})")
+        if result.best_return is None and config.run.best_episodes \
+                and result.generations < config.run.best_from:
+            # halfcheetah_ars.toml under a small budget ended with no kept policy, unsaid.
+            kept = (f", no policy_best.npz: it is nominated from generation "
+                    f"{config.run.best_from} on (run.best_from)")
         if result.stop_confirm_episodes:
             kept += (f", {result.stop_confirm_episodes} episodes in "
                      f"{result.stop_confirm_s:.1f} s confirming at the stop")

@@ -432,3 +432,12 @@ def test_run_target_score_needs_a_kept_policy(tmp_path):
     assert done.stderr.strip().splitlines()[-1].endswith(
         "run.target_score = 5 needs a kept policy: run.best_episodes = 0 keeps none (set it "
         "to 1 or more)")
+
+
+def test_a_run_ended_before_run_best_from_says_why_it_kept_no_policy(tmp_path):
+    """halfcheetah_ars.toml (run.best_from = 106) under a small budget ended without a
+    policy_best.npz, and its last line did not say why."""
+    done = train(tmp_path / "run", "--set", "run.generations=3", "--set", "run.best_from=10")
+    assert ", no policy_best.npz: it is nominated from generation 10 on (run.best_from); " \
+        "run folder" in done.stdout.splitlines()[-1]
+    assert not (tmp_path / "run" / "policy_best.npz").exists()
