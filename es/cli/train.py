@@ -396,11 +396,13 @@ EARLY_SIGNALS: list[int] = []
 
 def hold_early_signals() -> None:
     """Until the trainer's ``StopFlag`` takes over, a stop signal is noted, not raised: the
-    run then stops at its first generation's end, checkpointed, on every rank alike."""
+    run then stops at its first generation's end, checkpointed, on every rank alike. One
+    that es-train was started ignoring stays ignored (``StopFlag.install``)."""
     # es.rl.trainer.STOP_SIGNALS, written out: importing the trainer here would come before
     # the hold, and widen the window it closes.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(signum, lambda received, frame: EARLY_SIGNALS.append(received))
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, lambda received, frame: EARLY_SIGNALS.append(received))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -144,8 +144,12 @@ class StopFlag:
         self.announce = announce
 
     def install(self) -> None:
+        """For es-train: over every stop signal but one the process was started ignoring,
+        as a shell starts a script's background job (``es-train ... &``) ignoring SIGINT: a
+        Ctrl-C at the terminal is not for it, and it stopped the run."""
         for signum in STOP_SIGNALS:
-            signal.signal(signum, self._handle)
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, self._handle)
 
     def install_over_defaults(self) -> dict[int, Any]:
         """``install`` for ``es.train``, a call inside someone's program: only over the stop

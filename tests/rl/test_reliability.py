@@ -246,6 +246,27 @@ def test_a_signal_on_one_rank_checkpoints_and_exits_with_its_documented_code(
     assert generations == list(range(1, state.generation + 2))
 
 
+def test_a_stop_signal_es_train_was_started_ignoring_stays_ignored(tmp_path):
+    """A script's background job (``es-train ... &``) starts with SIGINT ignored, so that a
+    Ctrl-C at the terminal is not for it: es-train took it over, and the Ctrl-C stopped the
+    run. SIGTERM, not ignored, still stops it with its checkpoint."""
+    run_dir = tmp_path / "background"
+    env = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "PMI_SIZE", "ES_COMM")}
+    process = subprocess.Popen(
+        [tool("es-train"), *paced(0.2), "--run-dir", str(run_dir)], cwd=REPO, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    wait_for_rows(run_dir, 1)
+    process.send_signal(signal.SIGINT)
+    rows = len(read_progress(run_dir))
+    wait_for_rows(run_dir, rows + 3)  # three more generations: still training
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 75, stderr
+    assert "SIGINT" not in stderr and "SIGTERM" in stderr
+
+
 def test_a_signal_that_reaches_the_ranks_twice_is_one_stop_with_its_checkpoint(tmp_path):
     """scancel or a terminal's Ctrl-C signals the launcher and every rank, and Hydra forwards
     its copy to the ranks: each rank sees the signal twice, which is one request to stop
