@@ -93,6 +93,10 @@ def own_keywords() -> set[str]:
     return names - {"self", "fun"}
 
 
+#: The largest float64: a Python int beyond it is no objective value float() can read.
+FLOAT64_MAX = float(np.finfo(np.float64).max)
+
+
 class FunctionValueError(TypeError):
     """``fun`` returned something that is not a number (None, a string, ...)."""
 
@@ -113,7 +117,7 @@ def is_number_like(value: Any) -> bool:
     try:  # numbers of other types (Fraction, Decimal); a None among them would read as NaN
         np.asarray(value, dtype=np.float64)
         entries = np.asarray(value, dtype=object).ravel()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # 10**400: no float64 holds it
         return False
     return all(entry is not None for entry in entries)
 
@@ -129,17 +133,17 @@ class CheckedFunction:
 
     def __call__(self, x: np.ndarray) -> Any:
         value = self.fun(x)
-        if isinstance(value, float | int | np.floating | np.integer) \
-                and not isinstance(value, bool):  # the usual: no cost (a bool is a mistake)
-            return value
+        if isinstance(value, float | np.floating | np.integer) or isinstance(value, int) \
+                and not isinstance(value, bool) and abs(value) <= FLOAT64_MAX:
+            return value  # the usual: no cost (a bool is a mistake)
         if not is_number_like(value):
             what = (f"vectorized fun returned {checks.short(value)} ({type(value).__name__}) "
                     f"for {len(x)} rows" if self.vectorized else
                     f"fun returned {checks.short(value)} ({type(value).__name__}) at x = "
                     f"{checks.short(np.asarray(x))}")
             raise FunctionValueError(f"{what}: it must return a number"
-                                     f"{' per row' if self.vectorized else ''} (NaN or inf "
-                                     "for a failed evaluation)")
+                                     f"{' per row' if self.vectorized else ''} within "
+                                     "float64's range (NaN or inf for a failed evaluation)")
         return value
 
 
@@ -331,6 +335,13 @@ class AskTell:
         self._pending: np.ndarray | None = None
         self._started = time.perf_counter()
 
+    def __copy__(self) -> AskTell:
+        """A fork that goes on alone, as ``copy.deepcopy`` makes: a shallow copy shared the
+        strategy with the original, and telling both told it each generation twice, quietly."""
+        import copy
+
+        return copy.deepcopy(self)
+
     def __repr__(self) -> str:
         """A summary for a notebook's cell, which showed only the object's address."""
         return (f"AskTell(method={self.method!r}, d={self.best_x.size}, "
@@ -390,8 +401,11 @@ class AskTell:
             i = next((i for i, value in enumerate(entries) if not is_number_like(value)), 0)
             raise FunctionValueError(f"tell() got {checks.short(entries[i])} "
                                      f"({type(entries[i]).__name__}) as value {i}: values "
-                                     "must be numbers (NaN or inf for a failed evaluation)")
-        values = np.asarray(values, dtype=np.float64)
+                                     "must be numbers within float64's range (NaN or inf for "
+                                     "a failed evaluation)")
+        from es.parallel.evaluate import masked_as_failed
+
+        values = masked_as_failed(values, "tell()")
         if values.shape not in ((len(candidates),), (len(candidates), 1)):
             what = (f"{values.size} values" if values.ndim <= 1
                     else f"values of shape {values.shape}")
@@ -532,6 +546,12 @@ def minimize(
         x0 = checks.as_x0(x0)
         if max_evals is None and max_generations is None and timeout_s is None:
             max_evals = 10_000 * x0.size
+            if isinstance(popsize, int) and not isinstance(popsize, bool) \
+                    and popsize > max_evals:  # AskTell's refusal would name it as if given
+                raise ValueError(f"popsize {popsize}: more than the default max_evals = "
+                                 f"{max_evals} (10,000 per dimension), and each generation "
+                                 "evaluates all of its popsize points: lower popsize or set "
+                                 "max_evals")
         comm = make_comm() if callback is not None or timeout_s is not None else None
         # Under mpiexec each rank's clock would end the run at its own generation: rank 0's
         # decides for all, as for the callback.

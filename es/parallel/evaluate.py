@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -62,6 +63,19 @@ def one_value(value: Any) -> float:
     return float(value)
 
 
+def masked_as_failed(values: Any, who: str) -> np.ndarray:
+    """``values`` as float64, a masked array's masked entries as NaN (failed evaluations,
+    with a warning): ``np.asarray`` dropped the mask, and the values under it counted."""
+    if not np.ma.isMaskedArray(values):
+        return np.asarray(values, dtype=np.float64)
+    masked = int(np.ma.count_masked(values))
+    if masked:
+        many = masked != 1
+        warnings.warn(f"{who}: {masked} masked value{'s' * many} count{'s' * (not many)} as "
+                      "failed evaluations (NaN)", stacklevel=3)
+    return np.ma.filled(values.astype(np.float64), np.nan)
+
+
 def values_of(fun: Callable[[np.ndarray], Any], rows: np.ndarray,
               vectorized: bool) -> np.ndarray:
     """``fun`` of each row, as float64: one call per row, or with ``vectorized`` one call on
@@ -70,7 +84,7 @@ def values_of(fun: Callable[[np.ndarray], Any], rows: np.ndarray,
         return np.array([one_value(fun(row)) for row in rows], dtype=np.float64)
     if len(rows) == 0:  # a rank with no share (fewer members than ranks): no call, where a
         return np.empty(0)  # batch simulator or np.stack failed on an empty batch
-    values = np.asarray(fun(rows), dtype=np.float64)
+    values = masked_as_failed(fun(rows), "vectorized fun")
     if values.shape not in ((len(rows),), (len(rows), 1)):
         what = (f"{values.size} values" if values.ndim <= 1 else f"shape {values.shape}")
         raise ValueError(f"vectorized fun returned {what} for {len(rows)} rows: it must "

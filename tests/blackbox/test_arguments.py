@@ -203,6 +203,10 @@ def test_a_number_as_x0_is_one_coordinate_as_scipy_takes_it():
      "give popsize <= 6 (even: mirrored pairs)"),
     ({"method": "snes", "max_evals": 1}, ValueError, "max_evals 1: less than one generation, "
      "whose 8 points (the default popsize at d = 3) are evaluated whole: raise max_evals"),
+    # With no budget given, the refusal named the default max_evals as if it had been.
+    ({"x0": np.zeros(1), "popsize": 20_000}, ValueError, "popsize 20000: more than the default "
+     "max_evals = 10000 (10,000 per dimension), and each generation evaluates all of its "
+     "popsize points: lower popsize or set max_evals"),
     ({"restarts": 1.5}, TypeError, "restarts 1.5: must be an integer >= 0, not float"),
     ({"restarts": True}, TypeError, "restarts True: must be an integer >= 0, not bool"),
     ({"workers": 2.0}, TypeError, "workers 2.0: must be an integer >= 1"),
@@ -306,6 +310,9 @@ def test_budgets_may_be_written_as_floats():
     (lambda rows: [None] * len(rows), True, ["returned [None, None", "a number per row"]),
     (lambda x: True, False, ["fun returned True (bool)"]),  # float() took it as 1.0
     (lambda rows: rows[:, 0] > 0, True, ["vectorized fun returned [", "a number per row"]),
+    # float() raised a bare OverflowError on it.
+    (lambda x: 10**400, False, ["fun returned 1000", "(int) at x = [", "within float64's "
+                                "range", "generation 1"]),
 ])
 def test_a_function_value_that_is_not_a_number_is_named(fun, vectorized, fragments):
     one_line_error(FunctionValueError, lambda: es.minimize(fun, np.ones(3), 0.5, popsize=8,
@@ -322,6 +329,9 @@ def test_tell_names_a_value_that_is_not_a_number():
                    "tell() got True (bool) as value 0")
     one_line_error(TypeError, lambda: opt.tell(xs, map(SPHERE, xs)),
                    "tell() got values as map (an iterator): pass a list or an array")
+    one_line_error(FunctionValueError, lambda: opt.tell(xs, [1.0, 10**400, 2.0, 3.0]),
+                   "tell() got 1000", "(int) as value 1: values must be numbers within "
+                   "float64's range")
     opt.tell(xs, [1.0, 2.0, np.nan, 3.0])  # NaN is a failed evaluation, ranked last
     # Told twice: it said "tell() without ask()" to a user who had asked.
     one_line_error(RuntimeError, lambda: opt.tell(xs, [1.0] * 4),
@@ -401,3 +411,51 @@ def test_a_population_pycma_has_no_memory_for_is_named(monkeypatch):
                    "pycma ran out of memory starting: full CMA-ES keeps a d x d covariance, "
                    "298 GiB for d = 200000 parameters; for this many use sepcma, its diagonal "
                    "form")
+
+
+def test_masked_values_count_as_failed_evaluations_with_a_warning():
+    """np.asarray dropped the mask: the value under a masked entry counted, here as the
+    best of the generation."""
+    opt = es.AskTell("snes", np.ones(3), 0.5, seed=0, popsize=4)
+    xs = opt.ask()
+    with pytest.warns(UserWarning, match=r"^tell\(\): 1 masked value counts as failed "
+                                         r"evaluations \(NaN\)$"):
+        opt.tell(xs, np.ma.masked_array([-5.0, 1.0, 2.0, 3.0], mask=[1, 0, 0, 0]))
+    assert opt.best_f == 1.0
+
+    def masked_first(rows):
+        return np.ma.masked_array(SPHERE(rows), mask=np.arange(len(rows)) == 0)
+
+    with pytest.warns(UserWarning, match="vectorized fun: 1 masked value counts as failed"):
+        masked = es.minimize(masked_first, np.ones(3), 0.5, method="cma", seed=1, vectorized=True,
+                             popsize=4, max_generations=1)
+    told = es.AskTell("cma", np.ones(3), 0.5, seed=1, popsize=4, max_generations=1)
+    rows = told.ask()
+    told.tell(rows, [np.nan, *SPHERE(rows[1:])])
+    assert masked.fun == told.best_f
+
+
+def test_a_shallow_copy_of_an_optimizer_goes_on_alone():
+    """copy.copy shared the strategy: telling the copy and the original told it each
+    generation twice, without a word, and both went wrong."""
+    import copy
+
+    def generation(opt):
+        xs = opt.ask()
+        opt.tell(xs, [SPHERE(x) for x in xs])
+
+    for method in ("snes", "cma"):
+        first, alone = (es.AskTell(method, np.ones(3), 0.5, seed=0) for _ in range(2))
+        for _ in range(3):
+            generation(first)
+            generation(alone)
+        fork = copy.copy(first)
+        for opt in (first, fork, alone):
+            generation(opt)
+        assert np.array_equal(first.mean, alone.mean) and np.array_equal(fork.mean, alone.mean)
+        xs = first.ask()  # between ask() and tell(): the fork is told the same candidates
+        fork = copy.copy(first)
+        first.tell(xs, [SPHERE(x) for x in xs])
+        fork.tell(xs, [SPHERE(x) for x in xs])
+        generation(alone)
+        assert np.array_equal(first.mean, alone.mean) and np.array_equal(fork.mean, alone.mean)
