@@ -105,6 +105,11 @@ def output_file_error(path: str, flag: str, suffix: str) -> str | None:
             return f"{flag} {path!r}: the folder {str(folder)!r} is not writable"
         if target.exists() and not os.access(target, os.W_OK):
             return f"{flag} {path!r}: the file is not writable"
+        if not target.exists() and folder == target.parent:
+            # A folder that says writable may still take no file (/proc, a full quota):
+            # made and removed now, not found after the episodes.
+            target.open("xb").close()
+            target.unlink()
     except OSError as error:  # a name too long, a folder that cannot be searched
         return f"{flag} {path!r}: {error.strerror or error}"
     return None

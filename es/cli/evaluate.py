@@ -269,6 +269,8 @@ def _write_video(config, actor: Callable[[Any, int], Callable[[Any], Any]],
         seconds = time.perf_counter() - began
     except (ImportError, RuntimeError, ValueError, DependencyNotInstalled) as error:
         return fail("es-eval", str(error))
+    except OSError as error:  # a path the check let through that cannot be opened (/proc/x)
+        return fail("es-eval", f"--video {args.video!r}: {error.strerror or error}")
     camera = f", camera {written['camera']!r}" if written["camera"] else ""
     print(f"wrote {args.video}: {written['frames']} frames in {seconds:.1f} s, return "
           f"{written['return']:.2f}{camera}")

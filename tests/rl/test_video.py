@@ -251,6 +251,10 @@ def test_es_eval_refuses_output_paths_it_cannot_write_before_playing_an_episode(
         (["--video", str(tmp_path)], f"e.g. {tmp_path / 'out.mp4'}"),
         (["--video", f"{tmp_path}/v.gif", "--video-steps", "-3"],
          "argument --video-steps: '-3': expected an integer >= 1"),
+        # A folder that, to root, says it is writable but takes no file: a traceback after
+        # the episodes, and imageio's retries of it (to another user: not writable).
+        (["--video", "/proc/x.gif"], "--video '/proc/x.gif': "),
+        (["--json", "/proc/x.json"], "--json '/proc/x.json': "),
     ]:
         # 10,000 episodes would take minutes: the refusal comes before the first.
         refused = run_cli(["es-eval", str(run_dir), "--episodes", "10000", *flags], timeout=60)
