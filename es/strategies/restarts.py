@@ -10,6 +10,10 @@ before the run's first generation is told (as pycma samples one even below ``tol
   value (every evaluation failed: NaN, inf, an exception). Such a generation ranks nothing, so
   it counts toward no other stop: a start where the objective is NaN (infeasible) gets to
   sample its way out, as in pycma, and an objective that fails everywhere still ends;
+- ``diverged``: the search distribution's standard deviation is no longer finite in some
+  coordinate (a step size far too long: SNES's ``lr_sigma = 1e6`` overflowed it after one
+  generation, and its infinite candidates then failed 10 generations as ``no_finite_value``,
+  which blamed the objective);
 - ``tolx``: the search distribution's standard deviation is below ``tolx`` in every
   coordinate (``search_scale``; a strategy may define ``tolx_scale``, as ``CMA`` does to
   compare pycma's evolution path too);
@@ -234,6 +238,8 @@ def local_stop(criteria: LocalStop, dim: int, population: int, history: RunHisto
     one generation before any (pycma's does too: a sigma below ``tolx`` still samples)."""
     if history.generations == 0:
         return ""
+    if not np.isfinite(scale).all():
+        return "diverged"
     if history.failed_in_row >= FAILED_GENERATIONS:
         return "no_finite_value"
     if criteria.tolx is not None and float(scale.max()) < criteria.tolx:

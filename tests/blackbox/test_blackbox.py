@@ -275,6 +275,12 @@ def test_stopping_criteria_and_their_reasons():
     failing = es.minimize(lambda x: float("nan"), x0=np.zeros(3), sigma0=0.5, max_evals=1_000)
     assert failing.stop_reason == "no_finite_value" and failing.fun == np.inf
     assert failing.ngen == 10 and failing.nfev < 1_000  # 10 failed generations in a row
+    # sigma overflowed after one generation; its infinite candidates then failed 10
+    # generations, and the stop named the objective (no_finite_value).
+    with np.errstate(over="ignore"):
+        diverged = es.minimize(es.functions.sphere, np.ones(3), 0.5, method="snes",
+                               lr_sigma=1e6, seed=0, max_evals=5_000)
+    assert diverged.stop_reason == "diverged" and diverged.ngen == 1
 
 
 def test_ars_steps_alike_on_an_objective_of_any_finite_scale():
