@@ -264,6 +264,10 @@ def train(config: Config, comm: Comm, run_dir: Path | None,
     if cfg.anneal_lr and config.run.max_timesteps <= 0:
         raise ConfigError("ppo.anneal_lr = true: anneals over run.max_timesteps, which is 0; "
                           "set it, or ppo.anneal_lr = false")
+    if config.policy.kind == "cnn":  # before the CNN's own checks, whose fix would not do
+        raise ConfigError("policy.kind = 'cnn': es-baseline ppo trains linear and MLP "
+                          "policies on vector observations; train pixels with es-baseline "
+                          "dqn or pg")
     probe = env_from_config(config)
     spec = network_spec(config, probe, "es-baseline ppo")
     if not isinstance(spec, PolicySpec):

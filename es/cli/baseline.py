@@ -60,6 +60,13 @@ def parser() -> argparse.ArgumentParser:
     return parse
 
 
+#: The ``[run]`` settings of es-train's alone: a baseline keeps no confirmed policy, writes no
+#: checkpoints and has no schedule (it read them, silently, as set).
+ES_TRAIN_RUN_SETTINGS = ("best_episodes", "best_by", "best_pool", "best_share", "best_from",
+                         "target_score", "schedule", "lockstep", "checkpoint_every",
+                         "keep_checkpoints", "check_every", "max_failed_fraction")
+
+
 def section_warnings(args: argparse.Namespace, config: Config) -> list[str]:
     """A config without the algorithm's section (es-train's config, say) trains the baseline
     on its defaults, and another baseline's settings (``--set pg.lr`` on a dqn run) tune
@@ -79,15 +86,27 @@ def section_warnings(args: argparse.Namespace, config: Config) -> list[str]:
             "it" for other in BASELINE_SECTIONS
             if other != section and (keys := changed_settings(config, other))]
     said += unread_for_env_and_policy(config)
+    if args.algorithm == "ppo":
+        if config.policy.obs_norm != config.ppo.normalize_obs:
+            said.append(f"policy.obs_norm = {str(config.policy.obs_norm).lower()}: es-baseline "
+                        "ppo normalises observations as ppo.normalize_obs = "
+                        f"{str(config.ppo.normalize_obs).lower()} says; ignored")
+    elif config.policy.obs_norm:  # the default: es-train's configs train PG without it, unsaid
+        said.append(f"policy.obs_norm = true: es-baseline {args.algorithm} does not normalise "
+                    "observations; ignored")
+    train_only = [*changed_settings(config, "run", ES_TRAIN_RUN_SETTINGS),
+                  *changed_settings(config, "policy", ("obs_clip", "action_noise"))]
     with open(args.config, "rb") as handle:
         given = set(tomllib.load(handle))
     given |= {override.split(".", 1)[0] for override in args.overrides}
     if section in given:  # es-train's settings, as --set or in a config of both
         es_keys = [key for name in ("es", *STRATEGY_SECTIONS)
-                   for key in changed_settings(config, name)]
+                   for key in changed_settings(config, name)] + train_only
         if es_keys:
             said.append(f"{', '.join(es_keys)}: es-train's; {args.algorithm} ignores them")
         return said
+    if train_only:
+        said.append(f"{', '.join(train_only)}: es-train's; {args.algorithm} ignores them")
     es_sections = sorted(given & ({"es"} | set(STRATEGY_NAMES)))
     whose = f" (its [{'], ['.join(es_sections)}] are es-train's)" if es_sections else ""
     return [f"{args.config} has no [{section}] section: {args.algorithm} trains with its "
@@ -114,9 +133,6 @@ def main(argv: list[str] | None = None) -> int:
                                  force=args.force, sweep_parent=None)
     prepared = prepare(request) if comm.rank == 0 else None
     config, _, run_dir, warnings, error = comm.broadcast(prepared)
-    if not error and comm.rank == 0:
-        for warning in [*warnings, *section_warnings(args, config)]:
-            print(f"es-baseline: warning: {warning}", file=sys.stderr, flush=True)
     if error:
         return fail_on_rank("es-baseline", error, comm.rank)
 
@@ -125,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def begin() -> None:
         """The folder, once the baseline has checked its config and env (``Begin``): a
-        refused config must not have cleared an earlier run out of it first."""
+        refused config must not have cleared an earlier run out of it first. The warnings
+        first, now that the run is sure to train: a refused one says only why."""
+        if comm.rank == 0:
+            for warning in [*warnings, *section_warnings(args, config)]:
+                print(f"es-baseline: warning: {warning}", file=sys.stderr, flush=True)
         error = comm.broadcast(start_run_dir(run_dir, config, f"es-baseline {args.algorithm}")
                                if comm.rank == 0 else None)
         if error:

@@ -240,8 +240,11 @@ def test_a_config_without_the_algorithms_section_trains_on_defaults_and_says_so(
                      "--set", "dqn.lr=0.1", "--run-dir", str(tmp_path / "given"), *PG_SHORT])
     assert given.returncode == 0, given.stderr
     warned = [line for line in given.stderr.splitlines() if "warning" in line]
+    # es-train's configs normalise observations by default: PG trained without it, unsaid.
     assert warned == ["es-baseline: warning: dqn.lr: [dqn] is es-baseline dqn's; pg ignores "
-                      "it", "es-baseline: warning: es.population, es.sigma, es.lr, es.l2, "
+                      "it", "es-baseline: warning: policy.obs_norm = true: es-baseline pg does "
+                      "not normalise observations; ignored",
+                      "es-baseline: warning: es.population, es.sigma, es.lr, es.l2, "
                       "es.noise_table_size: es-train's; pg ignores them"], given.stderr
     # Nor do a strategy's section, [atari] off an ALE game or the CNN's settings.
     more = run_cli(["es-baseline", "dqn", "configs/baselines/cartpole_dqn.toml", "--set",
@@ -253,6 +256,39 @@ def test_a_config_without_the_algorithms_section_trains_on_defaults_and_says_so(
         "es-baseline: warning: atari.frame_skip: CartPole-v1 is not an ALE game; ignored",
         "es-baseline: warning: policy.torso: a setting of the built-in CNN, but policy.kind "
         "= 'mlp'; ignored", "es-baseline: warning: snes.lr_mean: es-train's; dqn ignores them"]
+
+
+def test_es_trains_run_and_policy_settings_a_baseline_does_not_read_are_named(tmp_path):
+    """run.target_score (the eval passed it, the run went on), the kept policy's and the
+    checkpoints' settings, and PPO's policy.obs_norm (it reads ppo.normalize_obs) were
+    recorded in config.toml and read by nothing, without a word."""
+    dqn = run_cli(["es-baseline", "dqn", "configs/baselines/cartpole_dqn.toml", "--set",
+                   "run.target_score=20", "--set", "run.checkpoint_every=5", "--set",
+                   "policy.action_noise=0.1", "--set", "run.max_timesteps=300",
+                   "--run-dir", str(tmp_path / "dqn")])
+    assert dqn.returncode == 0, dqn.stderr
+    assert [line for line in dqn.stderr.splitlines() if "warning" in line] == [
+        "es-baseline: warning: run.target_score, run.checkpoint_every, policy.action_noise: "
+        "es-train's; dqn ignores them"]
+    ppo = run_cli(["es-baseline", "ppo", "configs/baselines/cartpole_ppo.toml", "--set",
+                   "policy.obs_norm=false", "--set", "run.generations=1", "--run-dir",
+                   str(tmp_path / "ppo"), "--quiet"])
+    assert ppo.returncode == 0, ppo.stderr
+    assert [line for line in ppo.stderr.splitlines() if "warning" in line] == [
+        "es-baseline: warning: policy.obs_norm = false: es-baseline ppo normalises "
+        "observations as ppo.normalize_obs = true says; ignored"]
+
+
+def test_ppo_refuses_a_cnn_in_one_line_that_names_what_takes_pixels(tmp_path):
+    """It said to drop VBN, then refused the CNN anyway; and a refused run printed its
+    config's warnings before the refusal."""
+    refused = run_cli(["es-baseline", "ppo", "configs/pong.toml", "--run-dir",
+                       str(tmp_path / "run")])
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "es-baseline: error: policy.kind = 'cnn': es-baseline ppo trains linear and MLP "
+        "policies on vector observations; train pixels with es-baseline dqn or pg")
+    assert not (tmp_path / "run").exists()
 
 
 def test_dqn_run_folder_matches_es_train_and_es_eval_plays_it(tmp_path):

@@ -101,13 +101,12 @@ def test_resuming_a_trained_run_whose_checkpoints_are_gone_is_refused(tmp_path):
 
 def test_a_baseline_that_refuses_its_config_leaves_no_folder_behind(tmp_path):
     folder = tmp_path / "run"
-    args = ["es-baseline", "ppo", "configs/pong.toml", "--set", "run.generations=1",
-            "--run-dir", str(folder)]
-    done = run_cli(args)
-    assert done.returncode == 2 and "policy.vbn = true" in done.stderr, done.stderr
+    args = ["configs/pong.toml", "--set", "run.generations=1", "--run-dir", str(folder)]
+    done = run_cli(["es-baseline", "ppo", *args])
+    assert done.returncode == 2 and "policy.kind = 'cnn'" in done.stderr, done.stderr
     assert not folder.exists()
-    done = run_cli([*args, "--set", "policy.vbn=false"])  # the next error, not "already holds"
-    assert done.returncode == 2 and "policy.kind must be 'linear' or 'mlp'" in done.stderr
+    done = run_cli(["es-baseline", "pg", *args])  # the next error, not "already holds"
+    assert done.returncode == 2 and "policy.vbn = true" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("folder_flag", ["--run-dir", "--resume-or-start"])
