@@ -79,12 +79,13 @@ def runs_in(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def runs_to_draw(run_dirs: list[Path], y: str) -> tuple[list[Path], list[str]]:
+def runs_to_draw(run_dirs: list[Path], x: str, y: str) -> tuple[list[Path], list[str]]:
     """The run folders to draw, and why others are left out. A folder that is not a run stands
     for the runs under it (``es-train --seeds``'s sweep, or ``runs/`` holding runs and
     sweeps); a run with no row of ``y`` yet (a sweep's run before its first evaluation, or
-    before its first progress row) is left out where others have rows. Any other problem is
-    left for ``plot`` to raise."""
+    before its first progress row), or one whose files cannot be read (a value that is not a
+    number, a damaged config.toml), is left out where others can be drawn: one broken run of
+    a sweep failed the whole figure. Where none can, ``plot`` raises the first problem."""
     folders: list[Path] = []
     for folder in run_dirs:
         is_run = (folder / "config.toml").is_file() or (folder / "progress.csv").is_file()
@@ -95,12 +96,11 @@ def runs_to_draw(run_dirs: list[Path], y: str) -> tuple[list[Path], list[str]]:
             left_out.append(f"{folder}: no progress.csv yet: left out")
             continue
         try:
-            read_curve(folder, y, y)
-        except NoRows as error:
+            read_run(folder)
+            read_curve(folder, x, y)
+        except (ValueError, OSError) as error:  # NoRows among them
             left_out.append(f"{error}: left out")
             continue
-        except (ValueError, OSError, KeyError):  # plot says it
-            pass
         drawable.append(folder)
     return (drawable, left_out) if drawable else (folders, [])
 
@@ -114,10 +114,22 @@ def read_curve(run_dir: Path, x: str, y: str) -> Curve:
         raise ValueError(f"{run_dir / 'progress.csv'}: not readable ({error})") from None
     if not rows:
         raise NoRows(f"{run_dir}: no rows with {y!r} in progress.csv")
-    spread = [float(r["eval_std"]) if y == "eval_return" and r.get("eval_std") else 0.0
-              for r in rows]
-    return (np.array([float(r[x]) for r in rows]), np.array([float(r[y]) for r in rows]),
-            np.array(spread))
+    path = run_dir / "progress.csv"
+
+    def column(name: str, missing: str | None = None) -> np.ndarray:
+        if missing is None and name not in rows[0]:
+            raise ValueError(f"{path}: no {name!r} column")
+        values = []
+        for row in rows:
+            try:
+                values.append(float(row.get(name) or missing))
+            except (TypeError, ValueError):  # "oops", or none where a number belongs
+                raise ValueError(f"{path}: generation {row.get('generation')}'s {name} "
+                                 f"{row.get(name)!r} is not a number") from None
+        return np.array(values)
+
+    spread = column("eval_std", "0") if y == "eval_return" else np.zeros(len(rows))
+    return column(x), column(y), spread
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

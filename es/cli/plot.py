@@ -34,7 +34,8 @@ def parser() -> ArgumentParser:
     parse.add_argument(
         "run_dirs", nargs="+", type=Path,
         help="run folders written by es-train or es-baseline, or a folder holding runs (a "
-        "sweep's, or runs/: every run under it); a run not yet evaluated is left out, with a "
+        "sweep's, or runs/: every run under it); a run not yet evaluated, or one whose files "
+        "cannot be read (a value that is not a number), is left out, with a "
         "line. Runs whose config.toml differ "
         "only in run.seed and in [run] keys that do not change what is trained (budgets such "
         "as run.generations, run.max_timesteps, run.max_seconds; evaluation; bookkeeping) "
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem := output_file_error(str(args.figure), "--figure", ".png"):  # before any run is read
         return fail("es-plot", problem)
     try:
-        run_dirs, left_out = runs_to_draw(args.run_dirs, args.y)
+        run_dirs, left_out = runs_to_draw(args.run_dirs, args.x, args.y)
         for line in left_out:
             print(f"es-plot: {one_line(line)}", file=sys.stderr)
         labels = plot(run_dirs, args.figure, args.x, args.y, args.title, args.log_x)

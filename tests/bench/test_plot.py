@@ -130,6 +130,28 @@ def test_a_sweeps_folder_is_its_runs_and_a_run_not_yet_evaluated_is_left_out(tmp
                                        "in progress.csv\n")
 
 
+def test_a_damaged_run_is_named_and_left_out_where_others_can_be_drawn(tmp_path, capsys):
+    """A value that is not a number said only "could not convert string to float: 'oops'",
+    naming no file, and one damaged run of a sweep (a bad value, a damaged config.toml)
+    failed the whole figure."""
+    sweep = tmp_path / "sweep"
+    for seed in (0, 1):
+        fake_run(sweep / f"CartPole-v1__cartpole__{seed}", "cartpole", seed, [1.0, 2.0])
+    bad = fake_run(sweep / "CartPole-v1__cartpole__2", "cartpole", 2, [1.0, "oops"])
+    broken = fake_run(sweep / "CartPole-v1__cartpole__3", "cartpole", 3, [1.0, 2.0])
+    (broken / "config.toml").write_text("[run\n")
+    out = tmp_path / "sweep.png"
+    assert main([str(sweep), "-o", str(out)]) == 0
+    said = capsys.readouterr()
+    assert said.err.splitlines()[0] == (f"es-plot: {bad / 'progress.csv'}: generation 2's "
+                                        "eval_return 'oops' is not a number: left out")
+    assert said.err.splitlines()[1].startswith(f"es-plot: {broken / 'config.toml'}: ")
+    assert "CartPole-v1 · cartpole (2 seeds)" in said.out and out.is_file()
+    assert main([str(bad), "-o", str(out), "--x", "generation"]) == 2  # alone: an error
+    assert capsys.readouterr().err == (f"es-plot: error: {bad / 'progress.csv'}: generation "
+                                       "2's eval_return 'oops' is not a number\n")
+
+
 def test_a_runs_file_is_not_no_such_folder(tmp_path, capsys):
     run = fake_run(tmp_path / "run", "cartpole", 0, [1.0])
     assert main([str(run / "progress.csv"), "-o", str(tmp_path / "x.png")]) == 2
