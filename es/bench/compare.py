@@ -223,9 +223,6 @@ def compare(args: argparse.Namespace) -> int:
     check_env_id(args.env)
     named = args.methods is not None  # distinct, among METHODS: es.cli.args.name_list
     methods = list(args.methods) if named else list(METHODS)
-    if args.budget_s < 1:
-        raise ValueError(f"--budget-s {args.budget_s:g}: must be >= 1 (a run's budget counts "
-                         "from its process's start, which alone takes about a second)")
     given = {}
     for text in args.method_config:
         method, sep, path = text.partition("=")

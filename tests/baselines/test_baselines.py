@@ -418,7 +418,8 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
     short = run_cli(["es-compare", "--env", "CartPole-v1", "--budget-s", "0.5", "--out", str(out)],
                     timeout=60)
     assert short.returncode == 2 and short.stderr.startswith(
-        "es-compare: error: --budget-s 0.5: must be >= 1 (a run's budget counts from"), short.stderr
+        "es-compare: error: argument --budget-s: '0.5': expected a finite number of seconds "
+        ">= 1 (a run's budget counts from"), short.stderr
     # PPO's environments split over the ranks: refused after ES had spent its budget.
     crowded = run_cli(["es-compare", "--env", "Pendulum-v1", "--methods", "es,ppo", "--ranks",
                        "5", "--out", str(out)], timeout=60)
