@@ -113,6 +113,20 @@ def section_warnings(args: argparse.Namespace, config: Config) -> list[str]:
             f"defaults{whose}; e.g. configs/baselines/cartpole_{section}.toml has one", *said]
 
 
+def kept_at_interrupt(run_dir: Path) -> str:
+    """What an interrupted baseline leaves (it has no checkpoint to resume): policy.npz is
+    its last evaluation's, or there is none; the line said neither."""
+    import numpy as np
+
+    try:
+        with np.load(run_dir / "policy.npz") as policy:
+            generation = int(policy["generation"])
+    except (OSError, KeyError, ValueError):
+        return f"no policy.npz in {run_dir}: the run ended before its first evaluation"
+    return (f"{run_dir / 'policy.npz'} is round {generation}'s, the last evaluated "
+            "(es-eval plays it; a baseline run cannot be resumed)")
+
+
 def main(argv: list[str] | None = None) -> int:
     survive_closed_stdout()
     args = parser().parse_args(argv)
@@ -172,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             undo_start_run_dir(run_dir)
         return fail_on_rank("es-baseline", str(error), comm.rank)
     except KeyboardInterrupt:
-        return interrupted("es-baseline", comm)
+        return interrupted("es-baseline", comm, kept_at_interrupt(Path(run_dir))
+                           if comm.rank == 0 else "")
     except Exception as error:  # one rank's failure must not leave the others waiting
         return crash("es-baseline", error, comm)
     if comm.rank == 0:

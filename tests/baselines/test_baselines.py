@@ -688,7 +688,16 @@ def test_a_sigterm_ends_a_baseline_in_one_line_as_ctrl_c_does(tmp_path):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = interrupt_job(job, "sigterm", ready=(run_dir / "progress.csv").is_file)
     assert job.returncode == 130, err
-    assert err.strip() == "es-baseline: interrupted on rank 0"
+    # What it leaves, since it cannot be resumed: the line said nothing of it.
+    if (run_dir / "policy.npz").is_file():
+        with np.load(run_dir / "policy.npz") as policy:
+            generation = int(policy["generation"])
+        assert err.strip() == (f"es-baseline: interrupted on rank 0; {run_dir / 'policy.npz'} "
+                               f"is round {generation}'s, the last evaluated (es-eval plays "
+                               "it; a baseline run cannot be resumed)")
+    else:
+        assert err.strip() == (f"es-baseline: interrupted on rank 0; no policy.npz in "
+                               f"{run_dir}: the run ended before its first evaluation")
 
 
 def test_a_sigterm_on_one_rank_ends_a_baseline_job_at_once(tmp_path):
