@@ -168,6 +168,15 @@ def check_run_dir(requested: str | None, config: Config, force: bool,
         config.run.runs_dir, config.env.id, config.run.name, config.run.seed))
     if run_dir.exists() and not run_dir.is_dir():
         return None, f"run folder {str(run_dir)!r}: exists and is not a folder"
+    if run_dir.is_dir() and not (run_dir / "config.toml").is_file() \
+            and (runs := run_folders_in(run_dir)):
+        # Even with force: a run there made the folder a run, and es-plot and es-eval then
+        # took it for that run alone, its sweep's seeds dropped without a word.
+        many = len(runs) != 1
+        return None, (f"run folder {str(run_dir)!r}: holds {len(runs)} run{'s' * many} in its "
+                      f"subfolders ({first_few(runs)}); a run written beside "
+                      f"{'them' if many else 'it'} would hide {'them' if many else 'it'}: "
+                      "choose another folder")
     if run_dir.is_dir() and any(path.name != LOCK_FILE for path in run_dir.iterdir()) \
             and not force:
         if (holder := lock_holder(run_dir)) is not None:  # else told to --resume, refused

@@ -99,6 +99,25 @@ def test_resuming_a_trained_run_whose_checkpoints_are_gone_is_refused(tmp_path):
     assert (folder / "policy.npz").read_bytes() == policy
 
 
+@pytest.mark.parametrize("program", [["es-train", "configs/cartpole.toml"],
+                                     ["es-baseline", "pg", "configs/baselines/cartpole_pg.toml"]])
+def test_a_run_is_not_written_over_a_sweeps_runs_even_with_force(tmp_path, program):
+    """Called "not empty (no run in it)", and with --force the run went in beside the sweep's
+    runs, after which es-plot and es-eval took the folder for that run alone."""
+    sweep = tmp_path / "sweep"
+    done = run_cli(["es-train", "configs/cartpole.toml", "--seeds", "0-1", "--run-dir",
+                    str(sweep), "--set", "run.generations=1", "--quiet"])
+    assert done.returncode == 0, done.stderr
+    refused = run_cli([*program, "--run-dir", str(sweep), "--force", "--set",
+                       "run.generations=1"])
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith(
+        f"run folder '{sweep}': holds 2 runs in its subfolders (CartPole-v1__cartpole__0, "
+        "CartPole-v1__cartpole__1); a run written beside them would hide them: choose "
+        "another folder"), refused.stderr
+    assert not (sweep / "config.toml").exists()
+
+
 def test_a_baseline_that_refuses_its_config_leaves_no_folder_behind(tmp_path):
     folder = tmp_path / "run"
     args = ["configs/pong.toml", "--set", "run.generations=1", "--run-dir", str(folder)]
