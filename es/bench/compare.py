@@ -295,6 +295,7 @@ def compare(args: argparse.Namespace) -> int:
     # itself): list.append, set.add and list(set) are atomic under the GIL.
     signals: list[int] = []
     running: set[subprocess.Popen] = set()
+    warned: set[tuple[str, str]] = set()  # each method's warnings said once, not per seed
 
     def stop(signum: int, frame: object) -> None:
         signals.append(signum)
@@ -319,6 +320,13 @@ def compare(args: argparse.Namespace) -> int:
             process.send_signal(signal.SIGTERM)
         code = process.wait()
         running.discard(process)
+        # What a run warned of (a --method-config's settings it ignores) was in its log only.
+        log = (out / f"{method}-seed{seed}.log").read_text(errors="replace")
+        for line in log.splitlines():
+            if ": warning: " in line and (method, line) not in warned:
+                warned.add((method, line))
+                sys.stderr.write(f"es-compare: {method} seed {seed}: {line}\n")
+        sys.stderr.flush()
         return method, seed, run_dir, code
 
     try:

@@ -494,8 +494,12 @@ def test_es_compare_keeps_earlier_runs_unless_forced_and_tables_what_ended(tmp_p
     assert again.stderr.strip() == (
         f"es-compare: error: --out {str(out)!r} holds an earlier comparison (es, pg, "
         "compare.csv, compare.md, ...): pass --force to replace it, or another --out")
-    forced = run_cli([*other, "--force"], timeout=120)
+    forced = run_cli([*other, "--force", "--method-config", "pg=configs/cartpole.toml"],
+                     timeout=120)
     assert forced.returncode == 0, forced.stderr
+    # A run's warnings were in its log alone: an es-train config tunes nothing of pg.
+    assert "es-compare: pg seed 1: es-baseline: warning: " in forced.stderr, forced.stderr
+    assert "has no [pg] section" in forced.stderr
     assert sorted(path.relative_to(out).as_posix() for path in out.glob("*/*")) == ["pg/seed1"]
     assert [row.split(",")[:2] for row in (out / "compare.csv").read_text().splitlines()[1:]] \
         == [["pg", "1"]]
