@@ -54,7 +54,8 @@ LAUNCHER_VARIABLES = (
 #: last message, sent at its exit to say so, was left unmatched wherever no rank waited for
 #: it, and MPICH's mpiexec then killed 4 to 5 in 8 finished 4-rank sweeps, exit status 9.)
 START_UP_HINT_S = 60.0
-WAITING_HINT = ("a rank that ends without making the same es calls (one under "
+WAITING_HINT = ("a rank still loading (a slow shared file system) comes late, but one that "
+                "ends without making the same es calls (a script's call under "
                 "`if rank == 0:`) never comes: under mpiexec every rank must make them; "
                 "still waiting")
 #: Where MPI launchers tell each process how many they started (Hydra/MPICH's PMI, Open MPI).

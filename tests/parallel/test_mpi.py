@@ -298,8 +298,9 @@ def test_a_call_that_another_rank_never_makes_says_so_while_it_waits(tmp_path, m
         os.killpg(job.pid, signal.SIGKILL)
         job.communicate()
     assert ("es: rank 0 has waited 1 s for the other ranks at the start of an es call; a rank "
-            "that ends without making the same es calls (one under `if rank == 0:`) never "
-            "comes: under mpiexec every rank must make them; still waiting") in said, said
+            "still loading (a slow shared file system) comes late, but one that ends without "
+            "making the same es calls (a script's call under `if rank == 0:`) never comes: "
+            "under mpiexec every rank must make them; still waiting") in said, said
 
 
 @pytest.mark.parametrize("program", ["es-train", "es.minimize"])
