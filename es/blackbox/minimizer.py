@@ -133,8 +133,9 @@ class CheckedFunction:
 
     def __call__(self, x: np.ndarray) -> Any:
         value = self.fun(x)
-        if isinstance(value, float | np.floating | np.integer) or isinstance(value, int) \
-                and not isinstance(value, bool) and abs(value) <= FLOAT64_MAX:
+        if isinstance(value, float | np.floating | np.integer) or (
+                isinstance(value, int) and not isinstance(value, bool)
+                and abs(value) <= FLOAT64_MAX):
             return value  # the usual: no cost (a bool is a mistake)
         if not is_number_like(value):
             what = (f"vectorized fun returned {checks.short(value)} ({type(value).__name__}) "

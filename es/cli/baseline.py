@@ -116,11 +116,10 @@ def section_warnings(args: argparse.Namespace, config: Config) -> list[str]:
 def kept_at_interrupt(run_dir: Path) -> str:
     """What an interrupted baseline leaves (it has no checkpoint to resume): policy.npz is
     its last evaluation's, or there is none; the line said neither."""
-    import numpy as np
+    from es.rl.checkpoint import load_policy
 
     try:
-        with np.load(run_dir / "policy.npz") as policy:
-            generation = int(policy["generation"])
+        generation = load_policy(run_dir / "policy.npz").generation
     except (OSError, KeyError, ValueError):
         return f"no policy.npz in {run_dir}: the run ended before its first evaluation"
     return (f"{run_dir / 'policy.npz'} is round {generation}'s, the last evaluated "
