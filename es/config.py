@@ -272,7 +272,9 @@ class ESConfig:
                          + " (each reads [es] and its own section)", "openai")
     population: int = _doc("members per generation (even when mirrored)", 64)
     sigma: float = _doc("standard deviation of the parameter perturbations", 0.02)
-    lr: float = _doc("optimizer step size", 0.01)
+    lr: float = _doc("optimizer step size; 'sgd' steps along the gradient estimate, which "
+                     "holds 1 / sigma (the released code's SGD step sizes, which leave it out, "
+                     "go here times sigma)", 0.01)
     sigma_decay: float = _doc("sigma is multiplied by this every generation ('openai' and "
                               "'ars'; the others adapt sigma themselves)", 1.0)
     sigma_min: float = _doc("floor of the decayed sigma", 0.0)
@@ -419,7 +421,8 @@ class PGPEConfig:
 
     center_lr: float = _doc("the optimizer's step size for the mean (0: ClipUp's rule, the "
                             "norm of the initial sigma vector / 30, es.sigma x sqrt(d) / 30 "
-                            "for d parameters)", 0.0)
+                            "for d parameters; for 'adam', whose step size is per coordinate, "
+                            "es.sigma / 30)", 0.0)
     optimizer: str = _doc("'clipup' or 'adam'", "clipup")
     max_speed: float = _doc("ClipUp's velocity limit (0: twice center_lr)", 0.0)
     sigma_lr: float = _doc("step size of the sigma update", 0.1)

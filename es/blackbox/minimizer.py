@@ -183,6 +183,12 @@ class StrategyFactory:
             # the search scale by default.
             lr = extra.pop("lr", None)
             extra["optimizer"] = Adam(self.dim, 0.1 * sigma if lr is None else lr)
+        elif self.method == "ars":
+            # ARS divides the values by their spread, so its step is ~lr sqrt(d / b) whatever
+            # their scale: a fifth of the search scale by default (the paper's 0.02 at the
+            # default sigma0 of 0.1), where a fixed 0.02 left a search of scale 1e-4 27,000
+            # times higher than it started.
+            extra.setdefault("lr", 0.2 * sigma)
         if "dtype" in inspect.signature(cls).parameters:
             extra["dtype"] = np.float64
         return cls(mean0, population=population, sigma=sigma, noise=SeedNoise(), seed=seed,

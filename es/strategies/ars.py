@@ -43,16 +43,20 @@ from es.core.noise import NoiseSource
 from es.strategies.base import NoiseStrategy, check_decay, decayed, fitness_summary
 
 #: Return differences beyond this are normalised before the float32 weighted sum, which they
-#: would overflow (a black-box objective of scale 1e38: the mean went to inf). Smaller ones sum
-#: as they always have, so every run on record trains the same bits.
+#: would overflow (a black-box objective of scale 1e38: the mean went to inf), and so are
+#: those below ``TINY_DIFFERENCE``, which it would round to 0 (of scale 1e-50: the mean never
+#: moved). The ones between sum as they always have, so every run on record trains the same
+#: bits.
 HUGE_DIFFERENCE = 1e30
+TINY_DIFFERENCE = 1e-30
 
 
 def spread(returns: np.ndarray) -> float:
-    """The standard deviation of ``returns``; for returns beyond ``HUGE_DIFFERENCE`` taken of
-    them scaled by their largest magnitude, since their squares overflow (1e200: inf)."""
+    """The standard deviation of ``returns``; for returns beyond ``HUGE_DIFFERENCE`` or all
+    below ``TINY_DIFFERENCE`` taken of them scaled by their largest magnitude, since their
+    squares overflow (1e200: inf) or underflow (1e-200: 0)."""
     peak = float(np.abs(returns).max())
-    if peak <= HUGE_DIFFERENCE:
+    if peak == 0 or TINY_DIFFERENCE <= peak <= HUGE_DIFFERENCE:
         return float(returns.std())
     return peak * float((returns / peak).std())
 
@@ -168,7 +172,8 @@ class ARS(NoiseStrategy):
         differences, _ = generation.direction_weights(member_weights)
         # g = 1 / (b sigma_R) sum_{top b} (r+ - r-) delta;  theta <- theta + alpha g
         norm = 1.0 / (self.used_top * sigma_r)
-        if np.abs(differences).max() > HUGE_DIFFERENCE:  # would overflow the float32 sum
+        largest = np.abs(differences).max()
+        if largest > HUGE_DIFFERENCE or 0 < largest < TINY_DIFFERENCE:  # see HUGE_DIFFERENCE
             differences, norm = differences * norm, 1.0
         gradient = generation.directions.weighted_sum(differences).astype(self.theta.dtype)
         gradient *= self.theta.dtype.type(norm)

@@ -286,15 +286,43 @@ def test_stopping_criteria_and_their_reasons():
 def test_ars_steps_alike_on_an_objective_of_any_finite_scale():
     """ARS steps on return differences over their spread: scaling the objective changes
     nothing. Differences of 1e38 overflowed its float32 sum (the mean went to -inf), squares
-    of 1e200 its spread (no step at all)."""
-    def run(scale):
+    of 1e200 its spread (no step at all); differences of 1e-50 rounded to 0 in that sum, and
+    squares of 1e-200 to 0 in the spread (the mean never moved)."""
+    def run(scale):  # the stops on small value changes off: they end a 1e-40 run at once
         return es.minimize(lambda x: scale * float(x @ x), np.ones(3), 0.5, method="ars",
-                           max_evals=600).x_mean
+                           max_evals=600, tolfun=None, tolfunhist=None, flatfitness=False,
+                           stagnation=False).x_mean
 
     plain = run(1.0)
     assert np.linalg.norm(plain) < 0.1
-    for scale in (1e38, 1e40, 1e200):
+    for scale in (1e38, 1e40, 1e200, 1e-40, 1e-50, 1e-200):
         np.testing.assert_allclose(run(scale), plain, rtol=1e-5, atol=1e-7)
+
+
+def _sphere_progress(method: str, scale: float, dim: int, **options) -> float:
+    """f(the last mean) / f(x0) on the sphere from x0 = scale, sigma0 = scale / 2."""
+    x0 = np.full(dim, scale)
+    result = es.minimize(es.functions.sphere, x0, 0.5 * scale, method=method, seed=1,
+                         popsize=20, max_evals=100 * dim, **options)
+    return es.functions.sphere(result.x_mean) / es.functions.sphere(x0)
+
+
+def test_ars_default_step_follows_the_search_scale():
+    """ARS's default step size is set from sigma0, so a problem and the same one scaled by
+    1e-4 (x0 and sigma0 with it) take the same steps: with a fixed 0.02 the small one ended
+    8,000 to 170,000 times above its start."""
+    for dim in (10, 400):
+        unit, small = _sphere_progress("ars", 1.0, dim), _sphere_progress("ars", 1e-4, dim)
+        assert unit < 1e-6, (dim, unit)  # measured: 2.3e-8 and 4.6e-17
+        assert small == pytest.approx(unit, rel=1e-3), (dim, small, unit)
+
+
+def test_pgpe_with_adam_takes_steps_as_long_as_clipups():
+    """ClipUp's radius rule sets the length of the whole step; read by Adam as a length per
+    coordinate it made the steps sqrt(d) times longer: at d = 400 the sphere went from 1 to
+    0.63 of its start where ClipUp reaches 0.17 (measured)."""
+    for scale in (1.0, 1e-4):
+        assert _sphere_progress("pgpe", scale, 400, optimizer="adam") < 1e-3  # 1.3e-5, 1.5e-5
 
 
 @pytest.mark.parametrize("method", ["cma", "sepcma", "snes", "openai", "ars", "pgpe"])
