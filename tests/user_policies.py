@@ -167,6 +167,39 @@ class Noisy(nn.Module):
         return self.head(observation) + 10 * torch.randn(self.head.out_features)
 
 
+class RunningMean(nn.Module):
+    """Keeps a running mean of its inputs in a buffer, changed by every forward: its actions
+    depend on the episodes played before, so on how members are shared out among ranks."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__()
+        size = int(np.prod(observation_space.shape))
+        self.head = nn.Linear(size, int(action_space.n))
+        self.register_buffer("mean", torch.zeros(size))
+
+    def forward(self, observation):
+        self.mean.mul_(0.99).add_(0.01 * observation)
+        return self.head(observation - self.mean)
+
+
+def nan_outputs(observation_space, action_space):
+    """Outputs NaN for every observation: argmax picked action 0 for ever, quietly."""
+    head = nn.Linear(int(np.prod(observation_space.shape)), int(action_space.n))
+    return nn.Sequential(head, nn.Tanh(), nn.Linear(int(action_space.n), int(action_space.n)),
+                         nn.Threshold(10.0, float("nan")))
+
+
+class HalfRecurrent(nn.Module):
+    """forward takes a state (so es reads it as recurrent) but returns the output alone."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__()
+        self.head = nn.Linear(int(np.prod(observation_space.shape)), int(action_space.n))
+
+    def forward(self, observation, state=None):
+        return self.head(observation)
+
+
 class NanStart(LinearNumpy):
     def initial_params(self, rng):
         params = np.zeros(self.num_params, dtype=np.float32)

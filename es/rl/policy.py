@@ -258,6 +258,8 @@ class UserPolicy:
         ``PolicyError`` before training starts. A random policy would break what es promises:
         the same bits for any rank count, after a resume, and in es-eval."""
         seen = self.probed = []
+        buffers = getattr(self.policy, "buffers", None)  # a torch module's
+        before = buffers() if buffers is not None else None
         try:
             act = self.bind(params, ObsNorm.identity(self.obs_dim))
             observation, _ = env.reset(seed=0)
@@ -299,6 +301,13 @@ class UserPolicy:
                     f"policy.kind = {self.name!r}: the same parameters acted {first!r} and "
                     f"{second!r} on the same observation (step {step} of a probe episode): "
                     "the policy must be deterministic (no random draws in forward or act)")
+        changed = self.policy.changed_buffers(before) if before is not None else []
+        if changed:
+            raise PolicyError(
+                f"policy.kind = {self.name!r}: forward changed the module's buffer "
+                f"{changed[0]!r} while acting: a member's actions would depend on the episodes "
+                "its rank played before it, and the result on the rank count; keep no running "
+                "statistics in the module (policy.obs_norm normalises the observations)")
 
     def rebuilt_apart(self, instance: Any, env: gym.Env, params: np.ndarray,
                       seed: int = 0) -> str | None:

@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.utils.parametrize
 
 from es.rl.policies import PolicyError
 
@@ -33,6 +34,25 @@ def takes_state(module: torch.nn.Module) -> bool:
     parameters = [p for p in inspect.signature(module.forward).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return len(parameters) >= 2
+
+
+def describe(value: Any) -> str:
+    """A module's return in a few words: a tensor's shape, else its type."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, tuple | list):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal shapes and values, a NaN equal to a NaN in the same place."""
+    if a.shape != b.shape:
+        return False
+    if a.is_floating_point():
+        return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0),
+                                                                 b.nan_to_num(0.0))
+    return torch.equal(a, b)
 
 
 def as_tensor(observation: Any) -> Any:
@@ -48,12 +68,21 @@ def as_tensor(observation: Any) -> Any:
     return torch.from_numpy(values.astype(np.float32))
 
 
-def outputs_to_actions(space: gym.Space) -> Callable[[np.ndarray], list[Any]] | None:
+def finite(outputs: np.ndarray, name: str) -> np.ndarray:
+    """``outputs``, or a ``PolicyError`` if any is NaN or infinite: the argmax of a NaN is
+    the first NaN's index, a constant action that trained quietly."""
+    if not np.isfinite(outputs).all():
+        raise PolicyError(f"policy.kind = {name!r}: the module returned {outputs.ravel()!r}; "
+                          "its outputs must be finite numbers to choose an action")
+    return outputs
+
+
+def outputs_to_actions(space: gym.Space, name: str) -> Callable[[np.ndarray], list[Any]] | None:
     """Rows of outputs -> actions, all rows at once, element by element as
     ``output_to_action`` converts one row (the same bits); None where only row by row."""
     if isinstance(space, gym.spaces.Discrete):
         start = int(space.start)
-        return lambda rows: (start + np.argmax(rows, axis=1)).tolist()
+        return lambda rows: (start + np.argmax(finite(rows, name), axis=1)).tolist()
     if isinstance(space, gym.spaces.Box):
         low = np.asarray(space.low, dtype=np.float64).ravel()
         high = np.asarray(space.high, dtype=np.float64).ravel()
@@ -67,7 +96,7 @@ def output_to_action(space: gym.Space, name: str) -> tuple[int, Callable[[np.nda
     """(outputs the module must give, output -> action) for ``space``."""
     if isinstance(space, gym.spaces.Discrete):
         start = int(space.start)
-        return int(space.n), lambda out: start + int(np.argmax(out))
+        return int(space.n), lambda out: start + int(np.argmax(finite(out, name)))
     if isinstance(space, gym.spaces.Box):
         low = np.asarray(space.low, dtype=np.float64)
         high = np.asarray(space.high, dtype=np.float64)
@@ -78,7 +107,8 @@ def output_to_action(space: gym.Space, name: str) -> tuple[int, Callable[[np.nda
         edges = np.cumsum(sizes)[:-1]
         shape = space.nvec.shape
         return sum(sizes), lambda out: np.array(
-            [int(np.argmax(part)) for part in np.split(out, edges)]).reshape(shape)
+            [int(np.argmax(part)) for part in np.split(finite(out, name), edges)]
+        ).reshape(shape)
     raise PolicyError(f"policy.kind = {name!r}: a torch module acts in Discrete, MultiDiscrete "
                       f"or Box action spaces, not {space}; return actions yourself with an "
                       "object of the policy protocol (docs/python-api.md)")
@@ -105,13 +135,24 @@ class TorchPolicy:
                               "the CPU")
         self.recurrent = takes_state(module)
         self.outputs, self.to_action = output_to_action(action_space, name)
-        self.to_actions = outputs_to_actions(action_space)
+        self.to_actions = outputs_to_actions(action_space, name)
         self.loaded: object = None  # which bound episode's parameters the module holds
         #: The one-slot lockstep form (None: not an MLP): single episodes run it, so that they
         #: give the bits of a member run among others.
         self.single = self.batched(1) if isinstance(observation_space, gym.spaces.Box) else None
         if self.single is not None and self.single.linear[-1].out_features != self.outputs:
             raise self.wrong_outputs(f"{self.single.linear[-1].out_features} outputs")
+
+    def buffers(self) -> dict[str, torch.Tensor]:
+        """Copies of the module's buffers: a forward that changes them (a running mean of its
+        inputs) makes a member's actions depend on the episodes its rank played before."""
+        return {name: buffer.detach().clone() for name, buffer in self.module.named_buffers()}
+
+    def changed_buffers(self, before: dict[str, torch.Tensor]) -> list[str]:
+        """The names of the buffers that differ from ``before`` (``buffers()``'s copies)."""
+        now = dict(self.module.named_buffers())
+        return [name for name, old in before.items()
+                if name not in now or not same_values(old, now[name])]
 
     def initial_params(self, rng: np.random.Generator) -> np.ndarray:
         own = getattr(self.module, "initial_params", None)
@@ -144,14 +185,11 @@ class TorchPolicy:
 
     def batched(self, slots: int) -> Lockstep | None:
         """``slots`` members' episodes at once, one forward for all per step (see
-        ``Lockstep``), for a ``Sequential`` of ``Linear`` layers and elementwise activations;
-        None for any other module (its members run one by one)."""
-        layers = list(self.module) if isinstance(self.module, torch.nn.Sequential) else []
-        if (self.recurrent or not layers or not isinstance(layers[0], torch.nn.Linear)
-                or not all(isinstance(layer, (torch.nn.Linear, *ELEMENTWISE))
-                           for layer in layers)):
+        ``Lockstep``), for a plain ``Sequential`` of plain ``Linear`` layers and elementwise
+        activations; None for any other module (its members run one by one)."""
+        if self.recurrent or not plain_mlp(self.module, self.parameters):
             return None
-        lockstep = Lockstep(self, layers, slots)
+        lockstep = Lockstep(self, list(self.module), slots)
         return lockstep if lockstep.independent_of_companions() else None
 
     def bind(self, params: np.ndarray) -> Callable[[Any], Any]:
@@ -174,6 +212,27 @@ class TorchPolicy:
 ELEMENTWISE = (torch.nn.Tanh, torch.nn.ReLU, torch.nn.Sigmoid, torch.nn.ELU,
                torch.nn.LeakyReLU, torch.nn.GELU, torch.nn.SiLU, torch.nn.Softsign,
                torch.nn.Identity)
+
+
+def plain_mlp(module: torch.nn.Module, parameters: list[torch.nn.Parameter]) -> bool:
+    """Whether ``Lockstep`` computes what ``module`` computes: a ``Sequential`` starting with
+    a ``Linear``, of ``Linear`` layers and ``ELEMENTWISE`` activations, none of them a
+    subclass, hooked or parametrized (weight_norm), and ``parameters`` exactly each Linear's
+    weight and bias in order (a Linear used twice, tied weights, lists its parameters once).
+    Anything else ran the lockstep's plain layers quietly, or failed in torch's words."""
+    layers = list(module) if type(module) is torch.nn.Sequential else []
+    if (not layers or type(layers[0]) is not torch.nn.Linear
+            or not all(type(layer) is torch.nn.Linear or type(layer) in ELEMENTWISE
+                       for layer in layers)):
+        return False
+    if any(layer._forward_hooks or layer._forward_pre_hooks
+           or torch.nn.utils.parametrize.is_parametrized(layer)
+           for layer in (module, *layers)):
+        return False
+    expected = [tensor for layer in layers if type(layer) is torch.nn.Linear
+                for tensor in (layer.weight, layer.bias) if tensor is not None]
+    return (len(expected) == len(parameters)
+            and all(a is b for a, b in zip(expected, parameters, strict=True)))
 
 
 class Lockstep:
@@ -257,7 +316,14 @@ class _Episode:
             policy._load(self.params, self)
         with torch.inference_mode():
             if policy.recurrent:
-                out, state = policy.module(as_tensor(observation), state)
+                returned = policy.module(as_tensor(observation), state)
+                if not (isinstance(returned, tuple | list) and len(returned) == 2):
+                    raise PolicyError(
+                        f"policy.kind = {policy.name!r}: forward takes a second argument, so "
+                        "the module is read as recurrent, forward(observation, state) -> "
+                        f"(output, state), but it returned {describe(returned)}; return the "
+                        "pair, or take the observation alone")
+                out, state = returned
             else:
                 out = policy.module(as_tensor(observation))
         return policy.to_action(policy._output(out)), state

@@ -205,6 +205,15 @@ def test_multidiscrete_actions_from_a_numpy_policy_and_a_torch_module(tmp_path):
     ("user_policies:nan_actions", ["action nan is outside the action space Discrete(2)"]),
     ("user_policies:Noisy", ["on the same observation (step ", "the policy must be "
                              "deterministic (no random draws in forward or act)"]),
+    # The buffer drifted with every episode a rank played: 1 and 2 ranks trained apart.
+    ("user_policies:RunningMean", ["forward changed the module's buffer 'mean' while acting",
+                                   "the result on the rank count"]),
+    # argmax of NaN is 0: the run trained a constant action without a word.
+    ("user_policies:nan_outputs", ["the module returned array([nan, nan]",
+                                   "its outputs must be finite numbers"]),
+    # "the module returned 1 outputs", where it had returned 2 (unpacked as output, state)
+    ("user_policies:HalfRecurrent", ["forward takes a second argument, so the module is read "
+                                     "as recurrent", "returned a tensor of shape (2,)"]),
     ("user_policies:nan_start", ["initial_params returned 3 non-finite values (NaN or "
                                  "infinite) of 10; expected finite numbers"]),
     ("no_such_module:mlp", ["cannot import module 'no_such_module'"]),
@@ -434,6 +443,46 @@ def test_only_an_mlp_of_linear_layers_and_elementwise_activations_runs_in_lockst
     normed = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8),
                                  torch.nn.Linear(8, 2))
     assert TorchPolicy(normed, *spaces, "n").batched(4) is None  # LayerNorm mixes a row
+
+
+def _unbatchable_mlps():
+    """MLPs whose layers are not what the lockstep computes (it ran plain Linear layers in
+    their place, quietly, or failed in torch's words)."""
+    shared = torch.nn.Linear(4, 4)  # tied: the same layer twice, its parameters listed once
+    yield "tied", torch.nn.Sequential(shared, torch.nn.Tanh(), shared, torch.nn.Linear(4, 2))
+    yield "weight_norm", torch.nn.Sequential(
+        torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 8)), torch.nn.Tanh(),
+        torch.nn.Linear(8, 2))
+
+    class Masked(torch.nn.Linear):
+        def forward(self, x):
+            return torch.nn.functional.linear(x, self.weight * 0, self.bias)
+
+    yield "subclass", torch.nn.Sequential(Masked(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+
+    class Doubled(torch.nn.Sequential):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    yield "sequential subclass", Doubled(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    hooked = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    hooked[1].register_forward_hook(lambda layer, inputs, output: output + 1)
+    yield "hooked", hooked
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _unbatchable_mlps()])
+def test_an_mlp_the_lockstep_would_compute_otherwise_runs_as_the_module(name):
+    """Each such module acts as its own forward does: one member at a time."""
+    env = make_env("CartPole-v1", None, {})
+    module = dict(_unbatchable_mlps())[name]
+    policy = TorchPolicy(module, env.observation_space, env.action_space, name)
+    assert policy.batched(4) is None and policy.single is None
+    params = np.random.default_rng(0).standard_normal(policy.num_params).astype(np.float32)
+    observation = np.array([0.3, -0.2, 0.1, 0.4], dtype=np.float32)
+    policy._load(params, None)
+    with torch.inference_mode():
+        expected = int(np.argmax(module(torch.from_numpy(observation)).numpy()))
+    assert policy.bind(params)(observation) == expected
 
 
 @pytest.mark.parametrize(("env_id", "extra"), [
