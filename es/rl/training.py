@@ -357,7 +357,11 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
     # The trainer is closed after the run: its shared noise table is an MPI window.
     ranks = comm.allgather_objects(f"{os.getpid()}@{socket.gethostname()}")
     resume = f"es.resume({folder!r}) or es-train --resume {shlex.quote(folder)}"
-    stop_flag = StopFlag()
+    # Said at once on rank 0, quiet or not: a generation may take a minute, and an interrupt
+    # that seemed unheard was pressed again, losing the generation.
+    stop_flag = StopFlag(announce="es.train: {signal}: stopping after the generation in "
+                         "progress, with its checkpoint (a second signal 2 s later stops at "
+                         "once, that generation lost)" if comm.rank == 0 else None)
     handlers = stop_flag.install_over_defaults()
     try:
         with threadpool_limits(limits=1), Trainer(config, comm, Path(folder),
@@ -387,9 +391,14 @@ def _train_in(folder: str, config: Config, state: Any, comm: Comm,
             raise KeyboardInterrupt(said) from None
         raise Stopped(stop.signum, stop.generation, said) from None
     except SecondSignal:
+        from es.rl.checkpoint import has_checkpoint
+
+        then = (f"{resume} continues the run from its newest checkpoint"
+                if has_checkpoint(folder) else f"no checkpoint was written yet: {resume} "
+                "starts it over")
         raise KeyboardInterrupt(
-            f"es.train stopped at once by a second signal: the generation in progress is "
-            f"lost; {resume} continues the run from its newest checkpoint") from None
+            "es.train stopped at once by a second signal: what was in progress (a generation, "
+            f"or the stop's confirmation of the kept policy) is lost; {then}") from None
     finally:
         StopFlag.restore(handlers)
         release_run_dir(folder)  # held since start_run_dir: the next es.train may use it
