@@ -138,6 +138,14 @@ class SavedPolicy:
     generation: int
     reference: np.ndarray | None = None
 
+    def __repr__(self) -> str:
+        """A summary: the generated repr printed the parameters and a CNN's reference batch
+        of frames (200 lines under a notebook cell)."""
+        kind = (self.spec.factory if isinstance(self.spec, UserPolicySpec)
+                else type(self.spec).__name__)
+        return (f"SavedPolicy(env={self.env_id!r}, policy={kind}, generation={self.generation}, "
+                f"params: {self.params.size})")
+
     def act(self, env: gym.Env | None = None,
             policy: Any = None) -> Callable[[Any], Any]:
         """One episode's ``observation -> action`` (make one per episode: a recurrent policy

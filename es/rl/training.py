@@ -54,6 +54,15 @@ class TrainingRun:
     # its kept policy reached ("run.target_score = 450"), or "the callback".
     ended_by: str
 
+    def make_env(self, render_mode: str | None = None) -> Any:
+        """The run's environment as training built it from ``config.toml`` (env.kwargs, an
+        Atari game's preprocessing: the 84 x 84 frames its policy takes), whose observations
+        ``policy`` acts on; ``render_mode="rgb_array"`` to film it."""
+        from es.config import load_config
+        from es.rl.envs import env_from_config
+
+        return env_from_config(load_config(self.run_dir / "config.toml"), render_mode)
+
     def __repr__(self) -> str:
         """A summary: the generated repr printed every history row and the policies'
         parameters (a notebook cell's worth of numbers for a long run)."""

@@ -105,3 +105,25 @@ def test_a_two_rank_atari_run_stopped_by_a_signal_exits_quietly(tmp_path):
     _, stderr = job.communicate(timeout=120)
     assert job.returncode == 130 and "checkpoint saved" in stderr, stderr
     assert "nanobind" not in stderr, stderr
+
+
+def test_a_python_run_builds_its_own_env_for_its_policy(tmp_path):
+    """run.policy takes the preprocessed frames training saw; gym.make's raw ones it refused
+    ("observation of shape (210, 160, 3)"), and nothing documented how to build them."""
+    import es
+
+    overrides = {"es.population": 4, "run.generations": 2, "env.max_episode_steps": 25,
+                 "policy.vbn_batch": 6, "run.eval_every": 1, "run.eval_episodes": 1,
+                 "es.noise_table_size": 1_000_000}  # TINY_PONG's
+    run = es.train(REPO / "configs/pong.toml", overrides, run_dir=tmp_path / "run")
+    env = run.make_env()
+    observation, _ = env.reset(seed=0)
+    assert observation.shape != (210, 160, 3)
+    assert env.action_space.contains(run.policy(observation))
+    # Printed in a notebook, a line: the generated repr held the CNN's reference frames.
+    assert repr(run.best or run.saved) == (
+        f"SavedPolicy(env='ALE/Pong-v5', policy=ConvNetSpec, generation="
+        f"{(run.best or run.saved).generation}, params: {run.saved.params.size})")
+    filmed = run.make_env(render_mode="rgb_array")
+    filmed.reset(seed=0)
+    assert filmed.render().shape == (210, 160, 3)
