@@ -254,6 +254,7 @@ class TrainingState:
     # next generation's members): a resumed run writes it then, as one that never stopped.
     held_row: dict[str, Any] | None = None
     paused_s: float = 0.0  # seconds the run's processes stood stopped (SIGSTOP), all sessions
+    probe: str | None = None  # a user's policy: UserPolicy.probe_digest() (None: a built-in)
 
 
 CHECKPOINT_FORMAT = 2
@@ -321,6 +322,7 @@ def save_checkpoint(folder: Path, state: TrainingState, config: dict, keep: int)
         "best_generation": state.best_generation,
         "confirm_steps": state.confirm_steps,
         "held_row": state.held_row,
+        "probe": state.probe,
         "nominations": [{"generation": n.generation, "score": n.score, "played": len(n.returns),
                          "obs_clip": n.norm.clip} for n in state.nominations],
         "sha256": hashlib.sha256(payload).hexdigest(),
@@ -373,6 +375,7 @@ def read_checkpoint(meta_path: Path) -> tuple[TrainingState, dict]:
                 confirm_steps=int(meta.get("confirm_steps", 0)),
                 nominations=_nominations_from(data, meta.get("nominations", [])),
                 held_row=meta.get("held_row"),
+                probe=meta.get("probe"),
             )
     except (KeyError, TypeError, ValueError, OSError) as error:
         raise CheckpointError(f"{meta_path.name}: incomplete ({error})") from None

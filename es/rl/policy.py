@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import math
 import re
 import sys
@@ -308,6 +309,13 @@ class UserPolicy:
                 f"{changed[0]!r} while acting: a member's actions would depend on the episodes "
                 "its rank played before it, and the result on the rank count; keep no running "
                 "statistics in the module (policy.obs_norm normalises the observations)")
+
+    def probe_digest(self) -> str:
+        """A digest of the probe episode's actions (as printed: rounding in the last bits
+        does not count), which a checkpoint keeps: a resume whose probe acts otherwise runs
+        other policy code (an edited module file, a notebook's class defined again under its
+        name) or another env than the run's start did."""
+        return hashlib.sha256(repr([action for _, action in self.probed]).encode()).hexdigest()
 
     def rebuilt_apart(self, instance: Any, env: gym.Env, params: np.ndarray,
                       seed: int = 0) -> str | None:

@@ -281,8 +281,10 @@ class Trainer:
         es_cfg.check_table_holds(self.policy.num_params)
         theta0 = self.policy.initial_params(generator(seed, TAG_INIT))
         self.lockstep = None  # several members in step, for a policy that batches them
+        self.probe_digest: str | None = None
         if isinstance(self.policy, UserPolicy):
             self.policy.probe(self.env, theta0)
+            self.probe_digest = self.policy.probe_digest()
             if config.run.lockstep > 1:
                 self.lockstep = self.policy.lockstep(config.run.lockstep)
         self.envs = [self.env]  # the lockstep's, made when first needed
@@ -764,6 +766,7 @@ class Trainer:
             confirm_steps=self.confirm_steps,
             nominations=self.nominations.copy().waiting,
             held_row=self.held_row,
+            probe=self.probe_digest,
         )
 
     def restore(self, state: TrainingState) -> None:
@@ -772,6 +775,12 @@ class Trainer:
         if theta.shape != self.strategy.mean.shape:
             raise ValueError(f"checkpoint holds {theta.size} parameters, the policy has "
                              f"{self.strategy.mean.size}")
+        if (self.comm.rank == 0 and None not in (state.probe, self.probe_digest)
+                and state.probe != self.probe_digest):
+            log.warning(f"warning: policy.kind = {self.config.policy.kind!r} acts otherwise "
+                        "than when this run was checkpointed (the start-up probe's actions at "
+                        "generation 0's parameters differ): its code, or the env's, changed "
+                        "since, so the run goes on as another run than the one it was")
         self.strategy.load_state(state.strategy)
         self.strategy.generation = state.generation
         self.obs_stats.sum, self.obs_stats.sumsq = state.obs_sum.copy(), state.obs_sumsq.copy()

@@ -509,3 +509,36 @@ def test_lockstep_gives_the_parameters_of_one_member_at_a_time(tmp_path, env_id,
         params[lockstep] = load_params(run_dir)
     assert np.isfinite(params[1]).all()
     assert np.array_equal(params[16], params[1]) and np.array_equal(params[3], params[1])
+
+
+def test_a_resume_whose_policy_code_changed_says_so(tmp_path):
+    """The policy's module file edited between the start and a resume (or a notebook's class
+    defined again under its name) trained on as another run without a word: only the name
+    was compared. The checkpoint keeps a digest of the start-up probe's actions."""
+    module = tmp_path / "edited_policy.py"
+    source = ("import torch\n"
+              "class Net(torch.nn.Module):\n"
+              "    def __init__(self):\n"
+              "        super().__init__()\n"
+              "        self.head = torch.nn.Linear(4, 2)\n"
+              "    def forward(self, x):\n"
+              "        return {sign}self.head(x)\n"
+              "def net(observation_space, action_space):\n"
+              "    return Net()\n")
+    module.write_text(source.format(sign=""))
+    run_dir = tmp_path / "run"
+    paths = {"PYTHONPATH": str(tmp_path)}
+    started = run_cli(["es-train", "configs/cartpole.toml", "--set",
+                       "policy.kind=edited_policy:net", *SHORT, "--run-dir", str(run_dir)],
+                      extra_env=paths)
+    assert started.returncode == 0, started.stderr
+    again = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=3",
+                     "--quiet"], extra_env=paths)
+    assert again.returncode == 0 and "acts otherwise" not in again.stderr, again.stderr
+    module.write_text(source.format(sign="-"))  # the other action, always
+    edited = run_cli(["es-train", "--resume", str(run_dir), "--set", "run.generations=4",
+                      "--quiet"], extra_env=paths)
+    assert edited.returncode == 0, edited.stderr
+    assert ("warning: policy.kind = 'edited_policy:net' acts otherwise than when this run was "
+            "checkpointed (the start-up probe's actions at generation 0's parameters differ): "
+            "its code, or the env's, changed since") in edited.stderr, edited.stderr
