@@ -241,6 +241,13 @@ class PolicyConfig:
         "std of Gaussian noise added to continuous (Box) actions in training episodes, never "
         "in evaluation (the paper: 0.01); refused for discrete actions", 0.0
     )
+    clip_actions: bool = _doc(
+        "the built-in linear and MLP policies clip continuous actions to the action space's "
+        "bounds; false sends them as computed, as the code of ARS and of the ES paper does, "
+        "and MuJoCo then charges its control cost on the whole action (the torque itself is "
+        "clamped either way): the papers' objective, which a policy trained clipped scores "
+        "lower on", True
+    )
 
     def validate(self) -> None:
         if self.kind not in BUILT_IN_POLICIES and not FACTORY.fullmatch(self.kind):
@@ -833,6 +840,9 @@ def unread_for_env_and_policy(config: Config) -> list[str]:
         said.append(f"{', '.join(keys)}: a setting of the built-in MLP, but policy.kind = {kind!r}"
                     + ("; a factory takes its own settings in policy.kwargs"
                        if kind not in BUILT_IN_POLICIES else "") + "; ignored")
+    if kind not in ("linear", "mlp") and (keys := changed("policy", ("clip_actions",))):
+        said.append(f"{', '.join(keys)}: a setting of the built-in linear and MLP policies, but "
+                    f"policy.kind = {kind!r}; ignored")
     if kind != "cnn" and (keys := changed("policy", ("torso", "vbn", "vbn_batch"))):
         said.append(f"{', '.join(keys)}: a setting of the built-in CNN, but policy.kind = "
                     f"{kind!r}; ignored")

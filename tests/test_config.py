@@ -261,6 +261,9 @@ def test_decays_only_for_strategies_with_a_fixed_step_size():
       "ignored"]),
     ("configs/cartpole.toml", ["policy.torso=small"],
      ["policy.torso: a setting of the built-in CNN, but policy.kind = 'linear'; ignored"]),
+    ("configs/pong.toml", ["policy.clip_actions=false"],
+     ["policy.clip_actions: a setting of the built-in linear and MLP policies, but "
+      "policy.kind = 'cnn'; ignored"]),
     ("configs/pong.toml", [], []),
     ("configs/halfcheetah_ars.toml", [], []),
     ("configs/cartpole.toml", ["es.strategy=pgpe", "es.lr=5", "es.optimizer=sgd"],

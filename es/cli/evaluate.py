@@ -61,6 +61,11 @@ def parser() -> argparse.ArgumentParser:
                         help="with --video, a MuJoCo env: 'fast' films without shadows, "
                              "reflections and antialiasing, ~10x faster where OpenGL renders "
                              "in software (no GPU); other envs render one way")
+    parser.add_argument("--unclipped", action="store_true",
+                        help="play a built-in policy's continuous actions as computed, not "
+                             "clipped to the action space's bounds: the objective of ARS's and "
+                             "the ES paper's code, where MuJoCo charges its control cost on the "
+                             "whole action (policy.clip_actions = false trains for it)")
     parser.add_argument("--random", action="store_true",
                         help="evaluate a uniformly random policy on the same episodes instead")
     parser.add_argument("--json", metavar="PATH",
@@ -106,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     from es.rl.rollout import random_policy, safe_episode
     from es.rl.runs import first_few, run_folders_in, trained_by
 
+    if args.random and args.unclipped:
+        return fail("es-eval", "--unclipped and --random: a random policy's actions lie within "
+                     "the bounds; give one of them")
     if args.random and args.policy is not None:
         return fail("es-eval", f"--policy {args.policy} and --random: --random plays a random "
                      "policy instead of the run's; give one of them")
@@ -161,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                               "inf or a std <= 0 (obs_mean, obs_std): nothing to play "
                               "(es-train saves a finite mean and a std > 0)")
         env = env_from_config(config)
+        if args.unclipped:
+            policy = unclipped(policy)
         policy.act(env)  # a user's policy is rebuilt here: what fails says so in one line
     except (ConfigError, PolicyError, EnvIdError) as error:
         return fail("es-eval", str(error))
@@ -205,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     returns = np.array([e.total_return for e in finished])
     lengths = np.array([e.length for e in finished])
     kept = "best" if args.policy == "best" else "mean"
-    who = "random policy" if args.random else f"{kept} policy (generation {policy.generation})"
+    who = "random policy" if args.random else f"{kept} policy (generation {policy.generation}" + (
+        ", actions unclipped)" if args.unclipped else ")")
     print(
         f"{policy.env_id}, {who}: return {returns.mean():.2f} ± {returns.std():.2f} over "
         f"{len(finished)} episode{'s' * (len(finished) != 1)} (min {returns.min():.2f}, "
@@ -214,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
            if failed else "")
     )
     if args.json:
-        record = {"env": policy.env_id, "policy": args.policy,
+        record = {"env": policy.env_id, "policy": args.policy, "unclipped": args.unclipped,
                   "generation": policy.generation, "seed": args.seed,
                   "random": args.random, "episodes": args.episodes, "failed": failed,
                   "returns": returns.tolist(), "lengths": lengths.tolist()}
@@ -227,6 +238,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.video:
         return _write_video(config, actor, args)
     return 0
+
+
+def unclipped(saved: Any) -> Any:
+    """``saved`` (a ``SavedPolicy``) with its action bounds infinite: a built-in policy's
+    continuous actions as computed. A ``PolicyError`` for other policies, which clip nothing
+    of es's (a user's returns its own actions; discrete ones are chosen, not clipped)."""
+    import dataclasses
+
+    from es.rl.policies import PolicyError, PolicySpec
+
+    spec = saved.spec
+    if not isinstance(spec, PolicySpec) or spec.discrete:
+        raise PolicyError("--unclipped: only a built-in linear or MLP policy with continuous "
+                          "actions is clipped, and this run's policy is "
+                          + ("one of discrete actions" if isinstance(spec, PolicySpec)
+                             else "not one"))
+    bounds = (float("inf"),) * spec.act_dim
+    return dataclasses.replace(saved, spec=dataclasses.replace(
+        spec, action_low=tuple(-b for b in bounds), action_high=bounds))
 
 
 def renders(config, env: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import math
 import os
 import re
 import sys
@@ -415,7 +416,10 @@ def policy_spec_for(
     activation: str,
     torso: str = "nature",
     vbn: bool = True,
+    clip_actions: bool = True,
 ) -> PolicySpec | ConvNetSpec:
+    """The built-in policy ``kind`` for ``env``'s spaces; ``clip_actions`` False leaves a Box
+    action's bounds infinite, so nothing clips it (``policy.clip_actions``)."""
     obs_space, act_space = env.observation_space, env.action_space
     if kind == "cnn":
         return _cnn_spec(obs_space, act_space, torso, vbn)
@@ -438,8 +442,8 @@ def policy_spec_for(
             False,
             hidden,
             activation,
-            tuple(float(v) for v in act_space.low.ravel()),
-            tuple(float(v) for v in act_space.high.ravel()),
+            tuple(float(v) if clip_actions else -math.inf for v in act_space.low.ravel()),
+            tuple(float(v) if clip_actions else math.inf for v in act_space.high.ravel()),
         )
     raise ValueError(f"action space {act_space}: policy.kind = {kind!r} takes Discrete and Box "
                      "actions; for others give your own policy (policy.kind = "

@@ -107,7 +107,7 @@ def make_policy(config: Config, env: gym.Env, source: Any = None,
                           f"has {env.action_space}; set policy.action_noise = 0")
     if source is None and not is_factory(policy.kind):
         spec = policy_spec_for(env, policy.kind, tuple(policy.hidden), policy.activation,
-                               policy.torso, policy.vbn)
+                               policy.torso, policy.vbn, policy.clip_actions)
         if policy.kind == "cnn" and policy.obs_norm:  # after the env's pixels were checked
             raise ConfigError(CNN_OBS_NORM)
         return spec

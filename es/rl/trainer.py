@@ -62,7 +62,7 @@ from es.rl.metrics import (
     progress_line,
     read_stops,
 )
-from es.rl.policies import ObsNorm, with_action_noise
+from es.rl.policies import ObsNorm, PolicySpec, with_action_noise
 from es.rl.policy import UserPolicy, make_policy
 from es.rl.rollout import (
     Episode,
@@ -531,8 +531,9 @@ class Trainer:
         std = self.config.policy.action_noise
         if std > 0:
             space = self.env.action_space
-            act = with_action_noise(act, space.low, space.high, std,
-                                    generator(seed, TAG_ACTION_NOISE))
+            low, high = ((self.policy.action_low, self.policy.action_high)
+                         if isinstance(self.policy, PolicySpec) else (space.low, space.high))
+            act = with_action_noise(act, low, high, std, generator(seed, TAG_ACTION_NOISE))
         return act
 
     def _serving(self, act: Callable[[Any], Any]) -> Callable[[Any], Any]:

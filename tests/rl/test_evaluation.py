@@ -90,3 +90,27 @@ def test_an_interrupted_es_eval_is_one_line_and_exit_130(tmp_path, stop):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = interrupt_job(job, stop, ready=lambda: time.monotonic() - started > 3)
     assert job.returncode == 130 and err.strip() == "es-eval: interrupted (exit code 130)", err
+
+
+def test_es_eval_plays_a_policy_unclipped_as_the_papers_code_does(tmp_path):
+    """--unclipped: the built-in policy's actions as computed (ARS's and the ES paper's code
+    send W obs unclipped, and MuJoCo charges the control cost on it), beside a run trained
+    with policy.clip_actions = false, whose policy.npz keeps infinite bounds."""
+    clipped, free = tmp_path / "clipped", tmp_path / "free"
+    es.train(REPO / "configs/pendulum.toml", {**SETTINGS, "run.generations": 2},
+             run_dir=clipped)
+    es.train(REPO / "configs/pendulum.toml", {**SETTINGS, "run.generations": 2,
+                                              "policy.clip_actions": False}, run_dir=free)
+    said = {}
+    for run_dir, flags in ((clipped, []), (clipped, ["--unclipped"]), (free, [])):
+        done = run_cli(["es-eval", str(run_dir), "--episodes", "2", *flags])
+        assert done.returncode == 0, done.stderr
+        said[run_dir.name, bool(flags)] = done.stdout
+    assert "(generation 2, actions unclipped): return " in said["clipped", True]
+    assert "(generation 2): return " in said["clipped", False]
+    # The same training bits either way (Pendulum clips its torque itself, and charges its
+    # cost on the clipped one): played unclipped, the clipped run scores as the free one.
+    assert load_params(clipped).tobytes() == load_params(free).tobytes()
+    assert said["clipped", True].split(": return ")[1] == said["free", False].split(": return ")[1]
+    refused = run_cli(["es-eval", str(clipped), "--random", "--unclipped"])
+    assert refused.returncode == 2 and "--unclipped and --random" in refused.stderr
