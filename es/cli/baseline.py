@@ -95,7 +95,7 @@ def section_warnings(args: argparse.Namespace, config: Config) -> list[str]:
         said.append(f"policy.obs_norm = true: es-baseline {args.algorithm} does not normalise "
                     "observations; ignored")
     train_only = [*changed_settings(config, "run", ES_TRAIN_RUN_SETTINGS),
-                  *changed_settings(config, "policy", ("obs_clip", "action_noise"))]
+                  *changed_settings(config, "policy", ("obs_clip", "action_noise", "clip_actions"))]
     with open(args.config, "rb") as handle:
         given = set(tomllib.load(handle))
     given |= {override.split(".", 1)[0] for override in args.overrides}

@@ -264,12 +264,12 @@ def test_es_trains_run_and_policy_settings_a_baseline_does_not_read_are_named(tm
     recorded in config.toml and read by nothing, without a word."""
     dqn = run_cli(["es-baseline", "dqn", "configs/baselines/cartpole_dqn.toml", "--set",
                    "run.target_score=20", "--set", "run.checkpoint_every=5", "--set",
-                   "policy.action_noise=0.1", "--set", "run.max_timesteps=300",
-                   "--run-dir", str(tmp_path / "dqn")])
+                   "policy.action_noise=0.1", "--set", "policy.clip_actions=false", "--set",
+                   "run.max_timesteps=300", "--run-dir", str(tmp_path / "dqn")])
     assert dqn.returncode == 0, dqn.stderr
     assert [line for line in dqn.stderr.splitlines() if "warning" in line] == [
-        "es-baseline: warning: run.target_score, run.checkpoint_every, policy.action_noise: "
-        "es-train's; dqn ignores them"]
+        "es-baseline: warning: run.target_score, run.checkpoint_every, policy.action_noise, "
+        "policy.clip_actions: es-train's; dqn ignores them"]
     ppo = run_cli(["es-baseline", "ppo", "configs/baselines/cartpole_ppo.toml", "--set",
                    "policy.obs_norm=false", "--set", "run.generations=1", "--run-dir",
                    str(tmp_path / "ppo"), "--quiet"])
