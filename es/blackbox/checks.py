@@ -169,9 +169,9 @@ def check_ftarget(value: Any) -> None:
 
 def pycma_options() -> dict[str, str]:
     """pycma's option names by their lower case (pycma reads them case-insensitively)."""
-    import cma
+    from es.strategies.external import import_cma
 
-    return {name.lower(): name for name in cma.CMAOptions()}
+    return {name.lower(): name for name in import_cma().CMAOptions()}
 
 
 def strategy_keywords(cls: type, method: str) -> list[str]:

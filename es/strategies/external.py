@@ -32,6 +32,7 @@ Ostermeier 2001; Hansen 2016, "The CMA Evolution Strategy: A Tutorial", arXiv 16
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -41,6 +42,17 @@ from es.core.noise import NoiseSource
 from es.core.seeding import TAG_CMA, generator
 from es.core.shaping import worst_for_failures
 from es.strategies.base import ExplicitGeneration, fitness_summary
+
+
+def import_cma() -> Any:
+    """pycma, without the warning its import prints where matplotlib is not installed (a core
+    install's first es.minimize said "Could not import matplotlib.pyplot, therefore
+    cma.plot() etc. is not available": pycma's plots are not es's)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Could not import matplotlib",
+                                category=UserWarning)
+        import cma
+    return cma
 
 
 class External:
@@ -219,8 +231,7 @@ class CMA(External):
                          scale_of=cma_scale, minimizes=True, dtype=dtype)
 
     def _make_cma(self) -> Any:
-        import cma
-
+        cma = import_cma()
         try:
             return cma.CMAEvolutionStrategy(self.x0, self.sigma0,
                                             {**self.options, "randn": CmaRandn(self.seed)})

@@ -934,3 +934,15 @@ def test_ctrl_c_in_minimize_keeps_the_result_so_far_on_the_exception(tmp_path):
     nfev, best, told, calls, fun = found.groups()
     assert nfev == told and int(told) >= 40 and int(calls) >= int(told)  # a generation cut
     assert float(best) == pytest.approx(float(fun), rel=1e-5)  # short the last generation
+
+
+def test_a_core_install_minimises_without_pycmas_matplotlib_warning():
+    """Without matplotlib (a core install), the README's first es.minimize printed pycma's
+    "Could not import matplotlib.pyplot, therefore cma.plot() etc. is not available"."""
+    script = ("import sys\nsys.modules['matplotlib'] = None  # as if not installed\n"
+              "import numpy as np, es\n"
+              "print(es.minimize(es.functions.sphere, np.ones(3), 0.5, max_evals=100).nfev)\n")
+    done = subprocess.run([sys.executable, "-W", "default", "-c", script],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and int(done.stdout) >= 100, done.stderr
+    assert "matplotlib" not in done.stderr, done.stderr
