@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             check_video_path(args.video)
             check_camera(env, args.camera)  # before any episode: no work lost to a typo
             renders(config, env)
-        except ValueError as error:
+        except (ValueError, ImportError) as error:
             return fail("es-eval", str(error))
     if args.random:
         def actor(episode_env: Any, seed: int) -> Callable[[Any], Any]:
@@ -267,9 +267,20 @@ def renders(config, env: Any) -> None:
         raise ValueError(f"--video: {config.env.id} cannot render frames: its render_modes "
                          f"are {modes}, without 'rgb_array'")
     render_headless()
-    from es.rl.envs import env_from_config
+    import gymnasium as gym
 
-    env_from_config(config, render_mode="rgb_array").close()
+    from es.rl.envs import env_from_config
+    from es.rl.video import INSTALL_HINT
+
+    filmed = env_from_config(config, render_mode="rgb_array")
+    try:  # one frame: a renderer's missing library (pygame) is met here, not after the episodes
+        filmed.reset(seed=0)
+        filmed.render()
+    except gym.error.DependencyNotInstalled as error:
+        raise ValueError(f"--video: {config.env.id} cannot render frames: {error} (or "
+                         f"{INSTALL_HINT}, which installs it)") from None
+    finally:
+        filmed.close()
 
 
 def render_headless() -> None:

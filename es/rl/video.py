@@ -38,10 +38,13 @@ INSTALL_HINT = 'pip install -e ".[video]"'
 
 
 def check_video_path(path: Path | str) -> Path:
-    """Raise a one-line ``ValueError`` unless ``path`` ends in a suffix we can write."""
+    """Raise a one-line ``ValueError`` unless ``path`` ends in a suffix we can write, and an
+    ``ImportError`` naming the extra unless the libraries that write it are installed (found
+    before the episodes, not after them)."""
     path = Path(path)
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise ValueError(f"video path '{path}': allowed suffixes are {', '.join(VIDEO_SUFFIXES)}")
+    _imageio_v2(path.suffix.lower())  # its ImportError names the extra
     return path
 
 

@@ -1,12 +1,14 @@
 """Videos of a policy: readable files, frame counts and sizes, and clear errors."""
 
 import re
+import subprocess
 import sys
 
 import gymnasium as gym
 import imageio.v2 as imageio
 import numpy as np
 import pytest
+from conftest import REPO
 from PIL import Image
 
 from es.rl.atari import make_atari_env
@@ -296,3 +298,32 @@ def test_a_gif_of_a_fast_env_plays_in_real_time(tmp_path):
     assert result["frames"] == 11 and result["steps"] == 40  # the reset's and 10 more
     durations = gif_durations_ms(path)  # Pillow merges identical frames, adding their delays
     assert sum(durations) == 11 * 30 and all(d % 30 == 0 for d in durations), durations
+
+
+@pytest.mark.parametrize(("missing", "said"), [
+    ("pygame", "--video: Pendulum-v1 cannot render frames: pygame is not installed"),
+    ("imageio_ffmpeg", "writing videos needs imageio_ffmpeg: pip install -e \".[video]\""),
+])
+def test_a_missing_video_library_is_named_before_the_episodes(tmp_path, missing, said):
+    """Without the [video] extra, es-eval --video played every episode, printed their
+    returns, then failed on pygame (gymnasium's words), and once that was installed, on
+    imageio_ffmpeg: two rounds, each after the evaluation."""
+    import es
+
+    run_dir = tmp_path / "run"
+    es.train(REPO / "configs/pendulum.toml", {"run.generations": 1, "es.population": 4,
+                                              "run.eval_every": 1000}, run_dir=run_dir)
+    script = ("import sys\n"
+              "class Missing:\n"
+              "    def find_spec(self, name, path=None, target=None):\n"
+              f"        if name.split('.')[0] == {missing!r}:\n"
+              "            raise ImportError(f'No module named {name!r}', name=name)\n"
+              "sys.meta_path.insert(0, Missing())\n"
+              "from es.cli.start import evaluate\n"
+              f"sys.argv = ['es-eval', {str(run_dir)!r}, '--episodes', '1', '--video', "
+              f"{str(tmp_path / 'x.mp4')!r}]\n"
+              "sys.exit(evaluate())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert said in done.stderr and done.stderr.count("\n") == 1, done.stderr
