@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from es.bench.report import markdown, partial_rows_kept, pyplot
+from es.core.install import install_hint
 
 TARGETS = 10.0 ** np.linspace(2.0, -8.0, 51)  # f - f_opt, COCO's 51 standard targets
 SOLVED = TARGETS[-1]
@@ -394,7 +395,7 @@ def bbob(args: argparse.Namespace) -> int:
     try:
         import ioh  # noqa: F401
     except ImportError:
-        raise ValueError("the BBOB suite needs ioh: pip install 'mpi-es[bbob]'") from None
+        raise ValueError(f"the BBOB suite needs ioh: {install_hint('bbob')}") from None
     functions, instances, dims, methods = args.functions, args.instances, args.dims, args.methods
     need_pycma(methods)
     jobs = [(m, f, i, d, args.budget_per_dim * d, args.restarts, args.bipop, args.seed_offset)

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from es.config import Config
+from es.core.install import install_hint
 from es.rl.runs import trained_by
 
 X_COLUMNS = ("timesteps", "time_s", "generation")
@@ -295,7 +296,7 @@ def draw(groups: list[Group], path: Path, x: str, y: str, title: str | None,
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise RuntimeError('drawing needs matplotlib: pip install -e ".[plot]"') from None
+        raise RuntimeError(f"drawing needs matplotlib: {install_hint('plot')}") from None
     curves = [group_curve(group, x, y, log_x) for group in groups]  # every run read first
     figure, axes = plt.subplots(figsize=(7, 4.5))
     labels = []

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from es.core.install import install_hint
+
 RESULTS = Path("bench-results")  # git-ignored
 #: The checkout (an editable install): the shipped configs/ are there, whatever the folder a
 #: program runs in.
@@ -137,7 +139,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib not installed (pip install -e '.[plot]'): no plot written")
+        print(f"matplotlib not installed ({install_hint('plot')}): no plot written")
         return None
     return plt
 

@@ -71,6 +71,7 @@ import numpy as np
 from es.bench.report import markdown as table
 from es.bench.report import out_folder, run_interruptible
 from es.core.exit_codes import CHECKPOINTED, PEER_LOST
+from es.core.install import install_hint
 
 BIN = Path(sys.executable).parent
 FINAL_SEED = 12345  # es-eval's default: the same fresh episodes for every run
@@ -693,7 +694,7 @@ def plot(runs: list[Run], out: Path, tasks: dict[str, Task]) -> Path | None:
         from matplotlib.ticker import EngFormatter
     except ImportError:
         print("es-bench suite: matplotlib not installed, no suite.png "
-              "(pip install -e '.[plot]')", file=sys.stderr)
+              f"({install_hint('plot')})", file=sys.stderr)
         return None
     evals = {run.name: evaluations(read_progress(run_folder(out, run))) for run in runs}
     names = [name for name in tasks if any(run.task.name == name for run in runs)]

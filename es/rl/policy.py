@@ -34,6 +34,7 @@ import gymnasium as gym
 import numpy as np
 
 from es.config import CNN_OBS_NORM, Config, ConfigError
+from es.core.install import install_hint
 from es.rl.cnn import ConvNetSpec
 from es.rl.envs import import_user_module, policy_spec_for
 from es.rl.policies import ObsNorm, PolicyError, PolicySpec
@@ -64,7 +65,7 @@ def import_object(path: str, what: str) -> Any:
     try:
         target: Any = import_user_module(module_name)
     except Exception as error:  # the user's module may fail in any way while it loads
-        hint = (" (pip install -e '.[torch]')" if isinstance(error, ImportError)
+        hint = (f" ({install_hint('torch')})" if isinstance(error, ImportError)
                 and getattr(error, "name", "") == "torch" else "")
         raise PolicyError(f"{what} = {path!r}: cannot import module {module_name!r} "
                           f"({type(error).__name__}: {error}){hint}") from None

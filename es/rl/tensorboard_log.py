@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from es.config import ConfigError
+from es.core.install import install_hint
 
 #: Where the event files go inside a run folder.
 TB_FOLDER = "tb"
@@ -23,7 +24,7 @@ def require_tensorboard() -> None:
         import tensorboardX  # noqa: F401
     except ImportError:
         raise ConfigError("run.tensorboard = true: needs the tensorboard extra "
-                          "(pip install 'mpi-es[tensorboard]')") from None
+                          f"({install_hint('tensorboard')})") from None
 
 
 class TensorBoardLog:

@@ -31,10 +31,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from es.core.install import install_hint
+
 VIDEO_SUFFIXES = (".mp4", ".gif")
 VIDEO_QUALITIES = ("full", "fast")
 DEFAULT_FPS = 30
-INSTALL_HINT = 'pip install -e ".[video]"'
+INSTALL_HINT = install_hint("video")
 
 
 def check_video_path(path: Path | str) -> Path:

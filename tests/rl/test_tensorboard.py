@@ -133,6 +133,7 @@ def test_without_the_extra_a_one_line_error_before_training(tmp_path):
                            "--run-dir", str(tmp_path / "no")], capture_output=True, text=True,
                           cwd=REPO, timeout=120)
     assert done.returncode == 2
+    # The checkout's own path: the hint works from any folder (".[x]" only inside it).
     assert done.stderr == ("es-train: error: run.tensorboard = true: needs the tensorboard "
-                           "extra (pip install 'mpi-es[tensorboard]')\n")
+                           f"extra (pip install -e \"{REPO}[tensorboard]\")\n")
     assert not (tmp_path / "no").exists()

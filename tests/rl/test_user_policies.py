@@ -273,7 +273,7 @@ def test_without_torch_a_module_factory_is_a_one_line_error(tmp_path):
                            str(tmp_path / "run")], capture_output=True, text=True, cwd=REPO,
                           timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     one_line_error(done, "cannot import module 'examples.torch_policies'",
-                   "pip install -e '.[torch]'")
+                   f'pip install -e "{REPO}[torch]"')
 
 
 @pytest.mark.filterwarnings("ignore:policy. this run's config.toml")

@@ -75,7 +75,8 @@ def test_env_must_render_rgb_arrays(tmp_path):
 
 def test_missing_imageio_ffmpeg_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
-    with pytest.raises(ImportError, match=r'imageio_ffmpeg: pip install -e "\.\[video\]"'):
+    hint = f'imageio_ffmpeg: pip install -e "{REPO}[video]"'  # the checkout's own path
+    with pytest.raises(ImportError, match=re.escape(hint)):
         record_video(pong(), lambda obs: 0, tmp_path / "a.mp4", seed=0)
     assert not (tmp_path / "a.mp4").exists()
 
@@ -302,7 +303,7 @@ def test_a_gif_of_a_fast_env_plays_in_real_time(tmp_path):
 
 @pytest.mark.parametrize(("missing", "said"), [
     ("pygame", "--video: Pendulum-v1 cannot render frames: pygame is not installed"),
-    ("imageio_ffmpeg", "writing videos needs imageio_ffmpeg: pip install -e \".[video]\""),
+    ("imageio_ffmpeg", f'writing videos needs imageio_ffmpeg: pip install -e "{REPO}[video]"'),
 ])
 def test_a_missing_video_library_is_named_before_the_episodes(tmp_path, missing, said):
     """Without the [video] extra, es-eval --video played every episode, printed their
