@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -43,6 +44,13 @@ SPAWN_TIMEOUT_S = 60.0
 SHUTDOWN_TIMEOUT_S = 30.0
 #: One BLAS thread per worker, as ``es.cli`` does for ranks: parallelism comes from workers.
 BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: The folder where each worker's ``faulthandler`` writes (a file per worker), which the
+#: caller reads into its ``WorkerDiedError``: written to standard error, the traceback went
+#: through MPICH's output forwarding, which a dying job cut short (a CI run kept 'File "'), and
+#: under Jupyter to the server's log.
+FAULTS_VARIABLE = "ES_WORKER_FAULTS"
+#: Each worker's open fault file (faulthandler writes to it from a signal handler).
+_FAULT_FILE: list[Any] = []
 
 
 class WorkerStartError(RuntimeError):
@@ -130,13 +138,17 @@ def raise_pickled(payload: bytes) -> NoReturn:
 
 def evaluate_rows(blob: bytes, rows: np.ndarray, vectorized: bool) -> list[float]:
     """Worker side: unpickle the function once (cloudpickle), evaluate the rows. A crash
-    in ``fun``'s C code prints the worker's Python traceback (``faulthandler``) before the
-    worker dies: the caller's ``WorkerDiedError`` cannot say where."""
+    in ``fun``'s C code writes the worker's Python traceback (``faulthandler``) before the
+    worker dies, into ``FAULTS_VARIABLE``'s folder: the caller's ``WorkerDiedError`` is
+    caused by it."""
     import cloudpickle
 
     key = hashlib.sha256(blob).digest()
     if key not in _LOADED:
-        faulthandler.enable()
+        faults = os.environ.get(FAULTS_VARIABLE)
+        if faults and not _FAULT_FILE:
+            _FAULT_FILE.append(open(Path(faults) / f"{os.getpid()}.txt", "w"))  # noqa: SIM115
+        faulthandler.enable(*_FAULT_FILE)
         _LOADED[key] = cloudpickle.loads(blob)
     try:
         return values_of(_LOADED[key], rows, vectorized).tolist()
@@ -214,6 +226,7 @@ class _Broker:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
+        self.faults = Path(tempfile.mkdtemp(prefix="es-worker-faults-"))
         path = _path_with_launcher(workers)
         env = outside_the_job(os.environ)
         if path is not None:
@@ -231,7 +244,9 @@ class _Broker:
 
     def start(self) -> None:
         """Workers up within ``SPAWN_TIMEOUT_S``, or ``WorkerStartError``."""
-        self.conn.send((self.workers, _worker_options()))
+        options = _worker_options()
+        options["env"][FAULTS_VARIABLE] = str(self.faults)
+        self.conn.send((self.workers, options))
         if not self.conn.poll(SPAWN_TIMEOUT_S):
             self.kill()
             raise WorkerStartError(
@@ -254,12 +269,16 @@ class _Broker:
             what, payload = self.conn.recv()
             self.idle = True
         except (EOFError, OSError):
+            # Read first: kill() removes the folder. The dead worker wrote before it died,
+            # and its death ended the broker (MPICH ends a job with it): nothing writes now.
+            written = "".join(path.read_text(errors="replace")
+                              for path in sorted(self.faults.glob("*.txt")))
             self.kill()
             raise WorkerDiedError(
                 f"a worker of workers={self.workers} died while evaluating, e.g. a crash in "
-                "fun's C code (the worker printed its Python traceback to standard error: "
-                "under Jupyter, the server's log) or os._exit; this generation's values are "
-                "lost, this process is unharmed") from None
+                "fun's C code or os._exit; this generation's values are lost, this process "
+                "is unharmed" + ("" if written else " (the worker wrote no traceback)")
+            ) from (RemoteTraceback(written) if written else None)
         if what == "raised":
             raise_pickled(payload)
         return payload
@@ -277,7 +296,9 @@ class _Broker:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.conn.close()
-        return self.process.wait()
+        code = self.process.wait()
+        shutil.rmtree(self.faults, ignore_errors=True)  # no worker is left to write there
+        return code
 
 
 def _ended(code: int | None) -> str:
