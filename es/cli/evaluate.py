@@ -254,9 +254,7 @@ def unclipped(saved: Any) -> Any:
                           "actions is clipped, and this run's policy is "
                           + ("one of discrete actions" if isinstance(spec, PolicySpec)
                              else "not one"))
-    bounds = (float("inf"),) * spec.act_dim
-    return dataclasses.replace(saved, spec=dataclasses.replace(
-        spec, action_low=tuple(-b for b in bounds), action_high=bounds))
+    return dataclasses.replace(saved, spec=spec.unclipped())
 
 
 def renders(config, env: Any) -> None:

@@ -226,8 +226,8 @@ class _Broker:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self.faults = Path(tempfile.mkdtemp(prefix="es-worker-faults-"))
         path = _path_with_launcher(workers)
+        self.faults = Path(tempfile.mkdtemp(prefix="es-worker-faults-"))
         env = outside_the_job(os.environ)
         if path is not None:
             env["PATH"] = path

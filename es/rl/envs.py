@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-import math
 import os
 import re
 import sys
@@ -435,16 +434,17 @@ def policy_spec_for(
             raise ValueError(f"action space {act_space}: policy.kind = {kind!r} gives real "
                              "numbers, not the env's integers; give your own policy "
                              "(policy.kind = 'module:factory': docs/python-api.md)")
-        return PolicySpec(
+        spec = PolicySpec(
             kind,
             obs_dim,
             int(np.prod(act_space.shape)),
             False,
             hidden,
             activation,
-            tuple(float(v) if clip_actions else -math.inf for v in act_space.low.ravel()),
-            tuple(float(v) if clip_actions else math.inf for v in act_space.high.ravel()),
+            tuple(float(v) for v in act_space.low.ravel()),
+            tuple(float(v) for v in act_space.high.ravel()),
         )
+        return spec if clip_actions else spec.unclipped()
     raise ValueError(f"action space {act_space}: policy.kind = {kind!r} takes Discrete and Box "
                      "actions; for others give your own policy (policy.kind = "
                      "'module:factory': docs/python-api.md)")

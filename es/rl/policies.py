@@ -39,6 +39,12 @@ class PolicySpec:
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation {self.activation!r}: allowed are {sorted(ACTIVATIONS)}")
 
+    def unclipped(self) -> PolicySpec:
+        """This policy with infinite action bounds: continuous actions go to the env as
+        computed (``policy.clip_actions = false``, ``es-eval --unclipped``)."""
+        return dataclasses.replace(self, action_low=(-np.inf,) * len(self.action_low),
+                                   action_high=(np.inf,) * len(self.action_high))
+
     @property
     def layer_sizes(self) -> list[int]:
         hidden = list(self.hidden) if self.kind == "mlp" else []

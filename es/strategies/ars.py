@@ -51,12 +51,18 @@ HUGE_DIFFERENCE = 1e30
 TINY_DIFFERENCE = 1e-30
 
 
+def out_of_scale(peak: float) -> bool:
+    """Whether values whose largest magnitude is ``peak`` are scaled before they are summed
+    or squared (see ``HUGE_DIFFERENCE``); all zeros are not."""
+    return peak > HUGE_DIFFERENCE or 0 < peak < TINY_DIFFERENCE
+
+
 def spread(returns: np.ndarray) -> float:
     """The standard deviation of ``returns``; for returns beyond ``HUGE_DIFFERENCE`` or all
     below ``TINY_DIFFERENCE`` taken of them scaled by their largest magnitude, since their
     squares overflow (1e200: inf) or underflow (1e-200: 0)."""
     peak = float(np.abs(returns).max())
-    if peak == 0 or TINY_DIFFERENCE <= peak <= HUGE_DIFFERENCE:
+    if not out_of_scale(peak):
         return float(returns.std())
     return peak * float((returns / peak).std())
 
@@ -172,8 +178,7 @@ class ARS(NoiseStrategy):
         differences, _ = generation.direction_weights(member_weights)
         # g = 1 / (b sigma_R) sum_{top b} (r+ - r-) delta;  theta <- theta + alpha g
         norm = 1.0 / (self.used_top * sigma_r)
-        largest = np.abs(differences).max()
-        if largest > HUGE_DIFFERENCE or 0 < largest < TINY_DIFFERENCE:  # see HUGE_DIFFERENCE
+        if out_of_scale(float(np.abs(differences).max())):
             differences, norm = differences * norm, 1.0
         gradient = generation.directions.weighted_sum(differences).astype(self.theta.dtype)
         gradient *= self.theta.dtype.type(norm)
