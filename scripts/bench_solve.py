@@ -78,11 +78,15 @@ def run_for(config: str, ranks: int, seconds: float, run_dir: Path, overrides: l
             if interrupted:
                 stop(process)
         wall = time.time() - started
-        # Stopped by us, es-train exits 130 (SIGINT) after writing its checkpoint.
-        if process.returncode not in ((0, 130) if interrupted else (0,)):
+        started_training = (run_dir / "progress.csv").exists()
+        # Stopped by us, es-train exits 130 (SIGINT) after writing its checkpoint; stopped while
+        # Python still starts (a loaded machine), before es-train's handler, it dies of the
+        # signal: the budget is what ended it, whatever the exit code says.
+        if process.returncode not in ((0, 130) if interrupted else (0,)) and (
+                started_training or not interrupted):
             errors.seek(0)
             died(__file__, f"es-train {config}", process.returncode, errors.read())
-        if not (run_dir / "progress.csv").exists():
+        if not started_training:
             sys.exit(f"{Path(__file__).name}: es-train {config}: the budget of {seconds:g} s "
                      "ended it before its first generation; give a longer --budget-s")
     with (run_dir / "progress.csv").open() as handle:
