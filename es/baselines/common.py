@@ -25,7 +25,7 @@ from es.rl.cnn import ConvNetSpec
 from es.rl.envs import env_from_config, policy_spec_for
 from es.rl.metrics import ProgressLog, evaluation_columns, progress_line
 from es.rl.policies import ObsNorm, PolicySpec, bind_policy
-from es.rl.rollout import safe_episode
+from es.rl.rollout import failures_told_once, safe_episode
 from es.rl.runs import TRANSIENT, end_status_line
 
 log = logging.getLogger("es")
@@ -151,9 +151,10 @@ class BaselineRun:
         episodes = self.config.run.eval_episodes
         seeds = episode_seeds(self.config.run.seed, index, episodes, TAG_EVAL)
         act = bind_policy(self.spec, params.astype(np.float32), self.norm)
-        return spread(self.comm, episodes, lambda j: safe_episode(
-            self.env, act, seeds[j], f"rank {self.comm.rank}: evaluation episode {j}"
-        ).total_return)
+        with failures_told_once(f"rank {self.comm.rank}"):
+            return spread(self.comm, episodes, lambda j: safe_episode(
+                self.env, act, seeds[j], f"rank {self.comm.rank}: evaluation episode {j}"
+            ).total_return)
 
     def record(self, row: dict[str, Any], params: np.ndarray,
                eval_returns: np.ndarray | None) -> None:

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from es.rl.checkpoint import load_policy, write_atomically
     from es.rl.envs import EnvIdError, check_env_id, env_from_config, without_time_limit
     from es.rl.policies import PolicyError
-    from es.rl.rollout import random_policy, safe_episode
+    from es.rl.rollout import failures_told_once, random_policy, safe_episode
     from es.rl.runs import first_few, run_folders_in, trained_by
 
     if args.random and args.unclipped:
@@ -202,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"es-eval: warning: env.id = {config.env.id!r} has no time limit: an episode "
               "that never ends keeps es-eval playing (Ctrl-C stops it); env.max_episode_steps "
               "in the run's config.toml caps them", file=sys.stderr, flush=True)
-    episodes = [safe_episode(env, actor(env, args.seed + i), args.seed + i,
-                             f"episode {i} (seed {args.seed + i})")
-                for i in range(args.episodes)]
+    with failures_told_once(""):
+        episodes = [safe_episode(env, actor(env, args.seed + i), args.seed + i,
+                                 f"episode {i} (seed {args.seed + i})")
+                    for i in range(args.episodes)]
     finished = [e for e in episodes if np.isfinite(e.total_return)]
     failed = len(episodes) - len(finished)
     if not finished:

@@ -10,7 +10,9 @@ merged statistics, and hence the parameters, are bit-identical at any rank count
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,10 @@ import numpy as np
 from es.rl.policies import ObsNorm, PolicyError
 
 log = logging.getLogger("es")
+
+#: The warnings of a failed episode; each takes the episode's label first.
+RAISED = "%s: episode raised %s: %s"
+NON_FINITE = "%s: failed: a non-finite reward or observation (NaN or inf)"
 
 FIXED_POINT_SCALE = 2.0**8
 #: What a generation's episodes may add up to, unscaled: scaled, 2**62, within an int64. Each
@@ -122,7 +128,7 @@ def checked(episode: Episode, label: str) -> Episode:
     """A non-finite return becomes NaN, with a warning naming ``label``: a NaN or inf reward
     or observation (``Observations.episode``), which "non-finite return" left unsaid."""
     if not np.isfinite(episode.total_return):
-        log.warning("%s: failed: a non-finite reward or observation (NaN or inf)", label)
+        log.warning(NON_FINITE, label)
         episode.total_return = float("nan")
     return episode
 
@@ -148,9 +154,47 @@ def safe_episode(env: gym.Env, act: Callable[[np.ndarray], np.ndarray | int], se
     except PolicyError:  # the user's policy, not the environment: that ends the run
         raise
     except Exception as error:  # a broken environment must not end the run
-        log.warning("%s: episode raised %s: %s", label, type(error).__name__, error)
+        log.warning(RAISED, label, type(error).__name__, error)
         return Episode(float("nan"), 0)
     return checked(episode, label)
+
+
+class _FailuresAlike(logging.Filter):
+    """Passes the first warning of each distinct episode failure and counts the others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeats: dict[tuple[str, tuple[str, ...]], int] = {}
+        self.lock = threading.Lock()  # rank 0's serving thread plays episodes too
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg not in (RAISED, NON_FINITE) or not isinstance(record.args, tuple):
+            return True
+        key = (record.msg, tuple(str(arg) for arg in record.args[1:]))
+        with self.lock:
+            if key in self.repeats:
+                self.repeats[key] += 1
+                return False
+            self.repeats[key] = 0
+        return True
+
+
+@contextmanager
+def failures_told_once(where: str) -> Iterator[None]:
+    """Within the block, an episode failure that repeats one already told (the same error,
+    the same words) is counted, not printed, and each count is told once at the end as
+    ``where: N more episodes alike: ...``: a broken environment fails every member alike,
+    and a generation of 64 printed 64 identical lines."""
+    repeats = _FailuresAlike()
+    log.addFilter(repeats)
+    try:
+        yield
+    finally:
+        log.removeFilter(repeats)
+        for (message, rest), count in repeats.repeats.items():
+            if count:
+                more = f"{count} more episode{'s' * (count > 1)} alike"
+                log.warning(message, f"{where}: {more}" if where else more, *rest)
 
 
 def random_policy(env: gym.Env, seed: int) -> Callable[[np.ndarray], np.ndarray | int]:
@@ -176,7 +220,7 @@ class LockstepEpisode:
         try:
             self.observation, _ = env.reset(seed=seed)
         except Exception as error:  # a broken environment must not end the run
-            log.warning("%s: episode raised %s: %s", label, type(error).__name__, error)
+            log.warning(RAISED, label, type(error).__name__, error)
             self.failed = Episode(float("nan"), 0)
 
     def step(self, action: Any) -> bool:
@@ -185,7 +229,7 @@ class LockstepEpisode:
         try:
             self.seen.add(self.observation)
         except ValueError as error:  # the env changed its observation's size: failed
-            log.warning("%s: episode raised %s: %s", self.label, type(error).__name__, error)
+            log.warning(RAISED, self.label, type(error).__name__, error)
             self.result = Episode(float("nan"), 0)
             return True
         if self.noise is not None:
@@ -193,7 +237,7 @@ class LockstepEpisode:
         try:
             self.observation, reward, terminated, truncated, _ = self.env.step(action)
         except Exception as error:  # a broken environment must not end the run
-            log.warning("%s: episode raised %s: %s", self.label, type(error).__name__, error)
+            log.warning(RAISED, self.label, type(error).__name__, error)
             self.result = Episode(float("nan"), 0)
             return True
         self.total += float(reward)

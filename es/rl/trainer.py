@@ -68,6 +68,7 @@ from es.rl.rollout import (
     Episode,
     LockstepEpisode,
     ObsStats,
+    failures_told_once,
     random_observations,
     safe_episode,
 )
@@ -591,8 +592,9 @@ class Trainer:
         """A policy's noise-free returns on these reset seeds, the episodes spread over the
         ranks: an evaluation or a confirmation round (``what``) played as its own phase, at
         a stop."""
-        return spread(self.comm, len(seeds), lambda j: self._noise_free_episode(
-            params, norm, seeds[j], f"{what} episode {j}").total_return)
+        with failures_told_once(f"rank {self.comm.rank}"):
+            return spread(self.comm, len(seeds), lambda j: self._noise_free_episode(
+                params, norm, seeds[j], f"{what} episode {j}").total_return)
 
     def _noise_free_episode(self, params: np.ndarray, norm: ObsNorm, seed: int,
                             label: str) -> Episode:
@@ -1121,8 +1123,9 @@ class Trainer:
             if held is not None else []
         confirmation = [(planned[0].params, planned[0].norm, seed) for seed in planned[1]] \
             if planned else []
-        results = self.evaluate_population(generation, [*evaluation, *confirmation],
-                                           len(evaluation))
+        with failures_told_once(f"rank {self.comm.rank}"):
+            results = self.evaluate_population(generation, [*evaluation, *confirmation],
+                                               len(evaluation))
         self.side_ranks_s = results.side_seconds
         if held is not None:
             eval_returns = results.side_returns[:len(evaluation)]

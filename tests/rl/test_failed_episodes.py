@@ -37,7 +37,7 @@ def test_es_train_counts_and_shows_failed_evaluation_episodes(tmp_path, env):
     assert sum(failed) > 0
     shown = [line for line in done.stdout.splitlines() if "eval episodes failed" in line]
     assert len(shown) == sum(1 for f in failed if f)
-    assert "evaluation episode" in done.stderr  # each failure is also a warning
+    assert "evaluation episode" in done.stderr  # each distinct failure is also a warning
     for row, count in zip(rows, failed, strict=True):
         assert row["eval_return"] != "" or count == 8  # the mean of the episodes that finished
 
@@ -171,3 +171,41 @@ def test_a_long_episode_keeps_one_observation_s_memory_with_exact_sums(record):
         acted_on = np.arange(20_000) % 7  # the observations before each step
         np.testing.assert_array_equal(episode.obs_sum, np.full(100, acted_on.sum(), float))
         np.testing.assert_array_equal(episode.obs_sumsq, np.full(100, (acted_on**2).sum(), float))
+
+
+def test_failures_alike_are_told_once_with_their_count(caplog):
+    """A broken environment fails every member alike: a generation of 64 printed 64 identical
+    warnings. Within ``failures_told_once`` the first of each distinct failure is shown and
+    the rest counted, in the order first seen; outside it, every one."""
+    from fault_envs import FlakyEnv
+
+    from es.rl.rollout import failures_told_once, safe_episode
+
+    env = FlakyEnv(fail_every=1)  # every episode raises, or goes NaN, at step 5
+    modes = {}
+    for seed in range(40):
+        env.reset(seed=seed)
+        modes[seed] = env.mode
+    raising = [seed for seed, mode in modes.items() if mode == "raise"][:3]
+    non_finite = [seed for seed, mode in modes.items() if mode != "raise"][:2]
+    seeds = [raising[0], raising[1], non_finite[0], raising[2], non_finite[1]]
+
+    def play() -> None:
+        for seed in seeds:
+            safe_episode(env, lambda obs: np.ones(1, np.float32), seed, f"member {seed}")
+
+    def shown() -> list[str]:
+        return [record.getMessage() for record in caplog.records]
+
+    raised = "episode raised RuntimeError: simulator exploded"
+    nan = "failed: a non-finite reward or observation (NaN or inf)"
+    with caplog.at_level("WARNING", logger="es"):
+        with failures_told_once("rank 0"):
+            play()
+        assert shown() == [f"member {raising[0]}: {raised}",
+                           f"member {non_finite[0]}: {nan}",
+                           f"rank 0: 2 more episodes alike: {raised}",
+                           f"rank 0: 1 more episode alike: {nan}"]
+        caplog.clear()
+        play()
+        assert len(shown()) == 5

@@ -205,8 +205,11 @@ def test_an_observation_that_changes_size_fails_its_episode(tmp_path):
                     *SHORT, "--run-dir", str(tmp_path / "run")],
                    extra_env={"PYTHONPATH": str(tmp_path)})
     assert done.returncode == 1, done.stderr
-    assert "episode raised ValueError: observation of shape (2,): the env gave 3 numbers at " \
-        "the episode's start, 2 now" in done.stderr
+    said = ("episode raised ValueError: observation of shape (2,): the env gave 3 numbers at "
+            "the episode's start, 2 now")
+    # Told once, and the other three counted: a generation of 64 printed 64 such lines.
+    assert [line.split(": ", 2)[2] for line in done.stderr.splitlines() if said in line] == [
+        f"member 0: {said}", f"3 more episodes alike: {said}"], done.stderr
     assert "4 of 4 episodes failed" in done.stderr
 
 
