@@ -254,16 +254,23 @@ def test_readme_halfcheetah_row_details_are_their_csvs():
     contrast phase over the 20 seeds both ran, as the README row prints them."""
     (summary,) = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_summary.csv")
     row = readme_row("HalfCheetah-v5")
-    assert summary["seeds"] == "5" and "**Fresh seeds 10-14**" in row
+    assert summary["seeds"] == "5" and "**Seeds 10-14** (fresh for the config before its " \
+        "contrast phase; the phase and its kept-policy rules were then chosen with their runs " \
+        "in view)" in row
     assert (f"3430 and 5000 on {summary['reached_3430']}" in row
             and summary["reached_3430"] == summary["reached_5000"])
     assert (f"(worst {millions(summary['worst_steps_3430'])} / "
             f"{millions(summary['worst_steps_5000'])} steps)") in row
     fresh_runs = read(RESULTS / "suite_steps_halfcheetah_ars_fresh_runs.csv")
     fresh_worst = thousands(str(min(float(run["final_min"]) for run in fresh_runs)))
-    assert (f"kept policy steady on {summary['steady_3430']}, the final policy's worst "
-            f"episode {fresh_worst} or more.") in row
+    assert (f"kept policy steady on {summary['steady_3430']} (holding 5000 on "
+            f"{summary['steady_5000']}), the final policy's worst episode {fresh_worst} or "
+            "more.") in row
     runs = seed_order("suite_steps_halfcheetah_ars_runs.csv")
+    # A threshold counts at one evaluation's touch; what the policies a user keeps hold:
+    assert (f"**5000: {sum(bool(run['steps_to_5000']) for run in runs)}/5** (3.89M / —; the "
+            f"kept policy holds 5000 on {sum(steady(run, 'kept', 5000) for run in runs)}/5, "
+            f"the final one on {sum(steady(run, 'final', 5000) for run in runs)}/5)") in row
     (fell,), others = ([run for run in runs if not steady(run, "final")],
                        [run for run in runs if steady(run, "final")])
     assert (f"(the final policy's worst episode {thousands(fell['final_min'])} on seed "
@@ -273,7 +280,7 @@ def test_readme_halfcheetah_row_details_are_their_csvs():
     falling = [run["seed"] for run in before_fresh if not steady(run, "kept")]
     before = (seed_order(f"{BEFORE_CONTRAST}_runs.csv") + before_fresh
               + read(RESULTS / SHIPPED_NEW))
-    assert (f"The config without it (until 2026-11-29) crossed 5000 on "
+    assert (f"The config without the phase (until 2026-11-29) crossed 5000 on "
             f"{sum(bool(run['steps_to_5000']) for run in before)}/{len(before)} and kept a "
             f"steady policy on {sum(steady(run, 'kept') for run in before)}/{len(before)} (on "
             f"fresh seeds 10-14 {sum(steady(run, 'kept') for run in before_fresh)}/5: seeds "
@@ -1168,14 +1175,15 @@ SEEDS_30 = ("30", "31", "32", "33", "34")
 LATER_LABEL = "nominated from generation 106, 50 episodes"
 
 
-def steady_scores(mean: str | float, worst: str | float) -> bool:
-    """The README's steady HalfCheetah policy: mean >= 3430, worst episode >= 0.8 x 3430."""
-    return float(mean) >= 3430 and float(worst) >= 2744
+def steady_scores(mean: str | float, worst: str | float, threshold: float = 3430) -> bool:
+    """The README's steady HalfCheetah policy: mean >= 3430, worst episode >= 0.8 x 3430
+    (or at another ``threshold``)."""
+    return float(mean) >= threshold and float(worst) >= 0.8 * threshold
 
 
-def steady(run: dict[str, str], policy: str) -> bool:
+def steady(run: dict[str, str], policy: str, threshold: float = 3430) -> bool:
     """Whether a suite run's ``policy`` ("final" or "kept") is steady (``steady_scores``)."""
-    return steady_scores(run[f"{policy}_mean"], run[f"{policy}_min"])
+    return steady_scores(run[f"{policy}_mean"], run[f"{policy}_min"], threshold)
 
 
 def reached_within(runs: list[dict[str, str]], threshold: int, steps: int) -> int:
@@ -1311,8 +1319,9 @@ def test_benchmarks_best_episodes30_meets_the_rule_written_before_it_as_printed(
     assert (f"3430 within 2.9M steps on {in_time} of 5") in text
     assert (f"5000 on {len(crossed)} (seed {crossed[0]['seed']}, "
             f"{millions(crossed[0]['steps_to_5000'])})") in text
-    assert (f"On seeds 40-44, run last: kept steady {counts['50', '40-44']}/5 (seed 42's kept "
-            f"policy passed its confirmation and falls once in the suite's 20 episodes), 3430 "
+    assert (f"On seeds 40-44, the only ones no choice had seen: kept steady "
+            f"{counts['50', '40-44']}/5 (seed 42's kept policy passed its confirmation and "
+            "falls once in the suite's 20 episodes), 3430 "
             f"within 2.9M steps on {in_time}/5, 5000 on {len(crossed)}/5.") in readme_row(
                 "HalfCheetah-v5")
     phase = read(RESULTS / LATER) + new
@@ -1869,8 +1878,9 @@ def test_cluster_sixteen_core_scaling_is_its_csvs():
     assert (f"training runs at {float(one['steps_per_s']) / alone:.2f} at 1 rank" in prose
             and f"and {against_bare:.2f} at 16" in prose)
     readme = " ".join(README.split())
-    assert (f"16 ranks step HalfCheetah {speedup:.1f} times one rank's rate, "
-            f"{against_bare:.2f} of 16 bare") in readme
+    assert (f"16 ranks step HalfCheetah {speedup:.1f} times one rank's rate (efficiency "
+            f"{float(sixteen['efficiency']):.2f}), {against_bare:.2f} of 16 bare processes "
+            "stepping zero actions") in readme
 
 
 def test_benchmarks_hopper_every_30_adopted_is_its_csvs():
@@ -1956,3 +1966,41 @@ def test_cluster_two_core_scaling_is_its_csvs():
             f"{float(last['update_s']):.3f} s") in text
     assert (f"{efficiency['32']} at 32 and {efficiency['64']} at 64 ranks on synthetic 2 ms "
             "steps") in readme
+
+
+def test_readme_halfcheetah_unclipped_drop_is_its_csvs():
+    """The README's HalfCheetah row says what its kept policies lose under the papers'
+    objective (actions unclipped), from the probe's runs against the step table's."""
+    clipped = {run["seed"]: run for run in read(RESULTS / "suite_steps_halfcheetah_ars_runs.csv")}
+    unclipped = read(RESULTS / "suite_probe_halfcheetah_unclipped_runs.csv")
+    assert sorted(run["seed"] for run in unclipped) == sorted(clipped) == list("01234")
+    drops = [1 - float(run["kept_mean"]) / float(clipped[run["seed"]]["kept_mean"])
+             for run in unclipped]
+    assert min(drops) > 0
+    assert (f"the kept policies of seeds 0-4 score {100 * min(drops):.0f}-"
+            f"{100 * max(drops):.0f}% lower") in readme_row("HalfCheetah-v5")
+
+
+def test_readme_high_dimensional_speed_is_its_csv():
+    """sep-CMA-ES (``auto`` at d = 1000) against full CMA-ES and pycma's diagonal mode, per
+    generation, as the README prints it, and at equal or better precision than either."""
+    rows = read(REPO / "docs/bbob/highdim-1000-summary.csv")
+    by = {(row["function"], row["method"]): row for row in rows}
+    functions = sorted({row["function"] for row in rows})
+    assert functions == ["ellipsoid", "rastrigin", "sphere"]
+
+    def ms(function: str, method: str) -> float:
+        return float(by[function, method]["ms_per_generation"])
+
+    full = [ms(f, "pycma") / ms(f, "auto") for f in functions]
+    diagonal = sum(ms(f, "pycma-diag") for f in functions) / sum(ms(f, "auto")
+                                                                 for f in functions)
+    readme = " ".join(README.split())
+    assert (f"it is {min(full):.0f}-{max(full):.0f}× faster per generation than full CMA-ES "
+            f"and {diagonal:.1f}× faster than pycma's `CMA_diagonal`, at equal or better "
+            "precision") in readme
+    for function in functions:
+        best = float(by[function, "auto"]["best_f"])
+        # "equal": within the spread of three seeds (sphere: 9.3e-6 against 9.4e-6 and 1.2e-5)
+        assert best <= 1.01 * min(float(by[function, m]["best_f"])
+                                  for m in ("pycma", "pycma-diag")), function
