@@ -129,9 +129,9 @@ def parser() -> ArgumentParser:
     add_flag(scale, "--generations", "at least 5 (warm-up and the final evaluation are not "
              "timed)", default=8)
     add_flag(scale, "--repeats", "runs of each rank count", default=3)
-    scale.add_argument("--schedule", choices=("static", "dynamic"), default="static",
+    scale.add_argument("--schedule", choices=("static", "dynamic"), default="dynamic",
                        help="run.schedule: members dealt out up front, or taken by ranks as "
-                            "they finish (default: static)")
+                            "they finish (default: dynamic, es-train's own)")
     add_out(scale, "scaling", per="ENV-MODE")
     compare = commands.add_parser(
         "comm", help="ES scalars vs a gradient all-reduce",

@@ -51,6 +51,8 @@ def test_scaling_smoke_run_writes_csv_and_table(tmp_path):
     assert [int(r["ranks"]) for r in rows] == [1, 2]
     assert float(rows[0]["efficiency"]) == 1.0 and float(rows[1]["efficiency"]) > 0
     assert [int(r["population"]) for r in rows] == [16, 32]
+    # What es-train runs unless told otherwise (every committed figure was static's).
+    assert {r["schedule"] for r in rows} == {"dynamic"}
     assert "| ranks |" in (out / "results.md").read_text()
     bad = run_cli(["es-bench", "scaling", "--ranks", "2,1"])
     assert bad.returncode == 2 and "--ranks: '2,1'" in bad.stderr
