@@ -12,12 +12,12 @@ With ``--suite``, every config of the suite (or of ``--tasks``/``--strategies``)
 the suite runs it (its evaluations and confirmations on), for the task's wall budget capped
 at ``--max-train-s``, then replays bare the episodes it played (the generations after five of
 its checkpoints, spread over its steps: the same members, reset seeds, action noise and step
-caps, with nothing else; ``--budget-s`` split between them) and steps its final policy
-perturbed by the config's sigma: one row per config with the training rate over the whole run (the
-confirmations at its stop included), the two bare rates and their ratios, and where rank 0's
-wall time went: its own members' episodes (``rollout_s``), waiting in the exchanges
-(``wait_s``), updates (``update_s``) and file writes (``io_s``); the rest is per-generation
-overhead (asking for members, rebuilding them, the checks); and what evaluations and
+caps, with nothing else; ``--budget-s`` split between them) and the generation after its
+last checkpoint (its final policy's members): one row per config with the training rate over
+the whole run (the confirmations at its stop included), the two bare rates and their ratios,
+and where rank 0's wall time went: its own members' episodes (``rollout_s``), waiting in the
+exchanges (``wait_s``), updates (``update_s``) and file writes (``io_s``); the rest is
+per-generation overhead (asking for members, rebuilding them, the checks); and what evaluations and
 confirmations of the kept policy (the stop's included) cost the machine: the ranks' mean
 seconds in them (``eval_ranks_s``, ``confirm_ranks_s``), since one rank may play most of
 them while the others play more members. With
@@ -36,8 +36,10 @@ policies (MuJoCo steps faster or slower depending on what the policy does, so a 
 run must use the trained policy). First ``mpiexec -n RANKS es-train CONFIG`` runs for
 ``--generations``; its steps/s over the second half of the run is read from progress.csv
 (evaluation, observation statistics, updates and communication included). Then every rank
-steps the environment with the run's final policy perturbed by sigma noise, as population
-members are, and nothing else: no training, no communication. With ``--bare-policy random``
+replays the generation after the run's last checkpoint, round and round: its final
+policy's members as the strategy samples them (its own step size, as CMA-ES and PGPE adapt
+it), with the action noise, reset seeds and step cap that training gives them, and nothing
+else: no training, no communication. With ``--bare-policy random``
 the bare run takes uniformly random actions instead (the Atari yardstick: how close training
 comes to the preprocessed environment's own rate). With ``--schedules`` each repeat trains
 once per schedule, back to back (the parameters, and so the steps and the final policy, are
@@ -90,14 +92,13 @@ Chosen = tuple[Any, Path, Any, str, Any]
 
 def bare_worker(run_dir: str, seconds: float, random_actions: bool,
                 checkpoint: str | None) -> None:
-    """Under mpiexec: step episodes with the run's perturbed final policy (or random
-    actions), or replay the generation after ``checkpoint`` (``replayed_plays``), this rank's
-    members round and round; no recording, serving or exchange; rank 0 prints."""
+    """Under mpiexec: replay the generation after ``checkpoint`` (``replayed_plays``), this
+    rank's members round and round, or step episodes of random actions; no recording,
+    serving or exchange; rank 0 prints."""
     from es.config import load_config
     from es.parallel.comm import MPIComm
-    from es.rl.checkpoint import load_policy, read_checkpoint
+    from es.rl.checkpoint import read_checkpoint
     from es.rl.envs import env_from_config
-    from es.rl.policies import bind_policy
     from es.rl.rollout import random_policy, run_episode
     from es.rl.trainer import Trainer
 
@@ -116,19 +117,11 @@ def bare_worker(run_dir: str, seconds: float, random_actions: bool,
                 episode += 1
             rate = steps / (time.perf_counter() - started)
     else:
-        saved = load_policy(f"{run_dir}/policy.npz")
         env = env_from_config(config)
-        rng = np.random.default_rng(comm.rank)
         comm.barrier()
         started = time.perf_counter()
         while time.perf_counter() - started < seconds:
-            if random_actions:
-                act = random_policy(env, episode)
-            else:
-                member = saved.params + np.float32(config.es.sigma) * rng.standard_normal(
-                    saved.params.size, dtype=np.float32)
-                act = bind_policy(saved.spec, member, saved.norm, saved.reference)
-            steps += run_episode(env, act, seed=episode).length
+            steps += run_episode(env, random_policy(env, episode), seed=episode).length
             episode += 1
         rate = steps / (time.perf_counter() - started)
     rates = comm.allgather_rows(np.array([[rate, steps, 0.0]]))
@@ -240,9 +233,12 @@ def training_rate(config: str, ranks: int, generations: int, run_dir: str,
 
 def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str,
               checkpoint: Path | None = None) -> tuple[float, int]:
-    """Every rank stepping with the run's final policy (perturbed, or random actions), or
-    replaying the generation after ``checkpoint``."""
-    chosen = ["--bare-checkpoint", str(checkpoint)] if checkpoint else []
+    """Every rank replaying the generation after ``checkpoint`` (by default the run's last:
+    its final policy's members as the strategy samples them, with the action noise and step
+    cap training gave them), or stepping random actions."""
+    if policy == "trained" and checkpoint is None:
+        checkpoint = played_checkpoints(Path(run_dir), 1, last=True)[0]
+    chosen = ["--bare-checkpoint", str(checkpoint)] if policy == "trained" else []
     stdout = run_or_die(__file__, "the bare stepping run", python_on_ranks(
         ranks, __file__, "--bare-worker", run_dir, "--budget-s", str(budget_s),
         "--bare-policy", policy, *chosen))
@@ -250,12 +246,15 @@ def bare_rate(run_dir: str, ranks: int, budget_s: float, policy: str,
     return float(line.split()[1]), int(line.split()[2])
 
 
-def played_checkpoints(run_dir: Path, count: int) -> list[Path]:
+def played_checkpoints(run_dir: Path, count: int, last: bool = False) -> list[Path]:
     """The checkpoints nearest the middles of ``count`` equal step segments of the run: the
-    generations it played, early ones included (with repeats where it wrote fewer)."""
+    generations it played, early ones included (with repeats where it wrote fewer); with
+    ``last``, the newest."""
     found = [(json.loads(meta.read_text())["timesteps"], meta)
              for meta in sorted((run_dir / "checkpoints").glob("ckpt-*.json"))]
     total = max(steps for steps, _ in found)
+    if last:
+        return [max(found, key=lambda item: item[0])[1]]
     return [min(found, key=lambda item: abs(item[0] - (k + 0.5) / count * total))[1]
             for k in range(count)]
 
@@ -384,9 +383,9 @@ def parser() -> argparse.ArgumentParser:
     add_flag(parse, "--budget-s", "of the bare stepping run", default=20.0)
     add_flag(parse, "--repeats", "training then bare stepping, each time", default=3)
     parse.add_argument("--bare-policy", choices=("trained", "random"), default="trained",
-                       help="what bare stepping plays: the run's final policy perturbed by "
-                       "its sigma, or random actions (for pixels, where the policy's forward "
-                       "pass would dominate; default: trained)")
+                       help="what bare stepping plays: the members of the generation after "
+                       "the run's last checkpoint, or random actions (for pixels, where the "
+                       "policy's forward pass would dominate; default: trained)")
     add_flag(parse, "--set", "for the training run")
     parse.add_argument("--schedules", metavar="LIST", help="comma-separated run.schedule "
                        "values (static, dynamic) to train with back to back in each repeat "

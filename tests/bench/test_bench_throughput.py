@@ -92,6 +92,10 @@ def test_the_bare_reference_replays_the_episodes_the_run_played(tmp_path):
     chosen = [path.name for path in bench.played_checkpoints(run_dir, 5)]
     assert chosen == ["ckpt-00000002.json", "ckpt-00000004.json", "ckpt-00000006.json",
                       "ckpt-00000008.json", "ckpt-00000010.json"]
+    # The final policy's reference, as training plays its members (it stepped uncapped
+    # 1,000-step episodes of the mean plus the config's sigma, without action noise):
+    assert [path.name for path in bench.played_checkpoints(run_dir, 1, last=True)] == [
+        "ckpt-00000012.json"]
     with (run_dir / "progress.csv").open() as handle:
         rows = {int(row["generation"]): row for row in csv.DictReader(handle)}
     with Trainer(load_config(run_dir / "config.toml"), LocalComm(), None) as trainer:
