@@ -1347,9 +1347,9 @@ def test_benchmarks_shipped_halfcheetah_cost_paragraph_is_its_csv():
             f"{max(int(r['race_episodes']) for r in before)} episodes, "
             f"{span(before, 'total_share')} in all.") in text
     assert f"so the suite's runs spend {span(rows, 'total_share')};" in text
-    assert (f"{span(rows, 'total_share')} (HalfCheetah ARS, seeds 0-4 and 10-14, "
-            f"{span(rows, 'eval_share')} of it the suite's 5 evaluation episodes"
-            ) in " ".join(README.split())
+    assert (f"{span(rows, 'total_share')} (HalfCheetah ARS, seeds 0-4 and 10-14, one rank a "
+            f"run, two runs at a time, {span(rows, 'eval_share')} of it the suite's 5 "
+            "evaluation episodes") in " ".join(README.split())
 
 
 def test_halfcheetah_confirmed_at_stops_only_kept_the_same_policies_for_less():
