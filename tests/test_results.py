@@ -2004,3 +2004,39 @@ def test_readme_high_dimensional_speed_is_its_csv():
         # "equal": within the spread of three seeds (sphere: 9.3e-6 against 9.4e-6 and 1.2e-5)
         assert best <= 1.01 * min(float(by[function, m]["best_f"])
                                   for m in ("pycma", "pycma-diag")), function
+
+
+def test_benchmarks_peer_tables_are_their_csvs():
+    """es against EvoTorch: each throughput pair and each learning seed as docs/benchmarks.md
+    prints it, and the README's summary of them."""
+    text = BENCHMARKS
+    pairs: dict[str, dict[str, dict[str, str]]] = {}
+    for row in read(RESULTS / "peers_evotorch_throughput.csv"):
+        pairs.setdefault(row["pair"], {})[row["library"]] = row
+    assert len(pairs) == 3
+    for pair, by in pairs.items():
+        es, evo = by["es"], by["evotorch"]
+        assert (f"| {pair} | {es['order']} | {float(es['steps_per_s']):,.0f} | "
+                f"{float(evo['steps_per_s']):,.0f} | **{float(es['es_over_evotorch']):.2f}** | "
+                f"{float(es['bare_steps_per_s']):,.0f} | {float(es['vs_bare']):.2f} | "
+                f"{float(evo['vs_bare']):.2f} | {float(es['peak_rss_mb']):,.0f} / "
+                f"{float(evo['peak_rss_mb']):,.0f} MB | {es['processes']} / "
+                f"{evo['processes']} |") in text
+    ratios = [float(by["es"]["es_over_evotorch"]) for by in pairs.values()]
+    readme = " ".join(README.split())
+    assert (f"es steps {min(ratios):.2f}-{max(ratios):.2f}× as fast (three pairs back to back)"
+            ) in readme
+    es_mb = [float(by["es"]["peak_rss_mb"]) for by in pairs.values()]
+    evo_gb = [float(by["evotorch"]["peak_rss_mb"]) / 1024 for by in pairs.values()]
+    assert f"in {max(es_mb):.0f} MB or less against {min(evo_gb):.1f} GB" in readme
+    learned = {(row["seed"], row["lib"]): row
+               for row in read(RESULTS / "peers_evotorch_learn_probe.csv")}
+    shares = [float(learned[seed, "es"]["wall_s"]) / float(learned[seed, "evotorch"]["wall_s"])
+              for seed in "012"]
+    assert (f"es took {min(shares):.2f}-{max(shares):.2f} of EvoTorch's wall time" in
+            " ".join(text.split()))
+    for seed in "012":
+        es, evo = learned[seed, "es"], learned[seed, "evotorch"]
+        assert (f"| {seed} | {thousands(es['eval_mean'])} / {thousands(es['eval_min'])}, "
+                f"{float(es['wall_s']):.0f} s | {thousands(evo['eval_mean'])} / "
+                f"{thousands(evo['eval_min'])}, {float(evo['wall_s']):.0f} s |") in text

@@ -302,6 +302,18 @@ REFUSING_SCRIPTS = {
          refused("--ranks", NOT_RANKS),
          refused("--seeds", NOT_SEEDS), refused("--updates", NOT_POSITIVE),
          refused("--threshold", NOT_FINITE), refused("--out", NOT_OUT))),
+    "bench_peers": script_line(  # every run needs EvoTorch, which the tests lack: refused
+        (flag("--pairs", small("1")), flag("--seeds", small("0")),
+         flag("--timesteps", small("1000")),
+         flag("--ranks", small("1")), flag("--problem", mixed("gymne")),
+         flag("--evo-python", mixed("MISSING", "DIR", "TEXTFILE"))),
+        (refused("--pairs", NOT_POSITIVE), refused("--timesteps", NOT_POSITIVE),
+         refused("--warmup-generations", NOT_POSITIVE), refused("--bare-seconds", NOT_SECONDS),
+         refused("--final-episodes", NOT_POSITIVE), refused("--final-seed", NOT_SEED),
+         refused("--seeds", NOT_SEEDS), refused("--ranks", [*NOT_RANKS, "1,2"]),
+         refused("--problem", ["", "nosuch"]), refused("--out", NOT_OUT),
+         refused("--evo-python", ["MISSING", "DIR", "TEXTFILE", ""])),
+        base=("throughput",)),
     "bench_solve": script_line(
         (flag("--only", mixed("cartpole")), flag("--thresholds", mixed("100", "1,2")),
          flag("--seeds", small("0")), flag("--budget-s", small("1")),
