@@ -165,7 +165,7 @@ class _FailuresAlike(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self.repeats: dict[tuple[str, tuple[str, ...]], int] = {}
-        self.lock = threading.Lock()  # rank 0's serving thread plays episodes too
+        self.lock = threading.Lock()  # the logger is the process's: any thread may log
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg not in (RAISED, NON_FINITE) or not isinstance(record.args, tuple):
