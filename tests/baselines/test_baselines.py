@@ -633,12 +633,12 @@ def test_dqn_time_budget_ends_the_round_under_way(tmp_path, algorithm, ranks):
     run_dir = tmp_path / algorithm
     done = run_cli(["es-baseline", algorithm, "configs/baselines/cartpole_dqn.toml",
                     "--run-dir", str(run_dir), "--set", "dqn.steps_per_round=100000000",
-                    "--set", "run.max_seconds=2", "--set", "run.eval_episodes=1", "--quiet"],
-                   ranks=ranks, timeout=120)
+                    "--set", "run.max_seconds=5", "--set", "run.eval_episodes=1", "--quiet"],
+                   ranks=ranks, timeout=120)  # 5 s: a loaded machine took 2 s to start gorila
     assert done.returncode == 0, done.stderr
     (row,) = read_progress(run_dir)
     assert 0 < int(row["timesteps"]) < 100_000_000 and row["eval_return"]
-    assert 2.0 <= float(row["time_s"]) < 60
+    assert 5.0 <= float(row["time_s"]) < 60
 
 
 @pytest.mark.parametrize("algorithm, config", [

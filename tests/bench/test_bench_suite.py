@@ -27,7 +27,7 @@ strategies.snes = { config = "configs/cartpole.toml", set = ["es.strategy=snes",
 
 [tasks.pendulum]
 thresholds = [-1400]
-budget_s = 2
+budget_s = 5
 [tasks.pendulum.strategies.openai]
 config = "configs/pendulum.toml"
 set = ["policy.kind=linear", "run.checkpoint_every=1"]
@@ -90,8 +90,8 @@ def test_suite_runs_scores_and_resumes_after_an_interruption(tmp_path):
     resumed = read_csv(victim / "progress.csv")
     assert resumed[0] == first_rows[0]  # continued from its checkpoint, not started over
     # The wall budget counts both sessions. Any rank's clock may call the time (the ranks
-    # agree on the earliest): on a loaded machine rank 0's row may show a little under 2 s.
-    assert float(resumed[-1]["time_s"]) >= 2.0 - 0.5
+    # agree on the earliest): on a loaded machine rank 0's row may show a little under 5 s.
+    assert float(resumed[-1]["time_s"]) >= 5.0 - 0.5
 
     rows = read_csv(out / "runs.csv")
     assert len(rows) == 8
@@ -293,7 +293,7 @@ def test_a_training_stopped_from_outside_stops_the_suite_for_a_resume(tmp_path):
     on to the next run and leaving it training with nobody to stop it; the next call resumes
     the run from its checkpoint."""
     suite, out = tmp_path / "one.toml", tmp_path / "out"
-    suite.write_text('[tasks.pendulum]\nthresholds = [-1400]\nbudget_s = 4\n'
+    suite.write_text('[tasks.pendulum]\nthresholds = [-1400]\nbudget_s = 8\n'
                      '[tasks.pendulum.strategies.openai]\nconfig = "configs/pendulum.toml"\n'
                      'set = ["policy.kind=linear", "run.checkpoint_every=1", '
                      '"run.peer_timeout_s=20"]\n')  # a rank left waiting: lost in 20 s, not 60
