@@ -24,7 +24,6 @@ steps, then its final center policy played by its own library's code (``es-eval`
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -36,8 +35,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from report import BIN, CONFIGS, emit, mpiexec, run_or_die, run_script, script_parser
+from report import BIN, CONFIGS, died, emit, mpiexec, run_or_die, run_script, script_parser
 
+from es.bench.suite import read_progress
 from es.cli.args import (
     add_flag,
     add_out,
@@ -120,24 +120,19 @@ def watched(command: list[str], what: str, env: dict[str, str] | None = None
             errors.seek(0)
             lines = errors.read().strip().splitlines() or ["no output"]
             cause = [line for line in lines if re.match(r"[\w.]*(Error|Exception)\b", line)]
-            sys.exit(f"{Path(__file__).name}: {what} exited with {code}: {(cause or lines)[-1]}")
+            died(__file__, what, code, (cause or lines)[-1])
     return peak
 
 
-def window_rate(progress: Path, warmup: int) -> float:
+def window_rate(run_dir: Path, warmup: int) -> float:
     """Env steps per second after generation ``warmup`` (``timesteps``, ``time_s``)."""
-    rows = progress_rows(progress)
+    rows = read_progress(run_dir)
     if len(rows) <= warmup + 1:
-        sys.exit(f"{Path(__file__).name}: {progress}: {len(rows)} generations, too few after "
-                 f"a warm-up of {warmup}; give more --timesteps")
+        sys.exit(f"{Path(__file__).name}: {run_dir / 'progress.csv'}: {len(rows)} "
+                 f"generations, too few after a warm-up of {warmup}; give more --timesteps")
     first, last = rows[warmup - 1], rows[-1]
     return ((int(last["timesteps"]) - int(first["timesteps"]))
             / (float(last["time_s"]) - float(first["time_s"])))
-
-
-def progress_rows(progress: Path) -> list[dict[str, str]]:
-    with progress.open() as handle:
-        return list(csv.DictReader(handle))
 
 
 def run_es(seed: int, steps: int, ranks: int, run_dir: Path) -> tuple[float, int]:
@@ -195,7 +190,7 @@ def throughput_rows(args: argparse.Namespace) -> list[dict]:
                 run_dir = Path(tmp) / "run"
                 memory = (run_es(args.seed, steps, ranks, run_dir) if library == "es" else
                           run_evotorch(args, args.seed, steps, run_dir))
-                measured[library] = (window_rate(run_dir / "progress.csv",
+                measured[library] = (window_rate(run_dir,
                                                  args.warmup_generations), *memory)
         bare = bare_rate(ranks, args.bare_seconds)
         for library in ("es", "evotorch"):
@@ -229,7 +224,7 @@ def learn_rows(args: argparse.Namespace) -> list[dict]:
                                               args.final_episodes)
                     wall = time.perf_counter() - started
                 returns = np.array(json.loads((run_dir / "eval.json").read_text())["returns"])
-                progress = progress_rows(run_dir / "progress.csv")
+                progress = read_progress(run_dir)
             rows.append({"seed": seed, "library": library, "steps": int(progress[-1]["timesteps"]),
                          "generations": len(progress), "wall_s": wall,
                          "final_mean": float(returns.mean()), "final_worst": float(returns.min()),
