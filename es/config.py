@@ -909,6 +909,40 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+SHIPPED_CONFIGS = Path(__file__).parent / "configs"
+"""The configs folder of the checkout (``es/configs`` links to it), copied into the wheel:
+a pip-installed ``es`` runs the README's commands from any folder."""
+
+
+def shipped_configs() -> list[str]:
+    """The shipped configs' names (``cartpole``, ``baselines/cartpole_dqn``, ...), sorted:
+    the top folder's first."""
+    names = [path.relative_to(SHIPPED_CONFIGS).with_suffix("").as_posix()
+             for path in SHIPPED_CONFIGS.rglob("*.toml")]
+    return sorted(names, key=lambda name: (name.count("/"), name))
+
+
+def shipped_config(path: str) -> Path:
+    """The shipped config at the README's ``configs/...`` path, whatever the working folder:
+    the programs' own defaults (es-compare's, es-bench reference's)."""
+    return SHIPPED_CONFIGS / Path(path).relative_to("configs")
+
+
+def locate_config(path: str | Path) -> Path:
+    """``path`` if it exists, or else the shipped config it names: ``cartpole``,
+    ``cartpole.toml`` or ``configs/cartpole.toml`` (the README's spelling) from any folder;
+    anything else comes back as given, for the loader's "not found"."""
+    given = Path(path)
+    if given.exists() or given.is_absolute() or not given.parts:
+        return given
+    parts = given.parts[1:] if given.parts[0] == "configs" else given.parts
+    if not parts:
+        return given
+    name = Path(*parts)
+    candidate = SHIPPED_CONFIGS / (name if name.suffix == ".toml" else f"{name}.toml")
+    return candidate if candidate.is_file() else given
+
+
 def read_toml(path: str | Path, kind: str = "config file") -> dict[str, Any]:
     """The TOML file's tables; ``kind`` names the file in the one-line errors ("suite file")."""
     path = Path(path)
@@ -916,7 +950,10 @@ def read_toml(path: str | Path, kind: str = "config file") -> dict[str, Any]:
         with path.open("rb") as handle:
             return tomllib.load(handle)
     except FileNotFoundError:
-        raise ConfigError(f"{kind} {str(path)!r}: not found") from None
+        hint = ("; from any folder a shipped config's name works too, e.g. cartpole or "
+                "configs/hopper_ars.toml (es-train --list-configs lists them)"
+                if kind in ("config file", "suite file") and SHIPPED_CONFIGS.is_dir() else "")
+        raise ConfigError(f"{kind} {str(path)!r}: not found{hint}") from None
     except IsADirectoryError:
         raise ConfigError(f"{kind} {str(path)!r}: is a directory") from None
     except OSError as error:  # unreadable: permissions, a file as a folder, a long name...

@@ -91,8 +91,10 @@ def test_the_top_level_holds_the_package_face_and_the_layers():
     assert files == TOP_LEVEL and len(files) <= 4
     folders = {path.name for path in PACKAGE.iterdir()
                if path.is_dir() and path.name != "__pycache__"}
+    # configs: no code, the shipped configs (a link to the checkout's configs/, for the wheel)
     assert folders == {"core", "strategies", "parallel", "rl", "blackbox", "bench", "cli",
-                       "baselines", "launch"}
+                       "baselines", "launch", "configs"}
+    assert (PACKAGE / "configs").is_symlink() and not list((PACKAGE / "configs").rglob("*.py"))
 
 
 def private_imports(source: str, own: str) -> list[str]:

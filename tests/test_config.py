@@ -9,7 +9,17 @@ from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from es.config import SECTIONS, Config, ConfigError, apply_overrides, from_dict, load_config
+from es.config import (
+    SECTIONS,
+    SHIPPED_CONFIGS,
+    Config,
+    ConfigError,
+    apply_overrides,
+    from_dict,
+    load_config,
+    locate_config,
+    shipped_configs,
+)
 
 CONFIGS = sorted((REPO / "configs").glob("*.toml"))
 
@@ -379,3 +389,39 @@ def test_a_noise_table_smaller_than_the_policy_is_refused_where_one_is_built(tmp
     assert done.stderr.strip() == ("es-train: error: es.noise_table_size = 1000: must be >= "
                                    "the policy's 4610 parameters"), done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_shipped_config_is_found_by_name_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/ here: a pip-installed es, run from a project
+    shipped = SHIPPED_CONFIGS / "cartpole.toml"
+    for name in ("cartpole", "cartpole.toml", "configs/cartpole.toml"):
+        assert locate_config(name) == shipped
+    assert locate_config("configs/suites/mujoco.toml") == SHIPPED_CONFIGS / "suites/mujoco.toml"
+    assert locate_config("baselines/cartpole_dqn") == (
+        SHIPPED_CONFIGS / "baselines/cartpole_dqn.toml")
+    assert load_config(locate_config("cartpole")).run.name == "cartpole"
+    # What is neither comes back as given, for the loader's "not found", which names the way.
+    for name in ("cartpol", "configs", "configs/nope.toml", str(tmp_path / "cartpole.toml")):
+        assert locate_config(name) == Path(name)
+    with pytest.raises(ConfigError, match="'cartpol': not found; from any folder a shipped "
+                       "config's name works too.*es-train --list-configs"):
+        load_config(locate_config("cartpol"))
+
+
+def test_a_file_in_the_working_folder_wins_over_the_shipped_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs/cartpole.toml").write_text("[env]\nid = 'Pendulum-v1'\n")
+    assert locate_config("configs/cartpole.toml") == Path("configs/cartpole.toml")
+    assert load_config(locate_config("configs/cartpole.toml")).env.id == "Pendulum-v1"
+    assert locate_config("cartpole") == SHIPPED_CONFIGS / "cartpole.toml"  # no such file here
+
+
+def test_the_shipped_configs_are_the_checkouts():
+    """es/configs is the checkout's configs/ (a link), so the wheel carries what the README
+    and the docs run; every file is listed, by the name es-train takes."""
+    assert SHIPPED_CONFIGS.resolve() == (REPO / "configs").resolve()
+    on_disk = sorted(path.relative_to(REPO / "configs").with_suffix("").as_posix()
+                     for path in (REPO / "configs").rglob("*.toml"))
+    assert sorted(shipped_configs()) == on_disk and "cartpole" in on_disk
+    assert shipped_configs()[0] == "ant" and shipped_configs()[-1].startswith("suites/")

@@ -30,13 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from es.bench.report import PROJECT, check_out, mark_out, out_folder
+from es.bench.report import check_out, mark_out, out_folder
+from es.config import locate_config, shipped_config
 
 METHODS = ("es", "pg", "ppo", "dqn")
 #: Methods whose runs use --ranks ranks (DQN is one process by design).
 DISTRIBUTED = ("es", "pg", "ppo")
-#: The shipped configs each method starts from (in the checkout, ``PROJECT``, whatever the
-#: folder es-compare runs in); other envs get these with env.id replaced.
+#: The shipped configs each method starts from (es.config.shipped_config, whatever the folder
+#: es-compare runs in); other envs get these with env.id replaced.
 DEFAULT_CONFIGS = {
     "CartPole-v1": {"es": "configs/cartpole.toml", "pg": "configs/baselines/cartpole_pg.toml",
                     "ppo": "configs/baselines/cartpole_ppo.toml",
@@ -82,9 +83,9 @@ def config_for(method: str, env_id: str, discrete: bool, given: dict[str, str]) 
     if method in given:
         return given[method], [f"env.id={env_id}"]
     if env_id in DEFAULT_CONFIGS and method in DEFAULT_CONFIGS[env_id]:
-        return str(PROJECT / DEFAULT_CONFIGS[env_id][method]), []
+        return str(shipped_config(DEFAULT_CONFIGS[env_id][method])), []
     template = DEFAULT_CONFIGS["CartPole-v1" if discrete else "Pendulum-v1"][method]
-    return str(PROJECT / template), [f"env.id={env_id}"]
+    return str(shipped_config(template)), [f"env.id={env_id}"]
 
 
 def executable(name: str) -> str:
@@ -235,7 +236,7 @@ def compare(args: argparse.Namespace) -> int:
         if method in given:  # the last would win without a word
             raise ValueError(f"--method-config {text!r}: {method} has one already "
                              f"({given[method]}); give each method one")
-        given[method] = path
+        given[method] = str(locate_config(path))
     discrete = is_discrete(args.env)
     if "dqn" in methods and not discrete and named:  # asked for: not dropped without a word
         raise ValueError(f"--methods {','.join(methods)}: {args.env} has continuous actions, "
@@ -249,10 +250,6 @@ def compare(args: argparse.Namespace) -> int:
     jobs = []
     for method in methods:
         config, overrides = config_for(method, args.env, discrete, given)
-        if not Path(config).is_file():
-            raise ValueError(f"config {config!r} of {method}: not found" + (
-                "" if method in given else " (es-compare's defaults are the shipped configs of "
-                "a checkout installed with pip install -e; pass --method-config METHOD=PATH)"))
         try:  # now, not when the runs before it have spent their budgets
             loaded = load_config(config, run_overrides(method, overrides, 0, args.budget_s))
             if method == "ppo":

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from es.bench.report import PROJECT, out_folder, run_interruptible
+from es.bench.report import out_folder, run_interruptible
 from es.bench.suite import (
     BIN,
     NO_GENERATION_LIMIT,
@@ -51,6 +51,7 @@ from es.bench.suite import (
     supervised,
     write_csv,
 )
+from es.config import shipped_config
 
 FINAL_EPISODES = 20
 TRAINING_EPISODES = 100  # cleanrl / openrlbenchmark: the last 100 training episodes
@@ -173,7 +174,7 @@ def runs_on_ranks(ranks: list[int]) -> str:
 def train_command(case: Case, seed: int, run_dir: Path, ranks: int) -> list[str]:
     overrides = [*case.overrides, f"run.seed={seed}", f"run.max_timesteps={case.steps}",
                  "run.max_seconds=0", f"run.generations={NO_GENERATION_LIMIT}"]
-    line = [str(BIN / "es-baseline"), case.method, str(PROJECT / case.config), "--run-dir",
+    line = [str(BIN / "es-baseline"), case.method, str(shipped_config(case.config)), "--run-dir",
             str(run_dir),
             "--force", "--quiet"]
     for value in overrides:
@@ -261,10 +262,6 @@ def reference(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in CASES]
     if unknown or not names:
         raise ValueError(f"--cases {args.cases!r}: allowed are {', '.join(CASES)}")
-    missing = [CASES[n].config for n in names if not (PROJECT / CASES[n].config).is_file()]
-    if missing:
-        raise ValueError(f"{', '.join(missing)}: not found in {PROJECT} (es-bench reference "
-                         "runs the configs of a checkout of this project)")
     out = out_folder(args.out, "reference")
     out.mkdir(parents=True, exist_ok=True)
     work = [(CASES[name], seed) for name in names for seed in args.seeds]

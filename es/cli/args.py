@@ -320,6 +320,15 @@ def folder_path(text: str) -> str:
     return text
 
 
+def config_file(text: str) -> str:
+    """A config or suite file: the path as given where it exists, else the shipped config it
+    names (``cartpole``, ``configs/cartpole.toml`` from any folder: es.config.locate_config);
+    a file that is neither is refused by the loader, with the shipped names."""
+    from es.config import locate_config
+
+    return str(locate_config(text))
+
+
 def output_folder(text: str) -> Path:
     """``--out``: refused at once where a file stands in the way, not after the benchmark ran
     and its results could not be written."""
@@ -371,7 +380,8 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--out": {"type": output_folder, "metavar": "DIR", "help": "output folder"},
     "--budget-s": {"type": parse_seconds, "metavar": "SECONDS",
                    "help": "wall-clock budget of one run"},
-    "--config": {"metavar": "PATH", "help": "config file (TOML)"},
+    "--config": {"type": config_file, "metavar": "PATH",
+                 "help": "config file (TOML), or a shipped config's name"},
     "--set": {"dest": "overrides", "action": "append", "default": [],
               "metavar": "SECTION.KEY=VALUE", "help": "override one config value (repeatable)"},
     "--run-dir": {"type": folder_path, "metavar": "DIR", "help": "the run folder"},

@@ -11,7 +11,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from es.cli.args import USAGE_ERROR, ArgumentParser, add_flag, survive_closed_stdout
+from es.cli.args import (
+    USAGE_ERROR,
+    ArgumentParser,
+    add_flag,
+    config_file,
+    survive_closed_stdout,
+)
 from es.cli.train import (
     LAUNCHED_AT,
     crash,
@@ -51,7 +57,9 @@ def parser() -> argparse.ArgumentParser:
                   "mpiexec -n 3 es-baseline gorila configs/baselines/cartpole_dqn.toml"],
     )
     parse.add_argument("algorithm", choices=ALGORITHMS)
-    parse.add_argument("config", help="TOML config, e.g. configs/baselines/cartpole_dqn.toml")
+    parse.add_argument("config", type=config_file,
+                       help="TOML config, e.g. configs/baselines/cartpole_dqn.toml (from any "
+                       "folder: a shipped config's name, as es-train --list-configs prints them)")
     add_flag(parse, "--set", "e.g. --set dqn.lr=1e-3")
     add_flag(parse, "--run-dir", "default: runs/{env}__{name}__{seed}__{time}")
     add_flag(parse, "--force")

@@ -26,6 +26,7 @@ from es.cli.args import (
     add_flag,
     add_out,
     add_ranks,
+    config_file,
     fail,
     int_list,
     name_list,
@@ -218,7 +219,9 @@ def add_suite_parser(commands: Any) -> None:
         examples=["es-bench suite configs/suites/mujoco.toml --tasks swimmer,halfcheetah "
                   "--seeds 0-4",
                   "es-bench suite configs/suites/mujoco.toml --strategies openai,ars --ranks 2"])
-    bench.add_argument("suite", help="suite file (TOML), e.g. configs/suites/mujoco.toml")
+    bench.add_argument("suite", type=config_file,
+                       help="suite file (TOML), e.g. configs/suites/mujoco.toml (from any "
+                       "folder: a shipped suite's name, suites/mujoco)")
     bench.add_argument("--tasks", help="comma-separated task names (default: all)")
     bench.add_argument("--strategies", help="comma-separated strategies (default: all)")
     add_flag(bench, "--seeds", "every task and strategy runs each, and the tables cover these "

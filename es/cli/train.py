@@ -11,6 +11,7 @@ import contextlib
 import functools
 import gc
 import os
+import re
 import shlex
 import signal
 import socket
@@ -25,6 +26,7 @@ from es.cli.args import (
     USAGE_ERROR,
     ArgumentParser,
     add_flag,
+    config_file,
     fail,
     folder_path,
     nonnegative_int,
@@ -121,8 +123,12 @@ def train_parser() -> argparse.ArgumentParser:
                   "mpiexec -n 4 es-train configs/halfcheetah.toml --seeds 0-3 --run-dir runs/hc",
                   "es-train --resume runs/CartPole-v1__cartpole__0__20250101-120000"],
     )
-    parser.add_argument("configs", nargs="*", metavar="config",
-                        help="TOML config file, e.g. configs/cartpole.toml; several make a sweep")
+    parser.add_argument("configs", nargs="*", metavar="config", type=config_file,
+                        help="TOML config file, e.g. configs/cartpole.toml (from any folder: "
+                        "a shipped config's name, as --list-configs prints them); several make "
+                        "a sweep")
+    parser.add_argument("--list-configs", action="store_true",
+                        help="print the configs that come with es, and where they are, and exit")
     add_flag(parser, "--seeds", "a sweep over run.seed: one run folder per (config, seed); "
              "under mpiexec the ranks split into groups that train the runs side by side")
     add_flag(parser, "--set", "e.g. --set es.sigma=0.05")
@@ -163,6 +169,29 @@ def train_parser() -> argparse.ArgumentParser:
     elastic.add_argument("--max-restarts", type=nonnegative_int, metavar="N",
                          help=f"relaunches at most (default {MAX_RESTARTS})")
     return parser
+
+
+def shipped_configs_table() -> str:
+    """One line per shipped config: its name (what es-train and the other programs take from
+    any folder), and the opening sentence of its leading comment; then where they are, for a
+    copy to edit."""
+    from es.config import SHIPPED_CONFIGS, shipped_configs
+
+    lines = []
+    names = shipped_configs()
+    width = max(map(len, names))
+    for name in names:
+        comment = []
+        for line in (SHIPPED_CONFIGS / f"{name}.toml").read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            comment.append(line.lstrip("# ").strip())
+        # The first sentence ("et al. 2017" is not an end), or two where it is a bare name.
+        sentences = re.split(r"\.\s+(?=[A-Z])", " ".join(comment))
+        sentence = ". ".join(sentences[:2 if len(sentences[0]) < 20 else 1]).rstrip(".:")
+        lines.append(f"{name:<{width}}  {sentence[:100] + ('...' if len(sentence) > 100 else '')}")
+    lines.append(f"in {SHIPPED_CONFIGS.resolve()}: copy one to change it, or --set a key")
+    return "\n".join(lines)
 
 
 def flag_overrides(args: argparse.Namespace) -> list[str]:
@@ -409,6 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     """One run, or a sweep: the world's ranks split into groups, each training its runs."""
     survive_closed_stdout()
     args = train_parser().parse_args(argv)
+    if args.list_configs:
+        print(shipped_configs_table())
+        return 0
     args.overrides = flag_overrides(args)
     if args.elastic or args.hostfile:
         return supervise_elastic(args)

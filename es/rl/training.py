@@ -28,7 +28,14 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from es.config import Config, ConfigError, from_dict, ignored_settings, read_toml
+from es.config import (
+    Config,
+    ConfigError,
+    from_dict,
+    ignored_settings,
+    locate_config,
+    read_toml,
+)
 from es.core.messages import callback_error
 from es.parallel.comm import Comm, disagreement, make_comm, refused_together
 from es.rl.checkpoint import SavedPolicy, load_policy
@@ -102,7 +109,7 @@ def resolve_config(config: str | Path | Config | dict[str, Any],
     elif isinstance(config, dict):
         data = plain(copy.deepcopy(config))
     elif isinstance(config, str | Path):
-        data = read_toml(config)
+        data = read_toml(locate_config(config))
         data.setdefault("run", {}).setdefault("name", Path(config).stem)
     else:
         raise ConfigError(f"config {config!r}: must be a config file's path, a Config or a "
@@ -182,7 +189,9 @@ def train(
     policy: Any = None,
 ) -> TrainingRun:
     """Train as ``es-train CONFIG --set KEY=VALUE ... --run-dir RUN_DIR`` would, and return
-    the run. Errors in the config raise ``ConfigError`` (a ``ValueError``) before anything
+    the run. ``config`` is a file's path or, from any folder, a shipped config's name
+    (``"cartpole"``, ``"configs/cartpole.toml"``), a ``Config`` or a dict of its tables.
+    Errors in the config raise ``ConfigError`` (a ``ValueError``) before anything
     starts; an existing run folder is refused unless ``force``. BLAS (and torch, for a
     torch policy) runs on one thread during the call (restored after), as under ``es-train``.
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from conftest import REPO, load_params, read_progress, run_cli
 
+from es.config import shipped_configs
 from es.rl.metrics import COLUMNS
 
 
@@ -328,3 +329,29 @@ def test_out_of_memory_names_the_settings_that_size_the_run(tmp_path):
     assert said.endswith("; the config sizes es.population = 1000000000000 (arrays of a "
                          "generation's members) and es.noise_table_size = 1000000 (4 MiB a node)"
                          ": lower what is too large for this machine"), said
+
+
+def test_shipped_configs_run_from_any_folder(tmp_path):
+    """A pip-installed es has no checkout beside it: the README's commands name the shipped
+    configs (configs/cartpole.toml), which es-train, es-baseline and es-bench find by name."""
+    listed = run_cli(["es-train", "--list-configs"], cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()[:-1]]
+    assert names == shipped_configs() and "configs: copy one to change it" in listed.stdout
+    assert any(line.startswith("cartpole ") and "CartPole-v1 with a linear policy" in line
+               for line in listed.stdout.splitlines())
+    done = run_cli(["es-train", "configs/cartpole.toml", "--set", "run.generations=1",
+                    "--run-dir", "run", "--quiet"], ranks=2, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "CartPole-v1" in (tmp_path / "run/config.toml").read_text()
+    done = run_cli(["es-baseline", "dqn", "baselines/cartpole_dqn", "--set",
+                    "run.max_timesteps=300", "--run-dir", "dqn", "--quiet"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "dqn/policy.npz").is_file()
+    # The suite loads, and with it every config it names (relative to the suite file), before
+    # the unknown task is refused.
+    one_line_error(run_cli(["es-bench", "suite", "configs/suites/mujoco_steps.toml", "--tasks",
+                            "nope"], cwd=tmp_path),
+                   "'nope' is not in the suite (it has swimmer, halfcheetah, hopper")
+    one_line_error(run_cli(["es-train", "cartpol"], cwd=tmp_path),
+                   "config file 'cartpol': not found", "es-train --list-configs")
