@@ -13,6 +13,7 @@ names and in the run's ``config.toml``).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 import re
@@ -933,14 +934,17 @@ def locate_config(path: str | Path) -> Path:
     ``cartpole.toml`` or ``configs/cartpole.toml`` (the README's spelling) from any folder;
     anything else comes back as given, for the loader's "not found"."""
     given = Path(path)
-    if given.exists() or given.is_absolute() or not given.parts:
+    if given.exists() or given.is_absolute():
         return given
-    parts = given.parts[1:] if given.parts[0] == "configs" else given.parts
-    if not parts:
-        return given
-    name = Path(*parts)
-    candidate = SHIPPED_CONFIGS / (name if name.suffix == ".toml" else f"{name}.toml")
-    return candidate if candidate.is_file() else given
+    name = _shipped_name(given)
+    candidate = SHIPPED_CONFIGS / f"{name}.toml"
+    return candidate if name and candidate.is_file() else given
+
+
+def _shipped_name(path: Path) -> str:
+    """The shipped config's name a relative path would be: ``configs/`` and ``.toml`` off."""
+    parts = path.parts[1:] if path.parts[:1] == ("configs",) else path.parts
+    return Path(*parts).with_suffix("").as_posix() if parts else ""
 
 
 def read_toml(path: str | Path, kind: str = "config file") -> dict[str, Any]:
@@ -950,9 +954,13 @@ def read_toml(path: str | Path, kind: str = "config file") -> dict[str, Any]:
         with path.open("rb") as handle:
             return tomllib.load(handle)
     except FileNotFoundError:
-        hint = ("; from any folder a shipped config's name works too, e.g. cartpole or "
-                "configs/hopper_ars.toml (es-train --list-configs lists them)"
-                if kind in ("config file", "suite file") and SHIPPED_CONFIGS.is_dir() else "")
+        hint = ""
+        if kind in ("config file", "suite file") and not path.is_absolute():
+            near = difflib.get_close_matches(_shipped_name(path), shipped_configs(), 1, 0.8)
+            hint = (f"; did you mean {near[0]}? (es-train --list-configs lists the configs that "
+                    "come with es)" if near else "; from any folder a shipped config's name "
+                    "works too, e.g. cartpole or configs/hopper_ars.toml (es-train "
+                    "--list-configs lists them)")
         raise ConfigError(f"{kind} {str(path)!r}: not found{hint}") from None
     except IsADirectoryError:
         raise ConfigError(f"{kind} {str(path)!r}: is a directory") from None

@@ -403,9 +403,17 @@ def test_a_shipped_config_is_found_by_name_from_any_folder(tmp_path, monkeypatch
     # What is neither comes back as given, for the loader's "not found", which names the way.
     for name in ("cartpol", "configs", "configs/nope.toml", str(tmp_path / "cartpole.toml")):
         assert locate_config(name) == Path(name)
-    with pytest.raises(ConfigError, match="'cartpol': not found; from any folder a shipped "
-                       "config's name works too.*es-train --list-configs"):
+    with pytest.raises(ConfigError, match="'cartpol': not found; did you mean cartpole\\? "
+                       "\\(es-train --list-configs"):
         load_config(locate_config("cartpol"))
+    with pytest.raises(ConfigError, match="'configs/halfchetah.toml': not found; did you mean "
+                       "halfcheetah\\?"):
+        load_config(locate_config("configs/halfchetah.toml"))
+    with pytest.raises(ConfigError, match="'mine/run.toml': not found; from any folder a shipped "
+                       "config's name works too.*es-train --list-configs"):
+        load_config(locate_config("mine/run.toml"))
+    with pytest.raises(ConfigError, match="not found$"):  # a path of one's own: no guess
+        load_config(locate_config(tmp_path / "cartpol.toml"))
 
 
 def test_a_file_in_the_working_folder_wins_over_the_shipped_one(tmp_path, monkeypatch):

@@ -353,5 +353,6 @@ def test_shipped_configs_run_from_any_folder(tmp_path):
     one_line_error(run_cli(["es-bench", "suite", "configs/suites/mujoco_steps.toml", "--tasks",
                             "nope"], cwd=tmp_path),
                    "'nope' is not in the suite (it has swimmer, halfcheetah, hopper")
-    one_line_error(run_cli(["es-train", "cartpol"], cwd=tmp_path),
-                   "config file 'cartpol': not found", "es-train --list-configs")
+    one_line_error(run_cli(["es-train", "hopper_arss"], cwd=tmp_path),
+                   "config file 'hopper_arss': not found; did you mean hopper_ars?",
+                   "es-train --list-configs")
