@@ -2040,3 +2040,32 @@ def test_benchmarks_peer_tables_are_their_csvs():
         assert (f"| {seed} | {thousands(es['eval_mean'])} / {thousands(es['eval_min'])}, "
                 f"{float(es['wall_s']):.0f} s | {thousands(evo['eval_mean'])} / "
                 f"{thousands(evo['eval_min'])}, {float(evo['wall_s']):.0f} s |") in text
+
+
+def test_benchmarks_torch_speed_rows_are_their_csvs():
+    """The torch MLP against the NumPy one, remeasured on 2026-12-03: each row's medians and
+    ratio as docs/benchmarks.md prints them, the spread it quotes, and the README's range."""
+    ratios = []
+    for name, command in (("halfcheetah_2ranks", "--ranks 2` (HalfCheetah-v5)"),
+                          ("halfcheetah_1rank", "--ranks 1`"),
+                          ("hopper_2ranks", "--ranks 2 --config configs/hopper.toml`")):
+        by = {row["policy"]: row for row in read(RESULTS / f"torch_policy_{name}.csv")}
+        numpy_row, torch_row = by["numpy mlp"], by["torch mlp"]
+        assert {row["repeats"] for row in by.values()} == {"3"}
+        ratio = float(torch_row["vs_numpy"])
+        assert ratio == pytest.approx(float(torch_row["steps_per_s"])
+                                      / float(numpy_row["steps_per_s"]))
+        row = next(line for line in BENCHMARKS.splitlines()
+                   if line.startswith(f"| `python scripts/bench_torch_policy.py {command}"))
+        assert row.endswith(f"| {thousands(numpy_row['steps_per_s'])}, "
+                            f"{thousands(torch_row['steps_per_s'])}, **{ratio:.2f}** |"), row
+        ratios.append(ratio)
+        if name == "hopper_2ranks":
+            assert (f"Hopper's NumPy runs {thousands(numpy_row['min'])}-"
+                    f"{thousands(numpy_row['max'])} steps/s, torch's "
+                    f"{thousands(torch_row['min'])}-{thousands(torch_row['max'])}") in (
+                        " ".join(BENCHMARKS.split()))
+    earlier = (0.96, 0.97)  # HalfCheetah's first figures, which have no data kept
+    low, high = min(*ratios[:2], *earlier), max(*ratios[:2], *earlier)
+    assert (f"A torch MLP trains at {low:.2f}-{high:.2f} of the NumPy MLP's steps/s on "
+            f"HalfCheetah (1 and 2 ranks, two machines; Hopper {ratios[2]:.2f}-0.98)") in README
