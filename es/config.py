@@ -930,21 +930,31 @@ def shipped_config(path: str) -> Path:
 
 
 def locate_config(path: str | Path) -> Path:
-    """``path`` if it exists, or else the shipped config it names: ``cartpole``,
-    ``cartpole.toml`` or ``configs/cartpole.toml`` (the README's spelling) from any folder;
-    anything else comes back as given, for the loader's "not found"."""
+    """The config file ``path`` names: the file itself where it is one; else, for a relative
+    path, a copy of one's own in the working folder (``NAME.toml``, ``configs/NAME.toml``),
+    then the shipped config of that name (``cartpole``, ``cartpole.toml`` or
+    ``configs/cartpole.toml``, the README's spelling, from any folder). Anything else comes
+    back as given, for the loader's "not found"."""
     given = Path(path)
-    if given.exists() or given.is_absolute():
-        return given
     name = _shipped_name(given)
-    candidate = SHIPPED_CONFIGS / f"{name}.toml"
-    return candidate if name and candidate.is_file() else given
+    if given.is_file() or given.is_absolute() or not name:
+        return given
+    own = [Path(f"{given}.toml")] if not given.name.endswith(".toml") else []
+    if given.parts[0] != "configs":
+        own.append(Path("configs") / f"{name}.toml")
+    for candidate in (*own, SHIPPED_CONFIGS / f"{name}.toml"):
+        if candidate.is_file():
+            return candidate
+    return given
 
 
 def _shipped_name(path: Path) -> str:
-    """The shipped config's name a relative path would be: ``configs/`` and ``.toml`` off."""
+    """The shipped config's name a relative path would be, ``configs/`` and ``.toml`` off;
+    "" for a path that cannot be one (``..`` in it, nothing left)."""
     parts = path.parts[1:] if path.parts[:1] == ("configs",) else path.parts
-    return Path(*parts).with_suffix("").as_posix() if parts else ""
+    if not parts or ".." in parts:
+        return ""
+    return Path(*parts).as_posix().removesuffix(".toml")
 
 
 def read_toml(path: str | Path, kind: str = "config file") -> dict[str, Any]:
@@ -955,12 +965,15 @@ def read_toml(path: str | Path, kind: str = "config file") -> dict[str, Any]:
             return tomllib.load(handle)
     except FileNotFoundError:
         hint = ""
-        if kind in ("config file", "suite file") and not path.is_absolute():
+        # A name the user gave, not a run folder's own config.toml gone missing.
+        if kind in ("config file", "suite file") and not path.is_absolute() and (
+                path.name != "config.toml"):
             near = difflib.get_close_matches(_shipped_name(path), shipped_configs(), 1, 0.8)
+            example = ("cartpole or configs/hopper_ars.toml" if kind == "config file"
+                       else "suites/mujoco or configs/suites/mujoco_steps.toml")
             hint = (f"; did you mean {near[0]}? (es-train --list-configs lists the configs that "
-                    "come with es)" if near else "; from any folder a shipped config's name "
-                    "works too, e.g. cartpole or configs/hopper_ars.toml (es-train "
-                    "--list-configs lists them)")
+                    "come with es)" if near else f"; from any folder a shipped {kind[:-5]}'s name "
+                    f"works too, e.g. {example} (es-train --list-configs lists them)")
         raise ConfigError(f"{kind} {str(path)!r}: not found{hint}") from None
     except IsADirectoryError:
         raise ConfigError(f"{kind} {str(path)!r}: is a directory") from None

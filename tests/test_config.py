@@ -18,6 +18,7 @@ from es.config import (
     from_dict,
     load_config,
     locate_config,
+    read_toml,
     shipped_configs,
 )
 
@@ -414,22 +415,42 @@ def test_a_shipped_config_is_found_by_name_from_any_folder(tmp_path, monkeypatch
         load_config(locate_config("mine/run.toml"))
     with pytest.raises(ConfigError, match="not found$"):  # a path of one's own: no guess
         load_config(locate_config(tmp_path / "cartpol.toml"))
+    with pytest.raises(ConfigError, match="'runs/cartpole/config.toml': not found$"):
+        load_config("runs/cartpole/config.toml")  # a run folder's own file, not a name
+    with pytest.raises(ConfigError, match="suite file 'suites/mujoc': not found; did you mean "
+                       "suites/mujoco\\?"):
+        read_toml(locate_config("suites/mujoc"), "suite file")
+    with pytest.raises(ConfigError, match="suite file 'mine.toml': not found; from any folder "
+                       "a shipped suite's name works too, e.g. suites/mujoco"):
+        read_toml(locate_config("mine.toml"), "suite file")
 
 
-def test_a_file_in_the_working_folder_wins_over_the_shipped_one(tmp_path, monkeypatch):
+def test_a_copy_in_the_working_folder_wins_over_the_shipped_one(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs/cartpole.toml").write_text("[env]\nid = 'Pendulum-v1'\n")
+    for name in ("configs/cartpole.toml", "cartpole", "cartpole.toml", "configs/cartpole"):
+        assert locate_config(name) == Path("configs/cartpole.toml"), name
+    assert load_config(locate_config("cartpole")).env.id == "Pendulum-v1"
+    (tmp_path / "cartpole.toml").write_text("[env]\nid = 'Acrobot-v1'\n")  # copied here
+    assert locate_config("cartpole") == locate_config("cartpole.toml") == Path("cartpole.toml")
     assert locate_config("configs/cartpole.toml") == Path("configs/cartpole.toml")
-    assert load_config(locate_config("configs/cartpole.toml")).env.id == "Pendulum-v1"
-    assert locate_config("cartpole") == SHIPPED_CONFIGS / "cartpole.toml"  # no such file here
+    # A run folder named after the config (--resume-or-start hopper_ars) is not the config.
+    (tmp_path / "hopper_ars").mkdir()
+    assert locate_config("hopper_ars") == SHIPPED_CONFIGS / "hopper_ars.toml"
+    # Only .toml is a config's suffix; nothing outside the shipped folder is reached.
+    for name in ("cartpole.yaml", "hopper_ars.tmol", "../configs/cartpole.toml", "configs/.."):
+        assert locate_config(name) == Path(name), name
 
 
 def test_the_shipped_configs_are_the_checkouts():
-    """es/configs is the checkout's configs/ (a link), so the wheel carries what the README
-    and the docs run; every file is listed, by the name es-train takes."""
-    assert SHIPPED_CONFIGS.resolve() == (REPO / "configs").resolve()
+    """es/configs is the checkout's configs/ (a link there; copies in an sdist), so the wheel
+    carries what the README and the docs run; every file is listed, by the name es-train
+    takes."""
     on_disk = sorted(path.relative_to(REPO / "configs").with_suffix("").as_posix()
                      for path in (REPO / "configs").rglob("*.toml"))
     assert sorted(shipped_configs()) == on_disk and "cartpole" in on_disk
+    for name in on_disk:
+        assert ((SHIPPED_CONFIGS / f"{name}.toml").read_bytes()
+                == (REPO / "configs" / f"{name}.toml").read_bytes()), name
     assert shipped_configs()[0] == "ant" and shipped_configs()[-1].startswith("suites/")

@@ -199,8 +199,14 @@ def parse_entry(where: str, value: Any) -> Entry:
 
 
 def config_path(suite_file: Path, config: str) -> Path:
-    """Configs are paths relative to the working folder, or else to the suite file."""
-    return Path(config) if Path(config).is_file() else Path(suite_file).parent / config
+    """Configs are paths relative to the working folder, or else to the suite file, or else a
+    shipped config's name (``configs/cartpole.toml``, ``cartpole``: es.config.locate_config)."""
+    from es.config import locate_config
+
+    if Path(config).is_file():
+        return Path(config)
+    beside = Path(suite_file).parent / config
+    return beside if beside.is_file() else locate_config(config)
 
 
 def check_config(where: str, config: Path, overrides: tuple[str, ...], strategy: str) -> None:

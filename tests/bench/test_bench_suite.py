@@ -264,6 +264,24 @@ def test_shipped_suites_load_and_name_configs_of_their_strategies(path):
     assert suite.tasks and all(task.configs for task in suite.tasks.values())
 
 
+def test_a_suite_of_ones_own_names_shipped_configs_from_any_folder(tmp_path, monkeypatch):
+    """A suite file beside no configs/ (a pip-installed es): its entries, the README's
+    ``configs/...`` paths or names, are the shipped configs; a file of one's own wins."""
+    from es.bench.suite import config_path, load_suite
+    from es.config import SHIPPED_CONFIGS
+
+    monkeypatch.chdir(tmp_path)
+    suite = tmp_path / "mine.toml"
+    suite.write_text('[tasks.cartpole]\nthresholds = [475]\nbudget_s = 10\n'
+                     'strategies.openai = "configs/cartpole.toml"\n'
+                     'strategies.snes = { config = "pendulum", set = ["es.strategy=snes", '
+                     '"env.id=CartPole-v1", "policy.kind=linear"] }\n')
+    assert load_suite(suite).tasks["cartpole"].configs
+    assert config_path(suite, "configs/cartpole.toml") == SHIPPED_CONFIGS / "cartpole.toml"
+    (tmp_path / "pendulum.toml").write_text("[env]\nid = 'Acrobot-v1'\n")
+    assert config_path(suite, "pendulum") == Path("pendulum.toml")
+
+
 def test_an_output_folder_holds_one_suite(tmp_path):
     """Finished runs in --out are not redone: another suite file's are refused, not reused."""
     from es.bench.suite import claim_output_folder
