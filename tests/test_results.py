@@ -2069,3 +2069,36 @@ def test_benchmarks_torch_speed_rows_are_their_csvs():
     low, high = min(*ratios[:2], *earlier), max(*ratios[:2], *earlier)
     assert (f"A torch MLP trains at {low:.2f}-{high:.2f} of the NumPy MLP's steps/s on "
             f"HalfCheetah (1 and 2 ranks, two machines; Hopper {ratios[2]:.2f}-0.98)") in README
+
+
+def test_benchmarks_masked_cartpole_rerun_is_its_csvs():
+    """The GRU against the built-in policies on CartPole with the velocities hidden,
+    remeasured on 2026-12-03: the paragraph's seconds, steps and best evaluations are the
+    CSVs', the GRU's steps equal the first table's (a seed's run is deterministic), and the
+    README's range."""
+    runs = {policy: sorted(read(RESULTS / f"solve_masked_cartpole_{policy}.csv"),
+                           key=lambda run: int(run["seed"]))
+            for policy in ("gru", "mlp", "linear")}
+    text = " ".join(BENCHMARKS.split())
+    gru = runs["gru"]
+    assert [run["seed"] for run in gru] == ["0", "1", "2"]
+    assert all(run["reached_at_s"] for run in gru)
+    assert not any(run["reached_at_s"] for policy in ("mlp", "linear") for run in runs[policy])
+    seconds = " / ".join(f"{float(run['reached_at_s']):.1f}" for run in gru)
+    steps = " / ".join(f"{int(run['reached_at_steps']):,}" for run in gru)
+    assert f"reaches 475 on 3/3 seeds at {seconds} s, the same env steps" in text
+    assert f"({steps}: a seed's run is deterministic)" in text
+    first = " / ".join(f"{int(run['reached_at_steps']) / 1e6:.2f}" for run in gru)
+    assert f"| GRU (torch) | **3/3** | 14.8 / 21.1 / 22.2 (12.9 / 17.0 / 21.3 in an earlier run " \
+           f"of the same bits, quieter) | {first} |" in BENCHMARKS
+    for policy, said in (("mlp", "the built-in MLP's best evaluations are {} over {} steps"),
+                         ("linear", "the linear policy's {} over {}: none reaches 475")):
+        best = " / ".join(f"{float(run['best_eval']):.1f}" for run in runs[policy])
+        ran = " / ".join(f"{int(run['steps']) / 1e6:.2f}M" for run in runs[policy])
+        assert said.format(best, ran) in text, policy
+    reached = [float(run["reached_at_s"]) for run in gru]
+    low, high = round(min(reached)), round(max(reached))
+    to_it = [int(run["reached_at_steps"]) / 1e6 for run in gru]
+    millions_range = f"{min(to_it):.2f}-{max(to_it):.2f}M"
+    assert (f"in {millions_range} env steps (15–22 s; {low}-{high} s on a machine 3-4x "
+            "slower)") in " ".join(README.split())
