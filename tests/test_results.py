@@ -2102,3 +2102,13 @@ def test_benchmarks_masked_cartpole_rerun_is_its_csvs():
     millions_range = f"{min(to_it):.2f}-{max(to_it):.2f}M"
     assert (f"in {millions_range} env steps (15–22 s; {low}-{high} s on a machine 3-4x "
             "slower)") in " ".join(README.split())
+
+
+def test_benchmarks_update_cost_row_is_its_csv():
+    by = {row["noise"]: row for row in read(RESULTS / "update_cost.csv")}
+    table, seeds = float(by["table"]["update_ms_median"]), float(by["seed"]["update_ms_median"])
+    assert {row["members"] for row in by.values()} == {"1000"}
+    assert {row["dim"] for row in by.values()} == {"100000"}
+    assert (f"{table:.2f} ms against {seeds:.1f} ms, {seeds / table:.0f} times less "
+            f"([`results/update_cost.csv`](results/update_cost.csv), medians of "
+            f"{by['table']['repeats']} and {by['seed']['repeats']})") in BENCHMARKS
