@@ -937,15 +937,24 @@ def locate_config(path: str | Path) -> Path:
     back as given, for the loader's "not found"."""
     given = Path(path)
     name = _shipped_name(given)
-    if given.is_file() or given.is_absolute() or not name:
+    if _is_file(given) or given.is_absolute() or not name:
         return given
     own = [Path(f"{given}.toml")] if not given.name.endswith(".toml") else []
     if given.parts[0] != "configs":
         own.append(Path("configs") / f"{name}.toml")
     for candidate in (*own, SHIPPED_CONFIGS / f"{name}.toml"):
-        if candidate.is_file():
+        if _is_file(candidate):
             return candidate
     return given
+
+
+def _is_file(path: Path) -> bool:
+    """``Path.is_file``, False where the name cannot be a file (too long): the loader then
+    says why in its one line."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _shipped_name(path: Path) -> str:

@@ -439,7 +439,8 @@ def test_a_copy_in_the_working_folder_wins_over_the_shipped_one(tmp_path, monkey
     (tmp_path / "hopper_ars").mkdir()
     assert locate_config("hopper_ars") == SHIPPED_CONFIGS / "hopper_ars.toml"
     # Only .toml is a config's suffix; nothing outside the shipped folder is reached.
-    for name in ("cartpole.yaml", "hopper_ars.tmol", "../configs/cartpole.toml", "configs/.."):
+    for name in ("cartpole.yaml", "hopper_ars.tmol", "../configs/cartpole.toml", "configs/..",
+                 "x" * 300):
         assert locate_config(name) == Path(name), name
 
 

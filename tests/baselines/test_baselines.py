@@ -18,7 +18,7 @@ from test_baselines_nn import numeric_grad
 from es.baselines import nn
 from es.baselines.dqn import QLearner, ReplayBuffer, epsilon_at, lr_at, pack_transition
 from es.baselines.pg import TRACE_BUDGET_BYTES, PolicyGradient, Trajectory, returns_to_go
-from es.config import DQNConfig, PGConfig
+from es.config import SHIPPED_CONFIGS, DQNConfig, PGConfig
 from es.rl.cnn import ConvNetSpec
 from es.rl.envs import make_env
 from es.rl.metrics import COLUMNS
@@ -424,7 +424,7 @@ def test_es_compare_refuses_a_bad_method_config_before_any_run(tmp_path):
     crowded = run_cli(["es-compare", "--env", "Pendulum-v1", "--methods", "es,ppo", "--ranks",
                        "5", "--out", str(out)], timeout=60)
     assert crowded.returncode == 2 and crowded.stderr.strip() == (
-        f"es-compare: error: config {str(REPO / 'configs/baselines/pendulum_ppo.toml')!r} of "
+        f"es-compare: error: config {str(SHIPPED_CONFIGS / 'baselines/pendulum_ppo.toml')!r} of "
         "ppo: 5 ranks: ppo.num_envs = 4 environments are split over the ranks, at least one "
         "each")
     # Annealing over a step budget es-compare's runs never have: every PPO run failed.
