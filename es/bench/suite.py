@@ -203,10 +203,10 @@ def config_path(suite_file: Path, config: str) -> Path:
     shipped config's name (``configs/cartpole.toml``, ``cartpole``: es.config.locate_config)."""
     from es.config import locate_config
 
-    if Path(config).is_file():
-        return Path(config)
     beside = Path(suite_file).parent / config
-    return beside if beside.is_file() else locate_config(config)
+    if not Path(config).is_file() and beside.is_file():
+        return beside
+    return locate_config(config)  # the given path itself where it is a file
 
 
 def check_config(where: str, config: Path, overrides: tuple[str, ...], strategy: str) -> None:
